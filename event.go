@@ -1,0 +1,82 @@
+package herald
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Event is one published fact. Events are immutable once stored.
+type Event struct {
+	// ID is the producer's idempotency id when one was given, else a generated
+	// "evt_" id. A second publish with the same ID creates nothing.
+	ID   string `json:"id"`
+	Type string `json:"type"`
+	Key  string `json:"key,omitempty"`
+	// Version orders events of one Key for "latest" subscriptions; nil when
+	// the producer gave none.
+	Version *int64          `json:"version,omitempty"`
+	Data    json.RawMessage `json:"data"`
+	// CreatedAt is when herald accepted the event (the "timestamp" of the
+	// delivered body).
+	CreatedAt time.Time `json:"timestamp"`
+}
+
+// Envelope is the JSON document filters match against and the body a
+// subscriber receives.
+func (e *Event) Envelope() map[string]any {
+	m := map[string]any{
+		"id":        e.ID,
+		"type":      e.Type,
+		"timestamp": e.CreatedAt.UTC().Format(time.RFC3339Nano),
+	}
+	if e.Key != "" {
+		m["key"] = e.Key
+	}
+	if e.Version != nil {
+		m["version"] = *e.Version
+	}
+	var data any
+	if len(e.Data) > 0 {
+		_ = json.Unmarshal(e.Data, &data)
+	}
+	m["data"] = data
+	return m
+}
+
+// Body renders the request body a subscriber receives:
+// {"id","type","timestamp","key","version","data"} with key and version
+// omitted when absent. Data is copied verbatim, not re-encoded.
+func (e *Event) Body() []byte {
+	type body struct {
+		ID        string          `json:"id"`
+		Type      string          `json:"type"`
+		Timestamp string          `json:"timestamp"`
+		Key       string          `json:"key,omitempty"`
+		Version   *int64          `json:"version,omitempty"`
+		Data      json.RawMessage `json:"data"`
+	}
+	data := e.Data
+	if len(data) == 0 {
+		data = json.RawMessage("null")
+	}
+	b, _ := json.Marshal(body{
+		ID: e.ID, Type: e.Type, Timestamp: e.CreatedAt.UTC().Format(time.RFC3339Nano),
+		Key: e.Key, Version: e.Version, Data: data,
+	})
+	return b
+}
+
+// System event types herald publishes into its own pipeline. Operators
+// subscribe to them like to any other type. Deliveries of herald.* events
+// never raise further herald.delivery.dead events, so a broken alert
+// endpoint cannot loop.
+const (
+	EventTypeDeliveryDead         = "herald.delivery.dead"
+	EventTypeSubscriptionDisabled = "herald.subscription.disabled"
+	EventTypeQueueStale           = "herald.queue.stale"
+)
+
+// IsSystemEventType reports whether t is one of herald's own event types.
+func IsSystemEventType(t string) bool {
+	return len(t) > 7 && t[:7] == "herald."
+}

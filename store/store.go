@@ -1,0 +1,379 @@
+// Package store defines herald's storage contract. Two backends implement it:
+// store/sqlite (embedded, one node) and store/postgres (several nodes). One
+// conformance suite, store/storetest, proves every behaviour on both.
+//
+// Conventions (River-style): ctx first, one params struct per method, method
+// names read noun-then-verb. Time-dependent methods take Now in their params
+// so tests control the clock; backends never call time.Now for queue logic.
+// Errors are herald.ErrNotFound / herald.ErrConflict where the contract says
+// so, herald.ErrStoreUnavailable (wrapped) when the database cannot be
+// reached, and wrapped driver errors otherwise. A failed call changes
+// nothing: every method that writes runs in one transaction.
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/heraldhq/herald"
+)
+
+// Store is the storage contract. The interface is internal to herald: it may
+// change in any release.
+type Store interface {
+	// Migrate brings the schema to the newest embedded version. It is safe
+	// to call from several processes at once (PostgreSQL serializes it with
+	// an advisory lock) and refuses a schema newer than the code.
+	Migrate(ctx context.Context) error
+	// Ping checks that the database answers (readiness).
+	Ping(ctx context.Context) error
+	// Close releases connections and locks.
+	Close() error
+
+	// APITokenCreate stores the hash of an API token.
+	APITokenCreate(ctx context.Context, params *APITokenCreateParams) error
+	// APITokenExists reports whether a token with this hash is stored.
+	APITokenExists(ctx context.Context, hash string) (bool, error)
+	// APITokenCount counts stored tokens (0 on a first start).
+	APITokenCount(ctx context.Context) (int, error)
+
+	// SubscriptionCreate inserts a subscription with its first secret and
+	// bumps the subscriptions version.
+	SubscriptionCreate(ctx context.Context, params *SubscriptionCreateParams) (*herald.Subscription, error)
+	// SubscriptionGet returns one subscription or ErrNotFound. Deleted
+	// subscriptions are not found.
+	SubscriptionGet(ctx context.Context, id string) (*herald.Subscription, error)
+	// SubscriptionList pages through subscriptions in id order.
+	SubscriptionList(ctx context.Context, params *SubscriptionListParams) (*SubscriptionListResult, error)
+	// SubscriptionListAll returns every subscription (enabled or not) with
+	// the subscriptions version read in the same transaction: the fan-out
+	// cache loads from it.
+	SubscriptionListAll(ctx context.Context) (*SubscriptionListAllResult, error)
+	// SubscriptionsVersion returns a counter bumped by every subscription
+	// change (create, update, delete, disable, secret rotation).
+	SubscriptionsVersion(ctx context.Context) (int64, error)
+	// SubscriptionUpdate replaces the mutable fields of a subscription (the
+	// caller merges a PATCH) and bumps the version. ErrNotFound if absent.
+	SubscriptionUpdate(ctx context.Context, params *SubscriptionUpdateParams) (*herald.Subscription, error)
+	// SubscriptionDelete removes a subscription and marks its pending and
+	// in-flight deliveries cancelled. ErrNotFound if absent.
+	SubscriptionDelete(ctx context.Context, params *SubscriptionDeleteParams) error
+	// SubscriptionSecretRotate adds a new secret and makes every older one
+	// that has no earlier expiry expire at GraceUntil. ErrNotFound if absent.
+	SubscriptionSecretRotate(ctx context.Context, params *SubscriptionSecretRotateParams) error
+	// SubscriptionSecretList returns a subscription's secrets, newest first,
+	// including expired ones. ErrNotFound if the subscription is absent.
+	SubscriptionSecretList(ctx context.Context, id string) ([]herald.Secret, error)
+
+	// EventInsertMany stores events and their deliveries in ONE transaction:
+	// either all of it commits or nothing does. An event whose ID already
+	// exists is not stored again (nor are its deliveries) and its result says
+	// Duplicate with the original delivery count; an ID repeated inside one
+	// call is a duplicate of its first occurrence.
+	EventInsertMany(ctx context.Context, params *EventInsertManyParams) ([]EventInsertResult, error)
+	// EventGet returns an event and its deliveries (any state), or
+	// ErrNotFound.
+	EventGet(ctx context.Context, id string) (*EventGetResult, error)
+
+	// DeliveryGet returns a delivery with every attempt in order, or
+	// ErrNotFound.
+	DeliveryGet(ctx context.Context, id string) (*DeliveryGetResult, error)
+	// DeliveryList pages through deliveries newest first, with filters.
+	DeliveryList(ctx context.Context, params *DeliveryListParams) (*DeliveryListResult, error)
+	// DeliveryClaim leases up to Limit due pending deliveries of one tier
+	// (state pending, next_attempt_at <= Now, subscription enabled) and
+	// marks them in_flight with LeaseOwner/LeaseUntil. See the params for
+	// the fairness rule. Returned in next_attempt_at order.
+	DeliveryClaim(ctx context.Context, params *DeliveryClaimParams) ([]*ClaimedDelivery, error)
+	// DeliveryNextDue returns the earliest next_attempt_at among pending
+	// deliveries of a tier whose subscription is enabled, or nil when there
+	// are none. Workers sleep until then.
+	DeliveryNextDue(ctx context.Context, params *DeliveryNextDueParams) (*time.Time, error)
+	// DeliveryCompleteMany applies attempt outcomes in ONE transaction: each
+	// outcome records its attempt and moves the delivery to its new state —
+	// only if the delivery is still in_flight under the same LeaseOwner
+	// (otherwise the attempt is still recorded, the state is left alone and
+	// the outcome is counted in Stale). It also applies subscription
+	// disables and inserts system events with their deliveries, so an alert
+	// commits with the failure that caused it.
+	DeliveryCompleteMany(ctx context.Context, params *DeliveryCompleteManyParams) (*DeliveryCompleteManyResult, error)
+	// DeliveryRelease gives back in_flight deliveries held by Owner without
+	// recording an attempt: they become pending in their tier, due at Now.
+	// Used on graceful shutdown for work claimed but not started.
+	DeliveryRelease(ctx context.Context, params *DeliveryReleaseParams) (int, error)
+	// DeliveryRescue makes in_flight deliveries whose lease expired before
+	// Now pending again in their tier, due at Now (a crashed node's work).
+	DeliveryRescue(ctx context.Context, params *DeliveryRescueParams) (int, error)
+	// DeliveryRetry puts one finished delivery (delivered, dead, skipped,
+	// superseded, cancelled) back in tier 0, pending, due at Now.
+	// ErrNotFound if absent; ErrConflict if it is pending or in flight, or
+	// its subscription was deleted.
+	DeliveryRetry(ctx context.Context, params *DeliveryRetryParams) (*herald.Delivery, error)
+	// DeadLetterRedrive puts every dead delivery of a subscription that died
+	// (updated_at) in [Since, Until) back in tier 0, due at Now, and returns
+	// how many. Zero Since/Until mean unbounded.
+	DeadLetterRedrive(ctx context.Context, params *DeadLetterRedriveParams) (int, error)
+
+	// StatsGet counts deliveries per tier and state.
+	StatsGet(ctx context.Context, params *StatsGetParams) (*Stats, error)
+}
+
+// APITokenCreateParams are the inputs of APITokenCreate.
+type APITokenCreateParams struct {
+	// Hash is hex(sha256(token)); the token itself is never stored.
+	Hash string
+	Now  time.Time
+}
+
+// SubscriptionCreateParams are the inputs of SubscriptionCreate. The caller
+// fills Subscription completely (ID, State, timestamps, defaults applied).
+type SubscriptionCreateParams struct {
+	Subscription *herald.Subscription
+	Secret       string
+	Now          time.Time
+}
+
+// SubscriptionListParams page through subscriptions.
+type SubscriptionListParams struct {
+	// Limit is at most 1000; 0 means 100.
+	Limit int
+	// After returns subscriptions with id > After.
+	After string
+}
+
+// SubscriptionListResult is one page.
+type SubscriptionListResult struct {
+	Subscriptions []*herald.Subscription
+	// More is true when a further page exists; the cursor is the last id.
+	More bool
+}
+
+// SubscriptionListAllResult is the whole set with its version.
+type SubscriptionListAllResult struct {
+	Subscriptions []*herald.Subscription
+	Version       int64
+}
+
+// SubscriptionUpdateParams carry the merged subscription; ID selects the
+// row, and every mutable field (everything but ID and CreatedAt) is written.
+type SubscriptionUpdateParams struct {
+	Subscription *herald.Subscription
+	Now          time.Time
+}
+
+// SubscriptionDeleteParams are the inputs of SubscriptionDelete.
+type SubscriptionDeleteParams struct {
+	ID  string
+	Now time.Time
+}
+
+// SubscriptionSecretRotateParams are the inputs of SubscriptionSecretRotate.
+type SubscriptionSecretRotateParams struct {
+	ID         string
+	NewSecret  string
+	GraceUntil time.Time
+	Now        time.Time
+}
+
+// EventInsertManyParams are the inputs of EventInsertMany.
+type EventInsertManyParams struct {
+	Events []EventInsert
+	Now    time.Time
+}
+
+// EventInsert is one event with the deliveries fan-out decided for it.
+type EventInsert struct {
+	// Event.ID and Event.CreatedAt are set by the caller.
+	Event *herald.Event
+	// Deliveries: one per matching subscription.
+	Deliveries []DeliveryInsert
+}
+
+// DeliveryInsert is one new delivery, pending in tier 0.
+type DeliveryInsert struct {
+	ID             string
+	SubscriptionID string
+	// NextAttemptAt is when tier 0 matures (normally Now + tier 0 delay).
+	NextAttemptAt time.Time
+}
+
+// EventInsertResult answers one EventInsert, in input order.
+type EventInsertResult struct {
+	ID            string
+	Duplicate     bool
+	DeliveryCount int
+}
+
+// EventGetResult is an event with its deliveries.
+type EventGetResult struct {
+	Event      *herald.Event
+	Deliveries []*herald.Delivery
+}
+
+// DeliveryGetResult is a delivery with its attempts (oldest first).
+type DeliveryGetResult struct {
+	Delivery *herald.Delivery
+	Attempts []herald.Attempt
+}
+
+// DeliveryListParams filter and page deliveries. Empty fields do not filter.
+type DeliveryListParams struct {
+	SubscriptionID string
+	EventID        string
+	State          herald.DeliveryState
+	// Limit is at most 1000; 0 means 100.
+	Limit int
+	// Before returns deliveries with id < Before (newest first paging).
+	Before string
+}
+
+// DeliveryListResult is one page, newest first.
+type DeliveryListResult struct {
+	Deliveries []*herald.Delivery
+	More       bool
+}
+
+// DeliveryClaimParams are the inputs of DeliveryClaim.
+//
+// Fairness: the claim is spread over the subscriptions that have due work in
+// the tier. If k subscriptions have due work, no subscription receives more
+// than ceil(Limit/k) deliveries while another that has more due work
+// received fewer than its share — so one subscription with 10,000 due
+// deliveries cannot keep a second subscription's single due delivery out of
+// a claim. Within a subscription, earliest next_attempt_at first (ties by
+// id). Backends must do this in time proportional to (subscriptions with
+// work + Limit), not to the backlog.
+type DeliveryClaimParams struct {
+	Tier       int
+	Limit      int
+	Now        time.Time
+	LeaseOwner string
+	// LeaseUntil is Now + the subscription timeout + a margin; the backend
+	// uses max(LeaseUntil, Now + subscription timeout + LeaseMargin) per
+	// delivery so a long timeout never outlives its lease.
+	LeaseUntil  time.Time
+	LeaseMargin time.Duration
+}
+
+// ClaimedDelivery is everything a worker needs to make one attempt without
+// further reads.
+type ClaimedDelivery struct {
+	Delivery     *herald.Delivery
+	Event        *herald.Event
+	Subscription *herald.Subscription
+	// Secrets are the subscription's secrets active at claim time, newest
+	// first.
+	Secrets []herald.Secret
+	// Attempt is the 1-based number of the attempt about to be made
+	// (Delivery.AttemptCount + 1).
+	Attempt int
+	// LeaseUntil is the lease granted.
+	LeaseUntil time.Time
+}
+
+// DeliveryNextDueParams are the inputs of DeliveryNextDue.
+type DeliveryNextDueParams struct {
+	Tier int
+}
+
+// DeliveryCompleteManyParams are the inputs of DeliveryCompleteMany.
+type DeliveryCompleteManyParams struct {
+	Outcomes []DeliveryOutcome
+	// DisableSubscriptions are applied in the same transaction (410 Gone).
+	DisableSubscriptions []SubscriptionDisable
+	// Events are inserted in the same transaction (system events), with
+	// the same rules as EventInsertMany.
+	Events []EventInsert
+	Now    time.Time
+}
+
+// DeliveryOutcome is the result of one attempt.
+type DeliveryOutcome struct {
+	DeliveryID string
+	LeaseOwner string
+	Attempt    herald.Attempt
+	// State is the new state: delivered, pending (a retry) or dead.
+	State herald.DeliveryState
+	// Tier is the delivery's tier after the outcome (the next tier for a
+	// retry; the tier attempted from otherwise).
+	Tier int
+	// NextAttemptAt is set for a retry.
+	NextAttemptAt *time.Time
+}
+
+// SubscriptionDisable disables one subscription with a reason.
+type SubscriptionDisable struct {
+	ID     string
+	Reason string
+}
+
+// DeliveryCompleteManyResult reports what was applied.
+type DeliveryCompleteManyResult struct {
+	// Applied counts outcomes that changed their delivery's state.
+	Applied int
+	// Stale lists delivery ids whose lease was no longer held by the
+	// outcome's owner; their state was left alone.
+	Stale []string
+}
+
+// DeliveryReleaseParams are the inputs of DeliveryRelease.
+type DeliveryReleaseParams struct {
+	IDs        []string
+	LeaseOwner string
+	Now        time.Time
+}
+
+// DeliveryRescueParams are the inputs of DeliveryRescue.
+type DeliveryRescueParams struct {
+	Now time.Time
+}
+
+// DeliveryRetryParams are the inputs of DeliveryRetry.
+type DeliveryRetryParams struct {
+	ID  string
+	Now time.Time
+}
+
+// DeadLetterRedriveParams are the inputs of DeadLetterRedrive.
+type DeadLetterRedriveParams struct {
+	SubscriptionID string // required
+	Since, Until   time.Time
+	Now            time.Time
+}
+
+// StatsGetParams are the inputs of StatsGet.
+type StatsGetParams struct {
+	// Tiers is the number of configured tiers; the result has one entry for
+	// each, even when empty.
+	Tiers int
+	Now   time.Time
+}
+
+// Stats counts deliveries.
+type Stats struct {
+	Tiers          []TierStats
+	Dead           int64
+	DeliveredTotal int64
+}
+
+// TierStats are one tier's counts.
+type TierStats struct {
+	Tier     int
+	Pending  int64
+	InFlight int64
+	// Due is the number of pending deliveries whose next_attempt_at <= Now
+	// (the backlog that weights worker assignment).
+	Due int64
+	// OldestPendingAge is Now minus the earliest next_attempt_at of due
+	// pending deliveries (0 if none).
+	OldestPendingAge time.Duration
+}
+
+// RawJSON is a helper for backends: it returns v or JSON null.
+func RawJSON(v json.RawMessage) json.RawMessage {
+	if len(v) == 0 {
+		return json.RawMessage("null")
+	}
+	return v
+}

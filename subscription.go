@@ -1,0 +1,109 @@
+package herald
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Ordering is a subscription's per-key ordering mode.
+type Ordering string
+
+const (
+	// OrderingNone delivers with full parallelism (the default).
+	OrderingNone Ordering = "none"
+	// OrderingFIFO sends deliveries of one event key one at a time, in
+	// publish order.
+	OrderingFIFO Ordering = "fifo"
+	// OrderingLatest sends one at a time per key and skips versions not
+	// newer than the last delivered one.
+	OrderingLatest Ordering = "latest"
+)
+
+// Valid reports whether o is a known mode.
+func (o Ordering) Valid() bool {
+	switch o {
+	case OrderingNone, OrderingFIFO, OrderingLatest:
+		return true
+	}
+	return false
+}
+
+// SubscriptionState is enabled or disabled.
+type SubscriptionState string
+
+const (
+	SubscriptionEnabled  SubscriptionState = "enabled"
+	SubscriptionDisabled SubscriptionState = "disabled"
+)
+
+// Filter selects events by content. At most one field is set.
+type Filter struct {
+	CEL      string          `json:"cel,omitempty"`
+	JMESPath string          `json:"jmespath,omitempty"`
+	ESQuery  json.RawMessage `json:"es_query,omitempty"`
+}
+
+// IsZero reports whether no filter is set.
+func (f *Filter) IsZero() bool {
+	return f == nil || (f.CEL == "" && f.JMESPath == "" && len(f.ESQuery) == 0)
+}
+
+// RateLimit allows at most Max request starts in any window of PerSeconds.
+type RateLimit struct {
+	Max        int `json:"max"`
+	PerSeconds int `json:"per_seconds"`
+}
+
+// Subscription routes matching events to one endpoint.
+type Subscription struct {
+	ID     string `json:"id"`
+	URL    string `json:"url"`
+	Method string `json:"method"`
+	// EventTypes are glob patterns ("bundle.*"); empty matches every type.
+	EventTypes    []string          `json:"event_types"`
+	Filter        *Filter           `json:"filter,omitempty"`
+	Headers       map[string]string `json:"headers"`
+	Ordering      Ordering          `json:"ordering"`
+	KeyIntervalMS int64             `json:"key_interval_ms"`
+	RateLimit     *RateLimit        `json:"rate_limit,omitempty"`
+	// MaxInFlight caps concurrent requests; 0 means no cap.
+	MaxInFlight    int               `json:"max_in_flight"`
+	TimeoutMS      int64             `json:"timeout_ms"`
+	Description    string            `json:"description"`
+	Metadata       json.RawMessage   `json:"metadata"`
+	State          SubscriptionState `json:"state"`
+	DisabledReason string            `json:"disabled_reason"`
+	CreatedAt      time.Time         `json:"created_at"`
+	UpdatedAt      time.Time         `json:"updated_at"`
+}
+
+// Timeout is the per-request delivery timeout.
+func (s *Subscription) Timeout() time.Duration {
+	if s.TimeoutMS <= 0 {
+		return DefaultTimeout
+	}
+	return time.Duration(s.TimeoutMS) * time.Millisecond
+}
+
+// Subscription defaults and limits.
+const (
+	// DefaultTimeout is the delivery timeout when a subscription sets none.
+	DefaultTimeout = 10 * time.Second
+	// MaxTimeout bounds timeout_ms; leases are sized from it.
+	MaxTimeout = 5 * time.Minute
+	// DefaultSecretGrace is how long a rotated-out secret keeps signing.
+	DefaultSecretGrace = 24 * time.Hour
+)
+
+// Secret is one signing secret of a subscription ("whsec_" + base64).
+// During rotation a subscription has several; each active one signs.
+type Secret struct {
+	Value     string     `json:"secret"`
+	CreatedAt time.Time  `json:"created_at"`
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+}
+
+// Active reports whether the secret still signs at now.
+func (s Secret) Active(now time.Time) bool {
+	return s.ExpiresAt == nil || now.Before(*s.ExpiresAt)
+}
