@@ -1,10 +1,25 @@
-// Package postgres is herald's PostgreSQL store (placeholder; being written).
 package postgres
 
 import (
 	"context"
+	"embed"
 	"errors"
+	"fmt"
+	"io"
+	"net"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/store"
 )
 
@@ -20,9 +35,264 @@ type Config struct {
 }
 
 // Store is the PostgreSQL implementation of store.Store.
-type Store struct{ store.Store }
+type Store struct {
+	pool   *pgxpool.Pool
+	schema string
+	closed atomic.Bool
+}
 
-// Open connects to PostgreSQL. It does not migrate; call Migrate.
+var _ store.Store = (*Store)(nil)
+
+// Open connects to PostgreSQL. It does not migrate; call Migrate. It checks
+// that the server answers (creating Config.Schema if set), so a node started
+// against a dead database fails at once with an error wrapping
+// herald.ErrStoreUnavailable.
 func Open(ctx context.Context, cfg Config) (*Store, error) {
-	return nil, errors.New("postgres: not implemented")
+	pcfg, err := pgxpool.ParseConfig(cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("error parsing database url: %w", err)
+	}
+	if cfg.MaxConns > 0 {
+		pcfg.MaxConns = cfg.MaxConns
+	}
+	schema := cfg.Schema
+	if schema != "" {
+		// A startup parameter rather than a SET after connect: every
+		// connection the pool ever opens gets it, with no extra round trip.
+		pcfg.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{schema}.Sanitize()
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, mapErr("error creating pool", err)
+	}
+	s := &Store{pool: pool, schema: schema}
+	if schema != "" {
+		_, err = pool.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{schema}.Sanitize())
+		// Two nodes creating the same schema at once can still collide on
+		// the catalog's unique index; the schema exists either way.
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+			err = nil
+		}
+		if err != nil {
+			pool.Close()
+			return nil, mapErr("error creating schema", err)
+		}
+	} else if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, mapErr("error connecting", err)
+	}
+	return s, nil
+}
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if s.closed.Load() {
+		return unavailable("error pinging", errors.New("store closed"))
+	}
+	return mapErr("error pinging", s.pool.Ping(ctx))
+}
+
+// Close releases the pool's connections.
+func (s *Store) Close() error {
+	if s.closed.CompareAndSwap(false, true) {
+		s.pool.Close()
+	}
+	return nil
+}
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+// migrations returns the embedded migrations in version order.
+func migrations() ([]migration, error) {
+	entries, err := migrationFS.ReadDir("migrations")
+	if err != nil {
+		return nil, err
+	}
+	var out []migration
+	for _, e := range entries {
+		name := e.Name()
+		num, _, ok := strings.Cut(name, "_")
+		if !ok {
+			return nil, fmt.Errorf("migration %s: name must be NNN_name.sql", name)
+		}
+		v, err := strconv.Atoi(num)
+		if err != nil {
+			return nil, fmt.Errorf("migration %s: %w", name, err)
+		}
+		b, err := migrationFS.ReadFile(path.Join("migrations", name))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, migration{version: v, name: name, sql: string(b)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
+	for i, m := range out {
+		if m.version != i+1 {
+			return nil, fmt.Errorf("migration %s: versions must run 1, 2, 3… without gaps", m.name)
+		}
+	}
+	return out, nil
+}
+
+// migrateLockClass is the first key of herald's migration advisory lock; the
+// second is a hash of the schema, so tests migrating their own schemas in
+// parallel do not wait for one another.
+const migrateLockClass = 0x68726c64 // "hrld"
+
+// Migrate applies the embedded migrations not yet applied, all in one
+// transaction under an advisory lock.
+func (s *Store) Migrate(ctx context.Context) error {
+	ms, err := migrations()
+	if err != nil {
+		return err
+	}
+	return s.inTx(ctx, "error migrating", func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, hashtext(current_schema()))", migrateLockClass); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS herald_migrations (
+			version    integer PRIMARY KEY,
+			name       text NOT NULL,
+			applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+			return err
+		}
+		var current int
+		if err := tx.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM herald_migrations").Scan(&current); err != nil {
+			return err
+		}
+		if current > len(ms) {
+			return fmt.Errorf("database schema is at version %d, newer than this herald (%d): upgrade herald", current, len(ms))
+		}
+		for _, m := range ms[current:] {
+			if _, err := tx.Exec(ctx, m.sql); err != nil {
+				return fmt.Errorf("migration %s: %w", m.name, err)
+			}
+			if _, err := tx.Exec(ctx, "INSERT INTO herald_migrations (version, name) VALUES ($1, $2)", m.version, m.name); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// querier is what pgx.Tx and *pgxpool.Pool share; helpers that run either
+// inside a transaction or on their own take it.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// inTx runs fn in a transaction, committing when it returns nil. Errors are
+// mapped with op as context; herald errors from fn pass through unchanged.
+func (s *Store) inTx(ctx context.Context, op string, fn func(tx pgx.Tx) error) error {
+	if s.closed.Load() {
+		return unavailable(op, errors.New("store closed"))
+	}
+	err := pgx.BeginFunc(ctx, s.pool, fn)
+	return mapErr(op, err)
+}
+
+// db returns the pool, or an error when the store is closed.
+func (s *Store) db(op string) (querier, error) {
+	if s.closed.Load() {
+		return nil, unavailable(op, errors.New("store closed"))
+	}
+	return s.pool, nil
+}
+
+// mapErr wraps err with op, turning "the server cannot be reached" into
+// herald.ErrStoreUnavailable so the API answers 503. herald errors (not
+// found, conflict) pass through untouched.
+func mapErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var he *herald.Error
+	if errors.As(err, &he) {
+		return err
+	}
+	if isUnavailable(err) {
+		return unavailable(op, err)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+func unavailable(op string, err error) error {
+	return &herald.Error{
+		Code:    herald.CodeStoreUnavailable,
+		Message: "store unavailable",
+		Err:     fmt.Errorf("%s: %w", op, err),
+	}
+}
+
+// isUnavailable reports whether err means the database did not answer, as
+// opposed to answering with an error.
+func isUnavailable(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		// Class 08: connection exception; 57P0x: the server is shutting
+		// down or starting; 53300: too many connections.
+		return strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "57P") || pgErr.Code == "53300"
+	}
+	var connectErr *pgconn.ConnectError
+	var netErr net.Error
+	switch {
+	case errors.As(err, &connectErr),
+		errors.As(err, &netErr),
+		errors.Is(err, syscall.ECONNREFUSED),
+		errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, io.EOF),
+		errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, net.ErrClosed),
+		// A deadline that expired while talking to the server: from the
+		// caller's side the store did not answer. A cancelled context is
+		// the caller giving up and stays as it is.
+		errors.Is(err, context.DeadlineExceeded),
+		pgconn.SafeToRetry(err):
+		return true
+	}
+	// puddle.ErrClosedPool (not imported: puddle is pgx's internal detail).
+	return strings.Contains(err.Error(), "closed pool")
+}
+
+// ms truncates t to the stored precision (milliseconds) in UTC.
+func ms(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond) }
+
+// msPtr is ms for optional times.
+func msPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	v := ms(*t)
+	return &v
+}
+
+// utcPtr converts a scanned optional time to UTC.
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	v := t.UTC()
+	return &v
+}
+
+// pageLimit applies the contract's paging defaults.
+func pageLimit(n int) int {
+	switch {
+	case n <= 0:
+		return 100
+	case n > 1000:
+		return 1000
+	}
+	return n
 }

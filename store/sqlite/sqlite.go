@@ -1,24 +1,255 @@
-// Package sqlite is herald's embedded store (placeholder; being written).
 package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"time"
 
+	sqlite3 "github.com/mattn/go-sqlite3"
+
+	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/store"
 )
+
+// Defaults and limits of the connection setup.
+const (
+	// busyTimeout is how long a connection waits for SQLite's own file lock
+	// (a checkpoint, or the reader pool racing the writer) before
+	// SQLITE_BUSY. Writers are serialized in Go, so this is rarely reached.
+	busyTimeout = 5 * time.Second
+	// minReadConns is the floor of the read pool; it grows with GOMAXPROCS.
+	minReadConns = 4
+)
+
+// ErrLocked is returned (wrapped, with the holder's pid and the lock file's
+// path) by Open when another Store holds the data directory.
+var ErrLocked = errors.New("sqlite: data directory is in use by another herald process")
 
 // Config configures Open.
 type Config struct {
 	// Path is the database file. A lock file Path+".lock" keeps a second
 	// process out.
 	Path string
+	// Synchronous is the SQLite synchronous mode: "full" (default; every
+	// commit is on disk before it is acknowledged, so an accepted event
+	// survives power loss) or "normal" (in WAL mode, commits after the last
+	// checkpoint may be lost on power loss — not on a process crash — for
+	// several times the single-row commit rate).
+	Synchronous string
 }
 
 // Store is the SQLite implementation of store.Store.
-type Store struct{ store.Store }
+type Store struct {
+	// db is the single writer connection; every write transaction starts
+	// with BEGIN IMMEDIATE (_txlock=immediate).
+	db *sql.DB
+	// rdb is the read pool (query_only connections).
+	rdb     *sql.DB
+	path    string
+	release func() error
+}
 
-// Open opens (creating if needed) the database at cfg.Path.
+var _ store.Store = (*Store)(nil)
+
+// Open opens (creating if needed) the database at cfg.Path and locks its data
+// directory. It does not migrate; call Migrate.
 func Open(ctx context.Context, cfg Config) (*Store, error) {
-	return nil, errors.New("sqlite: not implemented")
+	if cfg.Path == "" {
+		return nil, errors.New("sqlite: Config.Path is required")
+	}
+	if strings.ContainsRune(cfg.Path, '?') {
+		return nil, fmt.Errorf("sqlite: path must not contain '?': %s", cfg.Path)
+	}
+	sync := "FULL"
+	switch strings.ToLower(cfg.Synchronous) {
+	case "", "full":
+	case "normal":
+		sync = "NORMAL"
+	default:
+		return nil, fmt.Errorf("sqlite: Config.Synchronous must be \"full\" or \"normal\", not %q", cfg.Synchronous)
+	}
+
+	release, err := lockFile(cfg.Path + ".lock")
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{path: cfg.Path, release: release}
+
+	base := fmt.Sprintf("%s?_journal_mode=WAL&_busy_timeout=%d&_foreign_keys=on&_synchronous=%s",
+		cfg.Path, busyTimeout.Milliseconds(), sync)
+	if s.db, err = sql.Open("sqlite3", base+"&_txlock=immediate"); err != nil {
+		_ = s.Close()
+		return nil, fmt.Errorf("sqlite: open: %w", err)
+	}
+	s.db.SetMaxOpenConns(1)
+	s.db.SetMaxIdleConns(1)
+	s.db.SetConnMaxLifetime(0)
+	s.db.SetConnMaxIdleTime(0)
+	// The writer connection creates the file and switches it to WAL before
+	// any reader opens it: a reader on a fresh file would otherwise race it.
+	if err := s.db.PingContext(ctx); err != nil {
+		_ = s.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", cfg.Path, unavailable(err))
+	}
+
+	if s.rdb, err = sql.Open("sqlite3", base+"&_query_only=on"); err != nil {
+		_ = s.Close()
+		return nil, fmt.Errorf("sqlite: open: %w", err)
+	}
+	readConns := max(minReadConns, runtime.GOMAXPROCS(0))
+	s.rdb.SetMaxOpenConns(readConns)
+	s.rdb.SetMaxIdleConns(readConns)
+	s.rdb.SetConnMaxIdleTime(0)
+	return s, nil
+}
+
+// Close releases the connections and the data directory lock.
+func (s *Store) Close() error {
+	var errs []error
+	if s.rdb != nil {
+		errs = append(errs, s.rdb.Close())
+	}
+	if s.db != nil {
+		errs = append(errs, s.db.Close())
+	}
+	if s.release != nil {
+		errs = append(errs, s.release())
+		s.release = nil
+	}
+	return errors.Join(errs...)
+}
+
+// Ping checks that both the writer and a reader answer.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.db.PingContext(ctx); err != nil {
+		return fmt.Errorf("sqlite: ping: %w", unavailable(err))
+	}
+	var one int
+	if err := s.rdb.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
+		return fmt.Errorf("sqlite: ping: %w", unavailable(err))
+	}
+	return nil
+}
+
+// unavailable marks errors that mean "the database cannot be used right
+// now" (closed, busy past the timeout, I/O failure) as
+// herald.ErrStoreUnavailable, keeping the cause.
+func unavailable(err error) error {
+	if err == nil {
+		return nil
+	}
+	var se sqlite3.Error
+	switch {
+	case errors.Is(err, sql.ErrConnDone), errors.Is(err, context.DeadlineExceeded),
+		strings.Contains(err.Error(), "database is closed"):
+		return fmt.Errorf("%w: %w", herald.ErrStoreUnavailable, err)
+	case errors.As(err, &se) && (se.Code == sqlite3.ErrBusy || se.Code == sqlite3.ErrLocked ||
+		se.Code == sqlite3.ErrIoErr || se.Code == sqlite3.ErrCantOpen || se.Code == sqlite3.ErrFull ||
+		se.Code == sqlite3.ErrReadonly):
+		return fmt.Errorf("%w: %w", herald.ErrStoreUnavailable, err)
+	}
+	return err
+}
+
+// writeTx runs fn in one write transaction (BEGIN IMMEDIATE on the single
+// writer connection) and commits it; any error rolls everything back, so a
+// failed call changes nothing.
+func (s *Store) writeTx(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlite: %s: begin: %w", op, unavailable(err))
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		if isDomainError(err) {
+			return err
+		}
+		return fmt.Errorf("sqlite: %s: %w", op, unavailable(err))
+	}
+	if err := tx.Commit(); err != nil {
+		_ = tx.Rollback()
+		return fmt.Errorf("sqlite: %s: commit: %w", op, unavailable(err))
+	}
+	return nil
+}
+
+// readTx runs fn in one read transaction on the read pool, so everything fn
+// reads comes from one snapshot.
+func (s *Store) readTx(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
+	tx, err := s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return fmt.Errorf("sqlite: %s: begin: %w", op, unavailable(err))
+	}
+	defer func() { _ = tx.Rollback() }()
+	if err := fn(tx); err != nil {
+		if isDomainError(err) {
+			return err
+		}
+		return fmt.Errorf("sqlite: %s: %w", op, unavailable(err))
+	}
+	return nil
+}
+
+func isDomainError(err error) bool {
+	var he *herald.Error
+	return errors.As(err, &he)
+}
+
+// queryer is what *sql.Tx and *sql.DB share.
+type queryer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// Times are stored as INTEGER milliseconds since the epoch (UTC).
+
+func ms(t time.Time) int64 { return t.UnixMilli() }
+
+func msPtr(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return t.UnixMilli()
+}
+
+func fromMS(v int64) time.Time { return time.UnixMilli(v).UTC() }
+
+func fromNullMS(v sql.NullInt64) *time.Time {
+	if !v.Valid {
+		return nil
+	}
+	t := fromMS(v.Int64)
+	return &t
+}
+
+// placeholders returns "?,?,…" with n marks.
+func placeholders(n int) string {
+	if n <= 0 {
+		return ""
+	}
+	return strings.Repeat("?,", n-1) + "?"
+}
+
+func anySlice[T any](xs []T) []any {
+	out := make([]any, len(xs))
+	for i, x := range xs {
+		out[i] = x
+	}
+	return out
+}
+
+// pageLimit applies the contract's paging limits: 0 means 100, at most 1000.
+func pageLimit(n int) int {
+	switch {
+	case n <= 0:
+		return 100
+	case n > 1000:
+		return 1000
+	}
+	return n
 }

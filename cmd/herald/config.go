@@ -1,0 +1,223 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/heraldhq/herald/delivery"
+)
+
+// config is every setting of herald serve/migrate. Each field has a flag
+// --name, an environment variable HERALD_NAME (upper snake case) and a key
+// "name" (or name with underscores) in the YAML file given by --config.
+// Precedence: flag, then environment, then file, then default.
+type config struct {
+	Config        string
+	Listen        string
+	DataDir       string
+	DatabaseURL   string
+	Tiers         string
+	Dev           bool
+	AllowPrivate  bool
+	AllowCIDR     string
+	APIToken      string
+	Workers       int
+	NodeID        string
+	LogLevel      string
+	LogFormat     string
+	SQLiteSync    string
+	IngestBatch   int
+	IngestFlush   time.Duration
+	IngestWorkers int
+	LeaseMargin   time.Duration
+	PollInterval  time.Duration
+	ShutdownWait  time.Duration
+	MaxBodyBytes  int64
+	SecretGrace   time.Duration
+
+	tiers []time.Duration
+	allow []netip.Prefix
+}
+
+func defaultTiersString() string {
+	parts := make([]string, len(delivery.DefaultTiers))
+	for i, d := range delivery.DefaultTiers {
+		parts[i] = shortDuration(d)
+	}
+	return strings.Join(parts, ",")
+}
+
+// shortDuration prints d without zero trailing units: "1m", not "1m0s".
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+func (c *config) flags(fs *flag.FlagSet) {
+	fs.StringVar(&c.Config, "config", "", "YAML config file (keys are the flag names)")
+	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "address of the API, /metrics and health endpoints")
+	fs.StringVar(&c.DataDir, "data-dir", "./herald-data", "directory for the SQLite store and admin.token")
+	fs.StringVar(&c.DatabaseURL, "database-url", "", "postgres://… to use PostgreSQL instead of the embedded SQLite store")
+	fs.StringVar(&c.Tiers, "tiers", defaultTiersString(), "retry tiers' maturity delays, comma-separated (one attempt per tier)")
+	fs.BoolVar(&c.Dev, "dev", false, "development mode: allow delivery to loopback addresses")
+	fs.BoolVar(&c.AllowPrivate, "allow-private", false, "allow delivery to private (RFC 1918, ULA, CGNAT) addresses")
+	fs.StringVar(&c.AllowCIDR, "allow-cidr", "", "comma-separated CIDRs delivery may reach even if loopback/private (never link-local/metadata)")
+	fs.StringVar(&c.APIToken, "api-token", "", "admin API token (default: generated on first start into <data-dir>/admin.token)")
+	fs.IntVar(&c.Workers, "workers", delivery.DefaultWorkers, "concurrent delivery requests per node")
+	fs.StringVar(&c.NodeID, "node-id", "", "name of this node in leases (default random)")
+	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&c.LogFormat, "log-format", "text", "text or json")
+	fs.StringVar(&c.SQLiteSync, "sqlite-synchronous", "full", "SQLite synchronous mode: full (survives power loss) or normal (survives process crashes)")
+	fs.IntVar(&c.IngestBatch, "ingest-max-batch", 1000, "most events in one group commit")
+	fs.DurationVar(&c.IngestFlush, "ingest-flush-interval", 0, "how long a group commit waits for more events (0: flush when the committer is free)")
+	fs.IntVar(&c.IngestWorkers, "ingest-committers", 0, "concurrent group committers (default 1 on SQLite, 4 on PostgreSQL)")
+	fs.DurationVar(&c.LeaseMargin, "lease-margin", delivery.DefaultLeaseMargin, "added to a delivery's timeout to size its lease")
+	fs.DurationVar(&c.PollInterval, "poll-interval", delivery.DefaultPollInterval, "longest a tier sleeps without checking the store")
+	fs.DurationVar(&c.ShutdownWait, "shutdown-timeout", delivery.DefaultShutdownTimeout, "how long shutdown waits for running deliveries")
+	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", 1<<20, "largest accepted request body (the batch API allows 16×)")
+	fs.DurationVar(&c.SecretGrace, "secret-grace", 24*time.Hour, "how long a rotated-out secret keeps signing")
+}
+
+// envName maps a flag name to its environment variable.
+func envName(flagName string) string {
+	return "HERALD_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// load parses args, then fills every flag not given on the command line from
+// the environment, then from the YAML file.
+func (c *config) load(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var errs []error
+	fs.VisitAll(func(f *flag.Flag) {
+		if set[f.Name] {
+			return
+		}
+		if v, ok := os.LookupEnv(envName(f.Name)); ok {
+			if err := fs.Set(f.Name, v); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", envName(f.Name), err))
+			}
+			set[f.Name] = true
+		}
+	})
+	if c.Config != "" {
+		raw, err := os.ReadFile(c.Config)
+		if err != nil {
+			return fmt.Errorf("error reading config file: %w", err)
+		}
+		var file map[string]any
+		if err := yaml.Unmarshal(raw, &file); err != nil {
+			return fmt.Errorf("error parsing config file %s: %w", c.Config, err)
+		}
+		for k, v := range file {
+			name := strings.ReplaceAll(k, "_", "-")
+			f := fs.Lookup(name)
+			if f == nil {
+				errs = append(errs, fmt.Errorf("config file %s: unknown key %q", c.Config, k))
+				continue
+			}
+			if set[name] {
+				continue
+			}
+			if err := fs.Set(name, yamlScalar(v)); err != nil {
+				errs = append(errs, fmt.Errorf("config file %s: %s: %w", c.Config, k, err))
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return c.validate()
+}
+
+func yamlScalar(v any) string {
+	switch x := v.(type) {
+	case []any:
+		parts := make([]string, len(x))
+		for i, p := range x {
+			parts[i] = yamlScalar(p)
+		}
+		return strings.Join(parts, ",")
+	case nil:
+		return ""
+	case bool:
+		return strconv.FormatBool(x)
+	default:
+		return fmt.Sprint(x)
+	}
+}
+
+func (c *config) validate() error {
+	tiers, err := parseTiers(c.Tiers)
+	if err != nil {
+		return err
+	}
+	c.tiers = tiers
+	c.allow = nil
+	for _, s := range strings.Split(c.AllowCIDR, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return fmt.Errorf("--allow-cidr: %q is not a CIDR prefix: %w", s, err)
+		}
+		c.allow = append(c.allow, p.Masked())
+	}
+	if c.Workers < 1 {
+		return fmt.Errorf("--workers must be at least 1, got %d", c.Workers)
+	}
+	switch c.SQLiteSync {
+	case "full", "normal":
+	default:
+		return fmt.Errorf("--sqlite-synchronous must be full or normal, got %q", c.SQLiteSync)
+	}
+	if c.DatabaseURL != "" && !strings.HasPrefix(c.DatabaseURL, "postgres://") && !strings.HasPrefix(c.DatabaseURL, "postgresql://") {
+		return fmt.Errorf("--database-url must start with postgres:// or postgresql://")
+	}
+	return nil
+}
+
+// parseTiers parses "0s,5s,1m": at least one tier, none negative, at most 100.
+func parseTiers(s string) ([]time.Duration, error) {
+	var out []time.Duration
+	for _, p := range strings.Split(s, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		d, err := time.ParseDuration(p)
+		if err != nil {
+			return nil, fmt.Errorf("--tiers: %q is not a duration (like 0s, 5s, 1m, 2h): %w", p, err)
+		}
+		if d < 0 {
+			return nil, fmt.Errorf("--tiers: %q is negative", p)
+		}
+		out = append(out, d)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("--tiers: at least one tier is required")
+	}
+	if len(out) > 100 {
+		return nil, errors.New("--tiers: at most 100 tiers")
+	}
+	return out, nil
+}

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func loadConfig(t *testing.T, args []string) (*config, error) {
+	t.Helper()
+	c := &config{}
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	c.flags(fs)
+	return c, c.load(fs, args)
+}
+
+// Precedence is flag, then environment, then file, then default. Not
+// parallel: it sets environment variables.
+func TestConfigPrecedence(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "herald.yaml")
+	require.NoError(t, os.WriteFile(file, []byte("listen: 127.0.0.1:9999\nworkers: 7\ntiers: [0s, 2s]\ndata_dir: /from/file\ndev: true\n"), 0o600))
+	t.Setenv("HERALD_WORKERS", "9")
+	t.Setenv("HERALD_DATA_DIR", "/from/env")
+
+	c, err := loadConfig(t, []string{"--config", file, "--data-dir", "/from/flag"})
+	require.NoError(t, err)
+	require.Equal(t, "/from/flag", c.DataDir, "flag beats env and file")
+	require.Equal(t, 9, c.Workers, "env beats file")
+	require.Equal(t, "127.0.0.1:9999", c.Listen, "file beats default")
+	require.Equal(t, []time.Duration{0, 2 * time.Second}, c.tiers)
+	require.True(t, c.Dev)
+}
+
+func TestConfigDefaults(t *testing.T) {
+	t.Parallel()
+	c, err := loadConfig(t, nil)
+	require.NoError(t, err)
+	require.Equal(t, "127.0.0.1:8080", c.Listen)
+	require.Equal(t, "./herald-data", c.DataDir)
+	require.Equal(t, []time.Duration{0, 5 * time.Second, time.Minute, 10 * time.Minute, time.Hour,
+		6 * time.Hour, 24 * time.Hour, 24 * time.Hour, 24 * time.Hour}, c.tiers)
+	require.False(t, c.Dev)
+}
+
+func TestConfigErrors(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	unknown := filepath.Join(dir, "unknown.yaml")
+	require.NoError(t, os.WriteFile(unknown, []byte("no_such_key: 1\n"), 0o600))
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"bad tier", []string{"--tiers", "0s,soon"}, `"soon" is not a duration`},
+		{"negative tier", []string{"--tiers", "-1s"}, "negative"},
+		{"no tiers", []string{"--tiers", ","}, "at least one tier"},
+		{"bad cidr", []string{"--allow-cidr", "10.0.0.0/99"}, "not a CIDR"},
+		{"bad workers", []string{"--workers", "0"}, "at least 1"},
+		{"bad db url", []string{"--database-url", "mysql://x"}, "postgres://"},
+		{"bad sync", []string{"--sqlite-synchronous", "off"}, "full or normal"},
+		{"unknown file key", []string{"--config", unknown}, `unknown key "no_such_key"`},
+		{"missing file", []string{"--config", filepath.Join(dir, "absent.yaml")}, "error reading config file"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := loadConfig(t, tt.args)
+			require.ErrorContains(t, err, tt.want)
+		})
+	}
+}
+
+func TestShortDuration(t *testing.T) {
+	t.Parallel()
+	for d, want := range map[time.Duration]string{0: "0s", 5 * time.Second: "5s", time.Minute: "1m", 10 * time.Minute: "10m", time.Hour: "1h", 90 * time.Second: "1m30s"} {
+		require.Equal(t, want, shortDuration(d), d.String())
+	}
+}

@@ -1,0 +1,232 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/heraldhq/herald/delivery"
+	"github.com/heraldhq/herald/httpapi"
+	"github.com/heraldhq/herald/ingest"
+	"github.com/heraldhq/herald/metrics"
+	"github.com/heraldhq/herald/store"
+	"github.com/heraldhq/herald/store/postgres"
+	"github.com/heraldhq/herald/store/sqlite"
+	"github.com/heraldhq/herald/webhook"
+)
+
+func newLogger(c *config) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	switch c.LogFormat {
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format must be text or json, got %q", c.LogFormat)
+}
+
+// openStore opens and migrates the configured store.
+func openStore(ctx context.Context, c *config) (store.Store, error) {
+	var s store.Store
+	if c.DatabaseURL != "" {
+		pg, err := postgres.Open(ctx, postgres.Config{URL: c.DatabaseURL})
+		if err != nil {
+			return nil, fmt.Errorf("error opening PostgreSQL: %w", err)
+		}
+		s = pg
+	} else {
+		if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
+			return nil, fmt.Errorf("error creating data directory: %w", err)
+		}
+		lite, err := sqlite.Open(ctx, sqlite.Config{
+			Path:        filepath.Join(c.DataDir, "herald.db"),
+			Synchronous: c.SQLiteSync,
+		})
+		if err != nil {
+			return nil, err
+		}
+		s = lite
+	}
+	if err := s.Migrate(ctx); err != nil {
+		_ = s.Close()
+		return nil, fmt.Errorf("error migrating: %w", err)
+	}
+	return s, nil
+}
+
+func cmdMigrate(ctx context.Context, args []string) error {
+	c := &config{}
+	fs := flag.NewFlagSet("herald migrate", flag.ContinueOnError)
+	c.flags(fs)
+	if err := c.load(fs, args); err != nil {
+		return err
+	}
+	s, err := openStore(ctx, c)
+	if err != nil {
+		return err
+	}
+	fmt.Println("migrations applied")
+	return s.Close()
+}
+
+// ensureToken makes sure an admin token exists. With --api-token nothing is
+// stored. Otherwise the first start generates one, stores its hash and
+// writes it to <data-dir>/admin.token (mode 0600).
+func ensureToken(ctx context.Context, c *config, s store.Store, logger *slog.Logger) error {
+	if c.APIToken != "" {
+		return nil
+	}
+	n, err := s.APITokenCount(ctx)
+	if err != nil {
+		return fmt.Errorf("error reading API tokens: %w", err)
+	}
+	path := filepath.Join(c.DataDir, "admin.token")
+	if n > 0 {
+		if _, err := os.Stat(path); err != nil {
+			logger.Warn("an admin token exists in the store but not in the data directory; pass --api-token or restore the file", "path", path)
+		}
+		return nil
+	}
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return err
+	}
+	token := "hrld_" + base64.RawURLEncoding.EncodeToString(b[:])
+	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
+		return fmt.Errorf("error creating data directory: %w", err)
+	}
+	// Write the file first: a token stored but never shown would lock the
+	// operator out.
+	if err := os.WriteFile(path, []byte(token+"\n"), 0o600); err != nil {
+		return fmt.Errorf("error writing admin token: %w", err)
+	}
+	if err := s.APITokenCreate(ctx, &store.APITokenCreateParams{Hash: httpapi.HashToken(token), Now: time.Now().UTC()}); err != nil {
+		return fmt.Errorf("error storing admin token: %w", err)
+	}
+	logger.Info("generated the admin API token", "path", path)
+	return nil
+}
+
+func cmdServe(ctx context.Context, args []string) error {
+	c := &config{}
+	fs := flag.NewFlagSet("herald serve", flag.ContinueOnError)
+	c.flags(fs)
+	if err := c.load(fs, args); err != nil {
+		return err
+	}
+	logger, err := newLogger(c)
+	if err != nil {
+		return err
+	}
+	s, err := openStore(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if err := ensureToken(ctx, c, s, logger); err != nil {
+		return err
+	}
+
+	guard := &webhook.Guard{AllowLoopback: c.Dev, AllowPrivate: c.AllowPrivate, Allow: c.allow}
+	sender := webhook.NewSender(webhook.Config{Guard: guard, UserAgent: "herald/" + version})
+
+	committers := c.IngestWorkers
+	if committers <= 0 {
+		committers = 1
+		if c.DatabaseURL != "" {
+			committers = 4
+		}
+	}
+	var engine *delivery.Engine
+	ing := ingest.New(ingest.Config{
+		Store:         s,
+		Tier0Delay:    c.tiers[0],
+		MaxBatch:      c.IngestBatch,
+		FlushInterval: c.IngestFlush,
+		Committers:    committers,
+		OnCommit:      func() { engine.Notify() },
+		Logger:        logger,
+	})
+	engine = delivery.New(delivery.Config{
+		Store:           s,
+		Sender:          sender,
+		Fanout:          ing.Fanout(),
+		Tiers:           c.tiers,
+		Workers:         c.Workers,
+		LeaseMargin:     c.LeaseMargin,
+		PollInterval:    c.PollInterval,
+		ShutdownTimeout: c.ShutdownWait,
+		NodeID:          c.NodeID,
+		Logger:          logger,
+	})
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(metrics.NewStatsCollector(s, len(c.tiers)))
+
+	api := httpapi.New(httpapi.Config{
+		Store:        s,
+		Publisher:    ing,
+		Notify:       engine.Notify,
+		Tiers:        c.tiers,
+		Auth:         httpapi.NewTokenAuth(s, c.APIToken),
+		Metrics:      promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+		Logger:       logger,
+		MaxBodyBytes: c.MaxBodyBytes,
+		SecretGrace:  c.SecretGrace,
+	})
+
+	ln, err := net.Listen("tcp", c.Listen)
+	if err != nil {
+		return fmt.Errorf("error listening on %s: %w", c.Listen, err)
+	}
+	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+
+	ing.Start()
+	engine.Start()
+	store := "sqlite:" + filepath.Join(c.DataDir, "herald.db")
+	if c.DatabaseURL != "" {
+		store = "postgres"
+	}
+	logger.Info("herald serving", "version", version, "listen", ln.Addr().String(), "store", store,
+		"tiers", strings.Split(c.Tiers, ","), "workers", c.Workers, "node", engine.NodeID(), "dev", c.Dev)
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+		logger.Info("shutting down")
+	case err := <-errc:
+		if !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("HTTP server failed", "err", err)
+		}
+	}
+	// Order: stop taking requests (publishes in flight finish), commit
+	// what was queued, stop delivering (release what is held), close.
+	shCtx, cancel := context.WithTimeout(context.Background(), c.ShutdownWait+5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(shCtx)
+	ing.Close()
+	engine.Stop()
+	logger.Info("stopped")
+	return nil
+}

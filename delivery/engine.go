@@ -1,0 +1,399 @@
+package delivery
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	mrand "math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/ingest"
+	"github.com/heraldhq/herald/store"
+	"github.com/heraldhq/herald/webhook"
+)
+
+// Sender makes one HTTP attempt; *webhook.Sender implements it.
+type Sender interface {
+	Send(ctx context.Context, r *webhook.Request) webhook.Result
+}
+
+// Defaults.
+const (
+	DefaultWorkers           = 64
+	DefaultClaimBatch        = 100
+	DefaultLeaseMargin       = 30 * time.Second
+	DefaultPollInterval      = time.Second
+	DefaultRescueInterval    = 5 * time.Second
+	DefaultRebalanceInterval = time.Second
+	DefaultShutdownTimeout   = 10 * time.Second
+	DefaultCompleteBatch     = 500
+)
+
+// Config configures an Engine.
+type Config struct {
+	Store  store.Store
+	Sender Sender
+	// Fanout routes herald's own events (dead letters, disabled
+	// subscriptions); nil disables them.
+	Fanout *ingest.Fanout
+	Tiers  Tiers
+	// Workers is the number of concurrent requests (default 64).
+	Workers int
+	// ClaimBatch caps one claim (default 100); a claim never asks for more
+	// than the tier's free slots.
+	ClaimBatch int
+	// LeaseMargin is added to a delivery's timeout to size its lease
+	// (default 30s): long enough to record the outcome after the request.
+	LeaseMargin time.Duration
+	// PollInterval is the longest a tier sleeps without checking the
+	// store (default 1s): it bounds how late work published on another
+	// node is seen.
+	PollInterval time.Duration
+	// RescueInterval is how often expired leases are rescued (default 5s).
+	RescueInterval time.Duration
+	// RebalanceInterval is how often workers are reassigned across tiers
+	// by backlog (default 1s).
+	RebalanceInterval time.Duration
+	// ShutdownTimeout bounds how long Stop waits for running requests
+	// (default 10s); requests still running then are cancelled and their
+	// deliveries released without an attempt.
+	ShutdownTimeout time.Duration
+	// CompleteBatch caps outcomes per completion transaction (default 500).
+	CompleteBatch int
+	// NodeID names this node's leases (default random).
+	NodeID string
+	Now    func() time.Time
+	Logger *slog.Logger
+	// Seed seeds the worker assignment's random choice (0 = random).
+	Seed uint64
+}
+
+// Engine claims and delivers.
+type Engine struct {
+	cfg   Config
+	tiers []*tierRunner
+	rnd   *mrand.Rand
+
+	claimCtx    context.Context // cancelled to stop claiming
+	stopClaim   context.CancelFunc
+	sendCtx     context.Context // cancelled to abort running requests
+	abortSends  context.CancelFunc
+	loops       sync.WaitGroup // tier loops, rescuer, rebalancer
+	work        sync.WaitGroup // running requests
+	completer   *completer
+	releasedMu  sync.Mutex
+	released    []string
+	started     atomic.Bool
+	stopOnce    sync.Once
+	inflightAll atomic.Int64
+}
+
+type tierRunner struct {
+	tier     int
+	slots    atomic.Int64
+	inflight atomic.Int64
+	wake     chan struct{}
+}
+
+func (t *tierRunner) signal() {
+	select {
+	case t.wake <- struct{}{}:
+	default:
+	}
+}
+
+// New returns an Engine; call Start.
+func New(cfg Config) *Engine {
+	if len(cfg.Tiers) == 0 {
+		cfg.Tiers = DefaultTiers
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = DefaultWorkers
+	}
+	if cfg.ClaimBatch <= 0 {
+		cfg.ClaimBatch = DefaultClaimBatch
+	}
+	if cfg.LeaseMargin <= 0 {
+		cfg.LeaseMargin = DefaultLeaseMargin
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = DefaultPollInterval
+	}
+	if cfg.RescueInterval <= 0 {
+		cfg.RescueInterval = DefaultRescueInterval
+	}
+	if cfg.RebalanceInterval <= 0 {
+		cfg.RebalanceInterval = DefaultRebalanceInterval
+	}
+	if cfg.ShutdownTimeout <= 0 {
+		cfg.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if cfg.CompleteBatch <= 0 {
+		cfg.CompleteBatch = DefaultCompleteBatch
+	}
+	if cfg.NodeID == "" {
+		var b [6]byte
+		_, _ = rand.Read(b[:])
+		cfg.NodeID = "node_" + hex.EncodeToString(b[:])
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	seed := cfg.Seed
+	if seed == 0 {
+		seed = mrand.Uint64()
+	}
+	e := &Engine{cfg: cfg, rnd: mrand.New(mrand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+	for i := range cfg.Tiers {
+		e.tiers = append(e.tiers, &tierRunner{tier: i, wake: make(chan struct{}, 1)})
+	}
+	e.applyAssignment(AssignWorkers(cfg.Workers, make([]int64, len(cfg.Tiers)), e.rnd))
+	e.completer = newCompleter(e)
+	return e
+}
+
+// NodeID is the lease owner name of this engine.
+func (e *Engine) NodeID() string { return e.cfg.NodeID }
+
+// Tiers returns the configured tiers.
+func (e *Engine) Tiers() Tiers { return e.cfg.Tiers }
+
+// Notify wakes the tier loops (new or redriven work was committed).
+func (e *Engine) Notify() {
+	for _, t := range e.tiers {
+		t.signal()
+	}
+}
+
+// Start runs the tier loops, the rebalancer, the rescuer and the completer.
+func (e *Engine) Start() {
+	if !e.started.CompareAndSwap(false, true) {
+		return
+	}
+	e.claimCtx, e.stopClaim = context.WithCancel(context.Background())
+	e.sendCtx, e.abortSends = context.WithCancel(context.Background())
+	e.completer.start()
+	for _, t := range e.tiers {
+		e.loops.Add(1)
+		go e.tierLoop(t)
+	}
+	e.loops.Add(2)
+	go e.every(e.cfg.RebalanceInterval, e.rebalance)
+	go e.every(e.cfg.RescueInterval, e.rescue)
+}
+
+// Stop stops claiming, waits up to ShutdownTimeout for running requests,
+// cancels the rest, releases their deliveries and flushes outcomes.
+func (e *Engine) Stop() {
+	if !e.started.Load() {
+		return
+	}
+	e.stopOnce.Do(func() {
+		e.stopClaim()
+		e.loops.Wait()
+		done := make(chan struct{})
+		go func() { e.work.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(e.cfg.ShutdownTimeout):
+			e.abortSends()
+			<-done
+		}
+		e.abortSends()
+		e.completer.stop()
+		e.releasedMu.Lock()
+		ids := e.released
+		e.releasedMu.Unlock()
+		if len(ids) > 0 {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			n, err := e.cfg.Store.DeliveryRelease(ctx, &store.DeliveryReleaseParams{
+				IDs: ids, LeaseOwner: e.cfg.NodeID, Now: e.now(),
+			})
+			if err != nil {
+				e.cfg.Logger.Warn("could not release deliveries; their leases will expire", "count", len(ids), "err", err)
+			} else {
+				e.cfg.Logger.Info("released deliveries on shutdown", "count", n)
+			}
+		}
+	})
+}
+
+func (e *Engine) now() time.Time { return e.cfg.Now().UTC().Truncate(time.Millisecond) }
+
+func (e *Engine) applyAssignment(counts []int) {
+	for i, t := range e.tiers {
+		old := t.slots.Swap(int64(counts[i]))
+		if int64(counts[i]) > old {
+			t.signal()
+		}
+	}
+}
+
+func (e *Engine) every(d time.Duration, fn func(ctx context.Context)) {
+	defer e.loops.Done()
+	tk := time.NewTicker(d)
+	defer tk.Stop()
+	for {
+		select {
+		case <-e.claimCtx.Done():
+			return
+		case <-tk.C:
+			fn(e.claimCtx)
+		}
+	}
+}
+
+func (e *Engine) rebalance(ctx context.Context) {
+	st, err := e.cfg.Store.StatsGet(ctx, &store.StatsGetParams{Tiers: len(e.tiers), Now: e.now()})
+	if err != nil {
+		if ctx.Err() == nil {
+			e.cfg.Logger.Warn("worker rebalance: stats unavailable", "err", err)
+		}
+		return
+	}
+	backlog := make([]int64, len(e.tiers))
+	for _, ts := range st.Tiers {
+		if ts.Tier < len(backlog) {
+			backlog[ts.Tier] = ts.Due
+		}
+	}
+	e.applyAssignment(AssignWorkers(e.cfg.Workers, backlog, e.rnd))
+}
+
+func (e *Engine) rescue(ctx context.Context) {
+	n, err := e.cfg.Store.DeliveryRescue(ctx, &store.DeliveryRescueParams{Now: e.now()})
+	if err != nil {
+		if ctx.Err() == nil {
+			e.cfg.Logger.Warn("lease rescue failed", "err", err)
+		}
+		return
+	}
+	if n > 0 {
+		e.cfg.Logger.Info("rescued deliveries with expired leases", "count", n)
+		e.Notify()
+	}
+}
+
+// tierLoop claims due work of one tier into free slots and sleeps until a
+// slot frees, work is committed, the head of the tier matures, or
+// PollInterval passes.
+func (e *Engine) tierLoop(t *tierRunner) {
+	defer e.loops.Done()
+	backoff := time.Duration(0)
+	for {
+		if e.claimCtx.Err() != nil {
+			return
+		}
+		wait := e.cfg.PollInterval
+		free := t.slots.Load() - t.inflight.Load()
+		if free > 0 {
+			limit := int(min(free, int64(e.cfg.ClaimBatch)))
+			n, next, err := e.claim(t, limit)
+			switch {
+			case err != nil:
+				if e.claimCtx.Err() != nil {
+					return
+				}
+				backoff = min(max(2*backoff, 50*time.Millisecond), 5*time.Second)
+				e.cfg.Logger.Warn("claim failed; nothing claimed", "tier", t.tier, "retry_in", backoff, "err", err)
+				wait = backoff
+			case n == limit:
+				backoff = 0
+				continue // there may be more; claim again while slots are free
+			default:
+				backoff = 0
+				if next != nil {
+					wait = min(wait, max(next.Sub(e.cfg.Now()), time.Millisecond))
+				}
+			}
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-e.claimCtx.Done():
+			timer.Stop()
+			return
+		case <-t.wake:
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+}
+
+// claim claims up to limit deliveries and starts them. When it claims fewer
+// than limit it also returns when the tier's next delivery matures.
+func (e *Engine) claim(t *tierRunner, limit int) (int, *time.Time, error) {
+	now := e.now()
+	claimed, err := e.cfg.Store.DeliveryClaim(e.claimCtx, &store.DeliveryClaimParams{
+		Tier:        t.tier,
+		Limit:       limit,
+		Now:         now,
+		LeaseOwner:  e.cfg.NodeID,
+		LeaseUntil:  now.Add(herald.DefaultTimeout + e.cfg.LeaseMargin),
+		LeaseMargin: e.cfg.LeaseMargin,
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	for _, c := range claimed {
+		t.inflight.Add(1)
+		e.inflightAll.Add(1)
+		e.work.Add(1)
+		go e.attempt(t, c)
+	}
+	if len(claimed) == limit {
+		return len(claimed), nil, nil
+	}
+	next, err := e.cfg.Store.DeliveryNextDue(e.claimCtx, &store.DeliveryNextDueParams{Tier: t.tier})
+	if err != nil {
+		return len(claimed), nil, nil // the poll interval covers it
+	}
+	return len(claimed), next, nil
+}
+
+func (e *Engine) attempt(t *tierRunner, c *store.ClaimedDelivery) {
+	defer func() {
+		t.inflight.Add(-1)
+		e.inflightAll.Add(-1)
+		e.work.Done()
+		t.signal()
+	}()
+	secrets := make([]string, 0, len(c.Secrets))
+	for _, s := range c.Secrets {
+		secrets = append(secrets, s.Value)
+	}
+	started := e.cfg.Now().UTC()
+	req := &webhook.Request{
+		URL:            c.Subscription.URL,
+		Method:         c.Subscription.Method,
+		Headers:        c.Subscription.Headers,
+		Body:           c.Event.Body(),
+		MsgID:          c.Delivery.ID,
+		Secrets:        secrets,
+		Attempt:        c.Attempt,
+		EventType:      c.Event.Type,
+		SubscriptionID: c.Subscription.ID,
+		Timeout:        c.Subscription.Timeout(),
+		Timestamp:      started,
+	}
+	res := e.cfg.Sender.Send(e.sendCtx, req)
+	if e.sendCtx.Err() != nil && !res.Success {
+		// Aborted by shutdown: not a real attempt. Give it back.
+		e.releasedMu.Lock()
+		e.released = append(e.released, c.Delivery.ID)
+		e.releasedMu.Unlock()
+		return
+	}
+	d := decide(e.cfg.Tiers, c, e.cfg.NodeID, started.Truncate(time.Millisecond), res, e.cfg.Now().UTC())
+	e.completer.add(pending{decision: d, claimed: c, result: res})
+}
+
+// Inflight reports the number of requests running on this node.
+func (e *Engine) Inflight() int64 { return e.inflightAll.Load() }

@@ -1,0 +1,231 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/store"
+)
+
+// Defaults.
+const (
+	// DefaultMaxBatch caps the events of one group commit.
+	DefaultMaxBatch = 1000
+	// DefaultCommitters is the number of concurrent committers. SQLite has
+	// one writer, so more gain nothing there; PostgreSQL commits in parallel.
+	DefaultCommitters = 1
+)
+
+// Config configures an Ingester.
+type Config struct {
+	Store store.Store
+	// Tier0Delay is the maturity delay of tier 0 (normally 0).
+	Tier0Delay time.Duration
+	// MaxBatch caps events per group commit (default DefaultMaxBatch).
+	MaxBatch int
+	// FlushInterval is how long a batch waits for more events after its
+	// first one. 0 (the default) flushes as soon as the committer is free:
+	// events that arrive during a commit form the next batch.
+	FlushInterval time.Duration
+	// Committers is the number of concurrent group committers.
+	Committers int
+	// OnCommit is called after each commit that created deliveries (wakes
+	// the delivery workers in this process).
+	OnCommit func()
+	// Now is the clock (default time.Now).
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// Ingester publishes events durably.
+type Ingester struct {
+	cfg    Config
+	fanout *Fanout
+	reqs   chan *request
+	wg     sync.WaitGroup
+	stop   chan struct{}
+	once   sync.Once
+}
+
+type request struct {
+	ev   *herald.Event
+	res  store.EventInsertResult
+	err  error
+	done chan struct{}
+}
+
+// ErrClosed is returned by Publish after Close.
+var ErrClosed = errors.New("ingest: closed")
+
+// New returns an Ingester; call Start to run its committers.
+func New(cfg Config) *Ingester {
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = DefaultMaxBatch
+	}
+	if cfg.Committers <= 0 {
+		cfg.Committers = DefaultCommitters
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Ingester{
+		cfg:    cfg,
+		fanout: NewFanout(cfg.Store, cfg.Logger),
+		reqs:   make(chan *request, cfg.MaxBatch*cfg.Committers),
+		stop:   make(chan struct{}),
+	}
+}
+
+// Fanout exposes the subscription matcher (the delivery engine uses it to
+// route system events).
+func (i *Ingester) Fanout() *Fanout { return i.fanout }
+
+// Start runs the committers until Close.
+func (i *Ingester) Start() {
+	for n := 0; n < i.cfg.Committers; n++ {
+		i.wg.Add(1)
+		go i.committer()
+	}
+}
+
+// Close stops accepting events, commits what was queued and waits.
+func (i *Ingester) Close() {
+	i.once.Do(func() { close(i.stop) })
+	i.wg.Wait()
+}
+
+// PublishOne stores one event through group commit and returns once its
+// batch committed.
+func (i *Ingester) PublishOne(ctx context.Context, ev *herald.Event) (store.EventInsertResult, error) {
+	r := &request{ev: ev, done: make(chan struct{})}
+	select {
+	case <-i.stop:
+		return store.EventInsertResult{}, ErrClosed
+	default:
+	}
+	select {
+	case i.reqs <- r:
+	case <-ctx.Done():
+		return store.EventInsertResult{}, ctx.Err()
+	case <-i.stop:
+		return store.EventInsertResult{}, ErrClosed
+	}
+	// Once queued, wait for the outcome even if ctx ends: the caller may
+	// have gone, but the answer must not be sent before the commit.
+	<-r.done
+	return r.res, r.err
+}
+
+// PublishMany stores events and their deliveries in one transaction (the
+// batch API). Results are in input order.
+func (i *Ingester) PublishMany(ctx context.Context, events []*herald.Event) ([]store.EventInsertResult, error) {
+	if len(events) == 0 {
+		return nil, nil
+	}
+	res, err := i.commit(ctx, events)
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+func (i *Ingester) commit(ctx context.Context, events []*herald.Event) ([]store.EventInsertResult, error) {
+	if err := i.fanout.Refresh(ctx); err != nil {
+		return nil, err
+	}
+	now := i.cfg.Now().UTC().Truncate(time.Millisecond)
+	inserts := i.fanout.Inserts(events, now, i.cfg.Tier0Delay)
+	res, err := i.cfg.Store.EventInsertMany(ctx, &store.EventInsertManyParams{Events: inserts, Now: now})
+	if err != nil {
+		return nil, fmt.Errorf("error storing events: %w", err)
+	}
+	if i.cfg.OnCommit != nil {
+		for _, r := range res {
+			if !r.Duplicate && r.DeliveryCount > 0 {
+				i.cfg.OnCommit()
+				break
+			}
+		}
+	}
+	return res, nil
+}
+
+func (i *Ingester) committer() {
+	defer i.wg.Done()
+	batch := make([]*request, 0, i.cfg.MaxBatch)
+	for {
+		batch = batch[:0]
+		select {
+		case r := <-i.reqs:
+			batch = append(batch, r)
+		case <-i.stop:
+			// Drain what was queued before stopping.
+			for {
+				select {
+				case r := <-i.reqs:
+					i.flush([]*request{r})
+				default:
+					return
+				}
+			}
+		}
+		batch = i.fill(batch)
+		i.flush(batch)
+	}
+}
+
+// fill adds queued requests to batch without waiting, then, if
+// FlushInterval is set, waits up to that long for more.
+func (i *Ingester) fill(batch []*request) []*request {
+	for len(batch) < i.cfg.MaxBatch {
+		select {
+		case r := <-i.reqs:
+			batch = append(batch, r)
+			continue
+		default:
+		}
+		break
+	}
+	if i.cfg.FlushInterval <= 0 || len(batch) >= i.cfg.MaxBatch {
+		return batch
+	}
+	t := time.NewTimer(i.cfg.FlushInterval)
+	defer t.Stop()
+	for len(batch) < i.cfg.MaxBatch {
+		select {
+		case r := <-i.reqs:
+			batch = append(batch, r)
+		case <-t.C:
+			return batch
+		}
+	}
+	return batch
+}
+
+func (i *Ingester) flush(batch []*request) {
+	events := make([]*herald.Event, len(batch))
+	for n, r := range batch {
+		events[n] = r.ev
+	}
+	// The batch commits independently of any caller's context: callers
+	// that gave up are simply not waiting any more.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	res, err := i.commit(ctx, events)
+	cancel()
+	for n, r := range batch {
+		if err != nil {
+			r.err = err
+		} else {
+			r.res = res[n]
+		}
+		close(r.done)
+	}
+}

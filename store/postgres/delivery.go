@@ -1,0 +1,451 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/store"
+)
+
+const deliveryColumns = `id, event_id, subscription_id, state, tier, attempt_count,
+	next_attempt_at, event_key, event_version, last_status, last_error, last_message,
+	created_at, updated_at`
+
+func scanDelivery(row pgx.Row, extra ...any) (*herald.Delivery, error) {
+	var d herald.Delivery
+	var state, lastErr string
+	dest := append([]any{&d.ID, &d.EventID, &d.SubscriptionID, &state, &d.Tier, &d.AttemptCount,
+		&d.NextAttemptAt, &d.EventKey, &d.EventVersion, &d.LastStatus, &lastErr, &d.LastMessage,
+		&d.CreatedAt, &d.UpdatedAt}, extra...)
+	if err := row.Scan(dest...); err != nil {
+		return nil, err
+	}
+	d.State = herald.DeliveryState(state)
+	d.LastError = herald.ErrorClass(lastErr)
+	d.NextAttemptAt = utcPtr(d.NextAttemptAt)
+	d.CreatedAt = d.CreatedAt.UTC()
+	d.UpdatedAt = d.UpdatedAt.UTC()
+	return &d, nil
+}
+
+func collectDeliveries(rows pgx.Rows) ([]*herald.Delivery, error) {
+	defer rows.Close()
+	var out []*herald.Delivery
+	for rows.Next() {
+		d, err := scanDelivery(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
+
+// DeliveryGet returns a delivery with its attempts, oldest first.
+func (s *Store) DeliveryGet(ctx context.Context, id string) (*store.DeliveryGetResult, error) {
+	const op = "error reading delivery"
+	db, err := s.db(op)
+	if err != nil {
+		return nil, err
+	}
+	batch := &pgx.Batch{}
+	batch.Queue("SELECT "+deliveryColumns+" FROM deliveries WHERE id = $1", id)
+	batch.Queue(`SELECT n, at, duration_ms, status, error, error_message, response_excerpt, tier
+		FROM attempts WHERE delivery_id = $1 ORDER BY n, id`, id)
+	br := db.SendBatch(ctx, batch)
+	defer br.Close()
+	d, err := scanDelivery(br.QueryRow())
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, herald.NotFoundf("delivery %s not found", id)
+	}
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	var (
+		a       herald.Attempt
+		errCode string
+	)
+	attempts := []herald.Attempt{}
+	_, err = pgx.ForEachRow(rows, []any{&a.N, &a.At, &a.DurationMS, &a.Status, &errCode, &a.ErrorMessage,
+		&a.ResponseExcerpt, &a.Tier}, func() error {
+		a.At = a.At.UTC()
+		a.Error = herald.ErrorClass(errCode)
+		attempts = append(attempts, a)
+		return nil
+	})
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	if err := br.Close(); err != nil {
+		return nil, mapErr(op, err)
+	}
+	return &store.DeliveryGetResult{Delivery: d, Attempts: attempts}, nil
+}
+
+// DeliveryList pages through deliveries newest first (descending id: ids
+// sort by creation time).
+func (s *Store) DeliveryList(ctx context.Context, params *store.DeliveryListParams) (*store.DeliveryListResult, error) {
+	const op = "error listing deliveries"
+	db, err := s.db(op)
+	if err != nil {
+		return nil, err
+	}
+	limit := pageLimit(params.Limit)
+	// The WHERE clause is built from the filters actually set, so each
+	// combination gets a plan that uses its own index (a generic plan for
+	// "$1 = '' OR col = $1" would not).
+	where := "TRUE"
+	var args []any
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where += " AND " + cond + " $" + strconv.Itoa(len(args))
+	}
+	if params.SubscriptionID != "" {
+		add("subscription_id =", params.SubscriptionID)
+	}
+	if params.EventID != "" {
+		add("event_id =", params.EventID)
+	}
+	if params.State != "" {
+		add("state =", string(params.State))
+	}
+	if params.Before != "" {
+		add("id <", params.Before)
+	}
+	args = append(args, limit+1)
+	rows, err := db.Query(ctx, "SELECT "+deliveryColumns+" FROM deliveries WHERE "+where+
+		" ORDER BY id DESC LIMIT $"+strconv.Itoa(len(args)), args...)
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	dls, err := collectDeliveries(rows)
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	res := &store.DeliveryListResult{Deliveries: dls}
+	if len(dls) > limit {
+		res.Deliveries, res.More = dls[:limit], true
+	}
+	return res, nil
+}
+
+// DeliveryNextDue returns the earliest next_attempt_at of the tier's pending
+// deliveries of enabled subscriptions: one index probe per enabled
+// subscription, like the claim.
+func (s *Store) DeliveryNextDue(ctx context.Context, params *store.DeliveryNextDueParams) (*time.Time, error) {
+	const op = "error reading next due delivery"
+	db, err := s.db(op)
+	if err != nil {
+		return nil, err
+	}
+	var next *time.Time
+	err = db.QueryRow(ctx, `SELECT min(n.next_attempt_at)
+		FROM subscriptions s
+		CROSS JOIN LATERAL (
+			SELECT d.next_attempt_at FROM deliveries d
+			WHERE d.tier = $1 AND d.subscription_id = s.id AND d.state = 'pending'
+			ORDER BY d.next_attempt_at LIMIT 1
+		) n
+		WHERE s.state = 'enabled' AND s.deleted_at IS NULL`, params.Tier).Scan(&next)
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	return utcPtr(next), nil
+}
+
+// completeSQL applies outcomes whose lease is still held by their owner and
+// returns the ids it changed; the others are stale.
+const completeSQL = `
+UPDATE deliveries d SET
+	state = o.state,
+	tier = o.tier,
+	next_attempt_at = CASE WHEN o.state = 'pending' THEN o.next_attempt_at END,
+	attempt_count = d.attempt_count + 1,
+	last_status = o.status,
+	last_error = o.error,
+	last_message = o.message,
+	lease_owner = NULL,
+	lease_until = NULL,
+	updated_at = $9
+FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::timestamptz[], $6::int[], $7::text[], $8::text[])
+	AS o(id, owner, state, tier, next_attempt_at, status, error, message)
+WHERE d.id = o.id AND d.state = 'in_flight' AND d.lease_owner = o.owner
+RETURNING d.id`
+
+// insertAttemptsSQL records attempts, applied or stale alike.
+const insertAttemptsSQL = `
+INSERT INTO attempts (delivery_id, n, at, duration_ms, status, error, error_message, response_excerpt, tier)
+SELECT * FROM unnest($1::text[], $2::int[], $3::timestamptz[], $4::bigint[], $5::int[], $6::text[],
+	$7::text[], $8::text[], $9::int[])`
+
+// disableSQL disables subscriptions and bumps the version when any changed.
+const disableSQL = `
+WITH u AS (
+	UPDATE subscriptions s SET state = 'disabled', disabled_reason = x.reason, updated_at = $3
+	FROM unnest($1::text[], $2::text[]) AS x(id, reason)
+	WHERE s.id = x.id AND s.deleted_at IS NULL
+	RETURNING 1
+)
+UPDATE subscriptions_version SET version = version + 1 WHERE EXISTS (SELECT 1 FROM u)`
+
+// DeliveryCompleteMany applies outcomes, disables and system events as one
+// batch: one round trip, one implicit transaction.
+func (s *Store) DeliveryCompleteMany(ctx context.Context, params *store.DeliveryCompleteManyParams) (*store.DeliveryCompleteManyResult, error) {
+	const op = "error completing deliveries"
+	db, err := s.db(op)
+	if err != nil {
+		return nil, err
+	}
+	now := ms(params.Now)
+	batch := &pgx.Batch{}
+	n := len(params.Outcomes)
+	if n > 0 {
+		var (
+			ids, owners, states, errs, msgs, excerpts = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+			tiers, status, nums, attTiers             = make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n)
+			next                                      = make([]*time.Time, n)
+			at                                        = make([]time.Time, n)
+			durations                                 = make([]int64, n)
+		)
+		for i, o := range params.Outcomes {
+			ids[i], owners[i], states[i] = o.DeliveryID, o.LeaseOwner, string(o.State)
+			tiers[i], next[i] = int32(o.Tier), msPtr(o.NextAttemptAt)
+			a := o.Attempt
+			status[i], errs[i], msgs[i] = int32(a.Status), string(a.Error), a.ErrorMessage
+			nums[i], at[i], durations[i], excerpts[i], attTiers[i] = int32(a.N), ms(a.At), a.DurationMS, a.ResponseExcerpt, int32(a.Tier)
+		}
+		batch.Queue(insertAttemptsSQL, ids, nums, at, durations, status, errs, msgs, excerpts, attTiers)
+		batch.Queue(completeSQL, ids, owners, states, tiers, next, status, errs, msgs, now)
+	}
+	if len(params.DisableSubscriptions) > 0 {
+		ids := make([]string, len(params.DisableSubscriptions))
+		reasons := make([]string, len(params.DisableSubscriptions))
+		for i, d := range params.DisableSubscriptions {
+			ids[i], reasons[i] = d.ID, d.Reason
+		}
+		batch.Queue(disableSQL, ids, reasons, now)
+	}
+	var events *eventBatch
+	if len(params.Events) > 0 {
+		events = newEventBatch(params.Events, params.Now)
+		events.queue(batch)
+	}
+	res := &store.DeliveryCompleteManyResult{Stale: []string{}}
+	if batch.Len() == 0 {
+		return res, nil
+	}
+	br := db.SendBatch(ctx, batch)
+	err = func() error {
+		if n > 0 {
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+			rows, err := br.Query()
+			if err != nil {
+				return err
+			}
+			applied, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil {
+				return err
+			}
+			done := make(map[string]bool, len(applied))
+			for _, id := range applied {
+				done[id] = true
+			}
+			res.Applied = len(applied)
+			for _, o := range params.Outcomes {
+				if !done[o.DeliveryID] {
+					res.Stale = append(res.Stale, o.DeliveryID)
+				}
+			}
+		}
+		if len(params.DisableSubscriptions) > 0 {
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+		}
+		if events != nil {
+			if _, err := events.read(br, params.Events); err != nil {
+				return err
+			}
+		}
+		return nil
+	}()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	return res, nil
+}
+
+// DeliveryRelease makes in_flight deliveries held by Owner pending again,
+// due at Now, without recording an attempt.
+func (s *Store) DeliveryRelease(ctx context.Context, params *store.DeliveryReleaseParams) (int, error) {
+	const op = "error releasing deliveries"
+	if len(params.IDs) == 0 {
+		return 0, nil
+	}
+	db, err := s.db(op)
+	if err != nil {
+		return 0, err
+	}
+	tag, err := db.Exec(ctx, `UPDATE deliveries SET state = 'pending', next_attempt_at = $3,
+		lease_owner = NULL, lease_until = NULL, updated_at = $3
+		WHERE id = ANY($1) AND state = 'in_flight' AND lease_owner = $2`,
+		params.IDs, params.LeaseOwner, ms(params.Now))
+	if err != nil {
+		return 0, mapErr(op, err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// DeliveryRescue makes deliveries whose lease expired pending again.
+func (s *Store) DeliveryRescue(ctx context.Context, params *store.DeliveryRescueParams) (int, error) {
+	const op = "error rescuing deliveries"
+	db, err := s.db(op)
+	if err != nil {
+		return 0, err
+	}
+	tag, err := db.Exec(ctx, `UPDATE deliveries SET state = 'pending', next_attempt_at = $1,
+		lease_owner = NULL, lease_until = NULL, updated_at = $1
+		WHERE state = 'in_flight' AND lease_until < $1`, ms(params.Now))
+	if err != nil {
+		return 0, mapErr(op, err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// DeliveryRetry puts one finished delivery back in tier 0.
+func (s *Store) DeliveryRetry(ctx context.Context, params *store.DeliveryRetryParams) (*herald.Delivery, error) {
+	now := ms(params.Now)
+	var out *herald.Delivery
+	err := s.inTx(ctx, "error retrying delivery", func(tx pgx.Tx) error {
+		var state string
+		var subDeleted bool
+		err := tx.QueryRow(ctx, `SELECT d.state, s.id IS NULL OR s.deleted_at IS NOT NULL
+			FROM deliveries d LEFT JOIN subscriptions s ON s.id = d.subscription_id
+			WHERE d.id = $1 FOR UPDATE OF d`, params.ID).Scan(&state, &subDeleted)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return herald.NotFoundf("delivery %s not found", params.ID)
+		}
+		if err != nil {
+			return err
+		}
+		if !herald.DeliveryState(state).Finished() {
+			return herald.Conflictf("delivery %s is %s", params.ID, state)
+		}
+		if subDeleted {
+			return herald.Conflictf("the subscription of delivery %s was deleted", params.ID)
+		}
+		out, err = scanDelivery(tx.QueryRow(ctx, `UPDATE deliveries SET state = 'pending', tier = 0,
+			next_attempt_at = $2, lease_owner = NULL, lease_until = NULL, updated_at = $2
+			WHERE id = $1 RETURNING `+deliveryColumns, params.ID, now))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// DeadLetterRedrive puts a subscription's dead deliveries that died in
+// [Since, Until) back in tier 0. A deleted subscription has nothing to
+// redrive: its deliveries could never be claimed.
+func (s *Store) DeadLetterRedrive(ctx context.Context, params *store.DeadLetterRedriveParams) (int, error) {
+	const op = "error redriving dead letters"
+	db, err := s.db(op)
+	if err != nil {
+		return 0, err
+	}
+	var since, until *time.Time
+	if !params.Since.IsZero() {
+		v := ms(params.Since)
+		since = &v
+	}
+	if !params.Until.IsZero() {
+		v := ms(params.Until)
+		until = &v
+	}
+	tag, err := db.Exec(ctx, `UPDATE deliveries d SET state = 'pending', tier = 0, next_attempt_at = $4,
+		lease_owner = NULL, lease_until = NULL, updated_at = $4
+		WHERE d.subscription_id = $1 AND d.state = 'dead'
+		  AND ($2::timestamptz IS NULL OR d.updated_at >= $2)
+		  AND ($3::timestamptz IS NULL OR d.updated_at < $3)
+		  AND EXISTS (SELECT 1 FROM subscriptions s WHERE s.id = $1 AND s.deleted_at IS NULL)`,
+		params.SubscriptionID, since, until, ms(params.Now))
+	if err != nil {
+		return 0, mapErr(op, err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// StatsGet counts deliveries per tier and state. The tier counts read only
+// the partial pending and in-flight indexes' rows; dead and delivered are
+// whole-table counts (see the package notes on counters).
+func (s *Store) StatsGet(ctx context.Context, params *store.StatsGetParams) (*store.Stats, error) {
+	const op = "error reading stats"
+	db, err := s.db(op)
+	if err != nil {
+		return nil, err
+	}
+	now := ms(params.Now)
+	batch := &pgx.Batch{}
+	batch.Queue(`SELECT tier,
+			count(*) FILTER (WHERE state = 'pending'),
+			count(*) FILTER (WHERE state = 'in_flight'),
+			count(*) FILTER (WHERE state = 'pending' AND next_attempt_at <= $1),
+			min(next_attempt_at) FILTER (WHERE state = 'pending' AND next_attempt_at <= $1)
+		FROM deliveries WHERE state IN ('pending', 'in_flight')
+		GROUP BY tier ORDER BY tier`, now)
+	batch.Queue(`SELECT count(*) FILTER (WHERE state = 'dead'), count(*) FILTER (WHERE state = 'delivered')
+		FROM deliveries WHERE state IN ('dead', 'delivered')`)
+	br := db.SendBatch(ctx, batch)
+	defer br.Close()
+	st := &store.Stats{Tiers: make([]store.TierStats, max(params.Tiers, 0))}
+	for i := range st.Tiers {
+		st.Tiers[i].Tier = i
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	var (
+		ts     store.TierStats
+		oldest *time.Time
+	)
+	_, err = pgx.ForEachRow(rows, []any{&ts.Tier, &ts.Pending, &ts.InFlight, &ts.Due, &oldest}, func() error {
+		if oldest != nil {
+			ts.OldestPendingAge = max(now.Sub(*oldest), 0)
+		} else {
+			ts.OldestPendingAge = 0
+		}
+		// Tiers beyond the configured ones (the configuration shrank) are
+		// still reported: their work would otherwise be invisible.
+		for len(st.Tiers) <= ts.Tier {
+			st.Tiers = append(st.Tiers, store.TierStats{Tier: len(st.Tiers)})
+		}
+		st.Tiers[ts.Tier] = ts
+		return nil
+	})
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	if err := br.QueryRow().Scan(&st.Dead, &st.DeliveredTotal); err != nil {
+		return nil, mapErr(op, err)
+	}
+	if err := br.Close(); err != nil {
+		return nil, mapErr(op, err)
+	}
+	return st, nil
+}

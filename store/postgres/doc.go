@@ -1,0 +1,32 @@
+// Package postgres is herald's PostgreSQL store: the backend for several
+// nodes sharing one database. It implements store.Store with pgx/v5 and a
+// pgxpool.
+//
+// Schema: migrations are embedded (migrations/NNN_name.sql) and applied by
+// Migrate in one transaction holding a transaction-scoped advisory lock keyed
+// by the schema name, so nodes booting together serialize instead of racing;
+// a schema newer than the code is refused. Config.Schema puts every table in
+// a schema of its own (created on Open) through the connections'
+// search_path.
+//
+// Queue paths:
+//   - EventInsertMany is one statement: the events go in with
+//     INSERT … SELECT unnest(…) ON CONFLICT DO NOTHING, and a data-modifying
+//     CTE inserts the deliveries of the events that were actually inserted.
+//     Duplicates are read back (with their original delivery count) only
+//     when there are some.
+//   - DeliveryClaim walks the enabled subscriptions, takes at most Limit due
+//     rows of each from the partial pending index (LATERAL … LIMIT), ranks
+//     them per subscription, keeps the best 2×Limit by (rank,
+//     next_attempt_at), and locks Limit of those with FOR UPDATE SKIP LOCKED
+//     before marking them in_flight — so two nodes never claim one delivery,
+//     and one claim costs (enabled subscriptions + their due rows up to
+//     Limit each), never the backlog.
+//   - DeliveryCompleteMany sends its attempts, state changes, disables and
+//     system events as one pgx.Batch inside one transaction.
+//
+// Errors: failures to reach the server (dial errors, a closed pool, a
+// connection lost mid-query, a deadline against a dead server, SQLSTATE
+// classes 08 and 57P) wrap herald.ErrStoreUnavailable; missing rows are
+// herald.ErrNotFound and state conflicts herald.ErrConflict.
+package postgres

@@ -1,0 +1,222 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/store"
+)
+
+// insertEventsSQL stores events and, in a data-modifying CTE, the deliveries
+// of those that were not duplicates — one statement, one round trip, atomic
+// on its own. It returns the ids actually inserted.
+const insertEventsSQL = `
+WITH ins AS (
+	INSERT INTO events (id, type, key, version, data, created_at, delivery_count)
+	SELECT e.id, e.type, e.key, e.version, e.data::json, e.created_at, e.delivery_count
+	FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::timestamptz[], $7::int[])
+		AS e(id, type, key, version, data, created_at, delivery_count)
+	ON CONFLICT (id) DO NOTHING
+	RETURNING id, key, version
+), dl AS (
+	INSERT INTO deliveries (id, event_id, subscription_id, state, tier, next_attempt_at,
+		event_key, event_version, created_at, updated_at)
+	SELECT d.id, d.event_id, d.subscription_id, 'pending', 0, d.next_attempt_at,
+		ins.key, ins.version, $11, $11
+	FROM unnest($8::text[], $9::text[], $10::text[], $12::timestamptz[])
+		AS d(id, event_id, subscription_id, next_attempt_at)
+	JOIN ins ON ins.id = d.event_id
+)
+SELECT id FROM ins`
+
+// eventBatch is EventInsertMany's input laid out as column arrays for
+// insertEventsSQL, with the bookkeeping to answer each input in order.
+type eventBatch struct {
+	// first maps each input index to the index of the first input with the
+	// same event id (itself for a first occurrence).
+	first []int
+	// unique are the ids of first occurrences, in input order.
+	unique []string
+	args   []any
+}
+
+func newEventBatch(events []store.EventInsert, now time.Time) *eventBatch {
+	b := &eventBatch{first: make([]int, len(events))}
+	seen := make(map[string]int, len(events))
+	var (
+		ids, types, keys, datas []string
+		versions                []*int64
+		created                 []time.Time
+		counts                  []int32
+		dIDs, dEvents, dSubs    []string
+		dNext                   []time.Time
+	)
+	for i, in := range events {
+		ev := in.Event
+		if j, ok := seen[ev.ID]; ok {
+			b.first[i] = j
+			continue
+		}
+		seen[ev.ID] = i
+		b.first[i] = i
+		b.unique = append(b.unique, ev.ID)
+		ids = append(ids, ev.ID)
+		types = append(types, ev.Type)
+		keys = append(keys, ev.Key)
+		versions = append(versions, ev.Version)
+		datas = append(datas, string(store.RawJSON(ev.Data)))
+		created = append(created, ms(ev.CreatedAt))
+		counts = append(counts, int32(len(in.Deliveries)))
+		for _, d := range in.Deliveries {
+			dIDs = append(dIDs, d.ID)
+			dEvents = append(dEvents, ev.ID)
+			dSubs = append(dSubs, d.SubscriptionID)
+			dNext = append(dNext, ms(d.NextAttemptAt))
+		}
+	}
+	b.args = []any{ids, types, keys, versions, datas, created, counts, dIDs, dEvents, dSubs, ms(now), dNext}
+	return b
+}
+
+// readbackSQL returns the delivery counts of the events the insert found
+// already stored. It runs as the next statement of the same transaction:
+// under READ COMMITTED it takes a fresh snapshot, so an original committed
+// by a concurrent call while ON CONFLICT waited for it is visible. Rows this
+// transaction inserted itself (xmin is our xid) are left out.
+const readbackSQL = `SELECT id, delivery_count FROM events
+	WHERE id = ANY($1) AND xmin <> pg_current_xact_id()::xid`
+
+// queue adds the insert and its duplicate read-back to batch.
+func (b *eventBatch) queue(batch *pgx.Batch) {
+	batch.Queue(insertEventsSQL, b.args...)
+	batch.Queue(readbackSQL, b.unique)
+}
+
+// read consumes the two results queue added and answers each input in order.
+func (b *eventBatch) read(br pgx.BatchResults, events []store.EventInsert) ([]store.EventInsertResult, error) {
+	rows, err := br.Query()
+	if err != nil {
+		return nil, err
+	}
+	inserted, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, err
+	}
+	isNew := make(map[string]bool, len(inserted))
+	for _, id := range inserted {
+		isNew[id] = true
+	}
+	rows, err = br.Query()
+	if err != nil {
+		return nil, err
+	}
+	original := make(map[string]int)
+	var id string
+	var n int
+	if _, err := pgx.ForEachRow(rows, []any{&id, &n}, func() error {
+		original[id] = n
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	out := make([]store.EventInsertResult, len(events))
+	for i, in := range events {
+		id := in.Event.ID
+		f := b.first[i]
+		switch {
+		case isNew[id] && f == i:
+			out[i] = store.EventInsertResult{ID: id, DeliveryCount: len(in.Deliveries)}
+		case isNew[id]:
+			// Repeated inside this call: a duplicate of its first occurrence.
+			out[i] = store.EventInsertResult{ID: id, Duplicate: true, DeliveryCount: len(events[f].Deliveries)}
+		default:
+			n, ok := original[id]
+			if !ok {
+				// ON CONFLICT waits for a concurrent inserter, so an event
+				// neither inserted nor found cannot happen; fail rather than
+				// answer a duplicate that was never stored.
+				return nil, errors.New("event " + id + " neither inserted nor found")
+			}
+			out[i] = store.EventInsertResult{ID: id, Duplicate: true, DeliveryCount: n}
+		}
+	}
+	return out, nil
+}
+
+// EventInsertMany stores events and their deliveries: the insert and the
+// duplicate read-back go as one batch (one round trip), which PostgreSQL
+// runs as one implicit transaction.
+func (s *Store) EventInsertMany(ctx context.Context, params *store.EventInsertManyParams) ([]store.EventInsertResult, error) {
+	const op = "error inserting events"
+	if len(params.Events) == 0 {
+		return []store.EventInsertResult{}, nil
+	}
+	db, err := s.db(op)
+	if err != nil {
+		return nil, err
+	}
+	b := newEventBatch(params.Events, params.Now)
+	batch := &pgx.Batch{}
+	b.queue(batch)
+	br := db.SendBatch(ctx, batch)
+	res, err := b.read(br, params.Events)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	return res, nil
+}
+
+const eventColumns = "id, type, key, version, data::text, created_at"
+
+func scanEvent(row pgx.Row) (*herald.Event, error) {
+	var ev herald.Event
+	var data string
+	if err := row.Scan(&ev.ID, &ev.Type, &ev.Key, &ev.Version, &data, &ev.CreatedAt); err != nil {
+		return nil, err
+	}
+	ev.Data = []byte(data)
+	ev.CreatedAt = ev.CreatedAt.UTC()
+	return &ev, nil
+}
+
+// EventGet returns an event with its deliveries.
+func (s *Store) EventGet(ctx context.Context, id string) (*store.EventGetResult, error) {
+	const op = "error reading event"
+	db, err := s.db(op)
+	if err != nil {
+		return nil, err
+	}
+	// Both reads in one round trip; a batch outside a transaction runs as
+	// one implicit transaction.
+	batch := &pgx.Batch{}
+	batch.Queue("SELECT "+eventColumns+" FROM events WHERE id = $1", id)
+	batch.Queue("SELECT "+deliveryColumns+" FROM deliveries WHERE event_id = $1 ORDER BY id", id)
+	br := db.SendBatch(ctx, batch)
+	defer br.Close()
+	ev, err := scanEvent(br.QueryRow())
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, herald.NotFoundf("event %s not found", id)
+	}
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	dls, err := collectDeliveries(rows)
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	if err := br.Close(); err != nil {
+		return nil, mapErr(op, err)
+	}
+	return &store.EventGetResult{Event: ev, Deliveries: dls}, nil
+}

@@ -1,0 +1,413 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/store"
+)
+
+// APITokenCreate stores a token hash. Storing the same hash twice is not an
+// error: the token exists either way.
+func (s *Store) APITokenCreate(ctx context.Context, params *store.APITokenCreateParams) error {
+	const op = "error creating api token"
+	db, err := s.db(op)
+	if err != nil {
+		return err
+	}
+	_, err = db.Exec(ctx, "INSERT INTO api_tokens (hash, created_at) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+		params.Hash, ms(params.Now))
+	return mapErr(op, err)
+}
+
+// APITokenExists reports whether a token with this hash is stored.
+func (s *Store) APITokenExists(ctx context.Context, hash string) (bool, error) {
+	const op = "error reading api token"
+	db, err := s.db(op)
+	if err != nil {
+		return false, err
+	}
+	var ok bool
+	err = db.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM api_tokens WHERE hash = $1)", hash).Scan(&ok)
+	return ok, mapErr(op, err)
+}
+
+// APITokenCount counts stored tokens.
+func (s *Store) APITokenCount(ctx context.Context) (int, error) {
+	const op = "error counting api tokens"
+	db, err := s.db(op)
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	err = db.QueryRow(ctx, "SELECT count(*) FROM api_tokens").Scan(&n)
+	return n, mapErr(op, err)
+}
+
+// subscriptionColumns is the select list scanSubscription reads. json
+// columns are read as text so their bytes come back as written.
+const subscriptionColumns = `id, url, method, event_types, filter_cel, filter_jmespath,
+	filter_es_query::text, headers::text, ordering, key_interval_ms, rate_limit_max,
+	rate_limit_per_seconds, max_in_flight, timeout_ms, description, metadata::text, state,
+	disabled_reason, created_at, updated_at`
+
+func scanSubscription(row pgx.Row) (*herald.Subscription, error) {
+	var (
+		sub                 herald.Subscription
+		cel, jmes           string
+		esQuery, headers    *string
+		metadata            *string
+		rateMax, ratePerSec *int
+		ordering, state     string
+	)
+	err := row.Scan(&sub.ID, &sub.URL, &sub.Method, &sub.EventTypes, &cel, &jmes,
+		&esQuery, &headers, &ordering, &sub.KeyIntervalMS, &rateMax,
+		&ratePerSec, &sub.MaxInFlight, &sub.TimeoutMS, &sub.Description, &metadata, &state,
+		&sub.DisabledReason, &sub.CreatedAt, &sub.UpdatedAt)
+	if err != nil {
+		return nil, err
+	}
+	sub.Ordering = herald.Ordering(ordering)
+	sub.State = herald.SubscriptionState(state)
+	sub.CreatedAt = sub.CreatedAt.UTC()
+	sub.UpdatedAt = sub.UpdatedAt.UTC()
+	if cel != "" || jmes != "" || esQuery != nil {
+		sub.Filter = &herald.Filter{CEL: cel, JMESPath: jmes}
+		if esQuery != nil {
+			sub.Filter.ESQuery = json.RawMessage(*esQuery)
+		}
+	}
+	if headers != nil {
+		if err := json.Unmarshal([]byte(*headers), &sub.Headers); err != nil {
+			return nil, fmt.Errorf("error decoding headers of %s: %w", sub.ID, err)
+		}
+	}
+	if metadata != nil {
+		sub.Metadata = json.RawMessage(*metadata)
+	}
+	if rateMax != nil && ratePerSec != nil {
+		sub.RateLimit = &herald.RateLimit{Max: *rateMax, PerSeconds: *ratePerSec}
+	}
+	return &sub, nil
+}
+
+// subscriptionArgs are the column values of sub in the order of the insert
+// and update statements ($1…$19).
+func subscriptionArgs(sub *herald.Subscription) ([]any, error) {
+	var cel, jmes string
+	var esQuery, headers, metadata *string
+	if sub.Filter != nil {
+		cel, jmes = sub.Filter.CEL, sub.Filter.JMESPath
+		if len(sub.Filter.ESQuery) > 0 {
+			v := string(sub.Filter.ESQuery)
+			esQuery = &v
+		}
+	}
+	if sub.Headers != nil {
+		b, err := json.Marshal(sub.Headers)
+		if err != nil {
+			return nil, err
+		}
+		v := string(b)
+		headers = &v
+	}
+	if len(sub.Metadata) > 0 {
+		v := string(sub.Metadata)
+		metadata = &v
+	}
+	var rateMax, ratePerSec *int
+	if sub.RateLimit != nil {
+		rateMax, ratePerSec = &sub.RateLimit.Max, &sub.RateLimit.PerSeconds
+	}
+	return []any{sub.ID, sub.URL, sub.Method, sub.EventTypes, cel, jmes, esQuery, headers,
+		string(sub.Ordering), sub.KeyIntervalMS, rateMax, ratePerSec, sub.MaxInFlight,
+		sub.TimeoutMS, sub.Description, metadata, string(sub.State), sub.DisabledReason,
+		ms(sub.UpdatedAt)}, nil
+}
+
+const bumpVersionSQL = "UPDATE subscriptions_version SET version = version + 1"
+
+// SubscriptionCreate inserts a subscription with its first secret.
+func (s *Store) SubscriptionCreate(ctx context.Context, params *store.SubscriptionCreateParams) (*herald.Subscription, error) {
+	sub := params.Subscription
+	args, err := subscriptionArgs(sub)
+	if err != nil {
+		return nil, fmt.Errorf("error creating subscription: %w", err)
+	}
+	args = append(args, ms(sub.CreatedAt))
+	var out *herald.Subscription
+	err = s.inTx(ctx, "error creating subscription", func(tx pgx.Tx) error {
+		row := tx.QueryRow(ctx, `INSERT INTO subscriptions (id, url, method, event_types, filter_cel,
+			filter_jmespath, filter_es_query, headers, ordering, key_interval_ms, rate_limit_max,
+			rate_limit_per_seconds, max_in_flight, timeout_ms, description, metadata, state,
+			disabled_reason, updated_at, created_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7::json, $8::jsonb, $9, $10, $11, $12, $13, $14, $15,
+			$16::json, $17, $18, $19, $20)
+			RETURNING `+subscriptionColumns, args...)
+		var err error
+		if out, err = scanSubscription(row); err != nil {
+			var pgErr *pgconn.PgError
+			if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+				return herald.Conflictf("subscription %s already exists", sub.ID)
+			}
+			return err
+		}
+		if _, err := tx.Exec(ctx, "INSERT INTO subscription_secrets (subscription_id, value, created_at) VALUES ($1, $2, $3)",
+			sub.ID, params.Secret, ms(params.Now)); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, bumpVersionSQL)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// SubscriptionGet returns one subscription that is not deleted.
+func (s *Store) SubscriptionGet(ctx context.Context, id string) (*herald.Subscription, error) {
+	const op = "error reading subscription"
+	db, err := s.db(op)
+	if err != nil {
+		return nil, err
+	}
+	sub, err := scanSubscription(db.QueryRow(ctx,
+		"SELECT "+subscriptionColumns+" FROM subscriptions WHERE id = $1 AND deleted_at IS NULL", id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, herald.NotFoundf("subscription %s not found", id)
+	}
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	return sub, nil
+}
+
+func collectSubscriptions(rows pgx.Rows) ([]*herald.Subscription, error) {
+	defer rows.Close()
+	var out []*herald.Subscription
+	for rows.Next() {
+		sub, err := scanSubscription(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sub)
+	}
+	return out, rows.Err()
+}
+
+// SubscriptionList pages through subscriptions in id order.
+func (s *Store) SubscriptionList(ctx context.Context, params *store.SubscriptionListParams) (*store.SubscriptionListResult, error) {
+	const op = "error listing subscriptions"
+	db, err := s.db(op)
+	if err != nil {
+		return nil, err
+	}
+	limit := pageLimit(params.Limit)
+	rows, err := db.Query(ctx, "SELECT "+subscriptionColumns+` FROM subscriptions
+		WHERE deleted_at IS NULL AND id > $1 ORDER BY id LIMIT $2`, params.After, limit+1)
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	subs, err := collectSubscriptions(rows)
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	res := &store.SubscriptionListResult{Subscriptions: subs}
+	if len(subs) > limit {
+		res.Subscriptions, res.More = subs[:limit], true
+	}
+	return res, nil
+}
+
+// SubscriptionListAll returns every subscription with the version, read in
+// one REPEATABLE READ snapshot so the version matches the list exactly.
+func (s *Store) SubscriptionListAll(ctx context.Context) (*store.SubscriptionListAllResult, error) {
+	const op = "error listing subscriptions"
+	if s.closed.Load() {
+		return nil, unavailable(op, errors.New("store closed"))
+	}
+	res := &store.SubscriptionListAllResult{}
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
+		func(tx pgx.Tx) error {
+			if err := tx.QueryRow(ctx, "SELECT version FROM subscriptions_version").Scan(&res.Version); err != nil {
+				return err
+			}
+			rows, err := tx.Query(ctx, "SELECT "+subscriptionColumns+" FROM subscriptions WHERE deleted_at IS NULL ORDER BY id")
+			if err != nil {
+				return err
+			}
+			res.Subscriptions, err = collectSubscriptions(rows)
+			return err
+		})
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	return res, nil
+}
+
+// SubscriptionsVersion returns the subscriptions change counter.
+func (s *Store) SubscriptionsVersion(ctx context.Context) (int64, error) {
+	const op = "error reading subscriptions version"
+	db, err := s.db(op)
+	if err != nil {
+		return 0, err
+	}
+	var v int64
+	err = db.QueryRow(ctx, "SELECT version FROM subscriptions_version").Scan(&v)
+	return v, mapErr(op, err)
+}
+
+// SubscriptionUpdate writes every mutable field of a subscription.
+func (s *Store) SubscriptionUpdate(ctx context.Context, params *store.SubscriptionUpdateParams) (*herald.Subscription, error) {
+	sub := *params.Subscription
+	if sub.UpdatedAt.IsZero() {
+		sub.UpdatedAt = params.Now
+	}
+	args, err := subscriptionArgs(&sub)
+	if err != nil {
+		return nil, fmt.Errorf("error updating subscription: %w", err)
+	}
+	var out *herald.Subscription
+	err = s.inTx(ctx, "error updating subscription", func(tx pgx.Tx) error {
+		row := tx.QueryRow(ctx, `UPDATE subscriptions SET url = $2, method = $3, event_types = $4,
+			filter_cel = $5, filter_jmespath = $6, filter_es_query = $7::json, headers = $8::jsonb,
+			ordering = $9, key_interval_ms = $10, rate_limit_max = $11, rate_limit_per_seconds = $12,
+			max_in_flight = $13, timeout_ms = $14, description = $15, metadata = $16::json,
+			state = $17, disabled_reason = $18, updated_at = $19
+			WHERE id = $1 AND deleted_at IS NULL
+			RETURNING `+subscriptionColumns, args...)
+		var err error
+		out, err = scanSubscription(row)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return herald.NotFoundf("subscription %s not found", sub.ID)
+		}
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, bumpVersionSQL)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// SubscriptionDelete soft-deletes a subscription and cancels its unfinished
+// deliveries.
+func (s *Store) SubscriptionDelete(ctx context.Context, params *store.SubscriptionDeleteParams) error {
+	now := ms(params.Now)
+	return s.inTx(ctx, "error deleting subscription", func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, "UPDATE subscriptions SET deleted_at = $2, updated_at = $2 WHERE id = $1 AND deleted_at IS NULL",
+			params.ID, now)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return herald.NotFoundf("subscription %s not found", params.ID)
+		}
+		if _, err := tx.Exec(ctx, `UPDATE deliveries SET state = 'cancelled', next_attempt_at = NULL,
+			lease_owner = NULL, lease_until = NULL, updated_at = $2
+			WHERE subscription_id = $1 AND state IN ('pending', 'in_flight')`, params.ID, now); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, bumpVersionSQL)
+		return err
+	})
+}
+
+// lockLiveSubscription locks a subscription row for a change of its
+// secrets, or returns ErrNotFound.
+func lockLiveSubscription(ctx context.Context, tx pgx.Tx, id string) error {
+	var one int
+	err := tx.QueryRow(ctx, "SELECT 1 FROM subscriptions WHERE id = $1 AND deleted_at IS NULL FOR UPDATE", id).Scan(&one)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return herald.NotFoundf("subscription %s not found", id)
+	}
+	return err
+}
+
+// SubscriptionSecretRotate adds a secret and sets older ones to expire at
+// GraceUntil unless they already expire earlier.
+func (s *Store) SubscriptionSecretRotate(ctx context.Context, params *store.SubscriptionSecretRotateParams) error {
+	return s.inTx(ctx, "error rotating secret", func(tx pgx.Tx) error {
+		if err := lockLiveSubscription(ctx, tx, params.ID); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE subscription_secrets SET expires_at = $2
+			WHERE subscription_id = $1 AND (expires_at IS NULL OR expires_at > $2)`,
+			params.ID, ms(params.GraceUntil)); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, "INSERT INTO subscription_secrets (subscription_id, value, created_at) VALUES ($1, $2, $3)",
+			params.ID, params.NewSecret, ms(params.Now)); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, bumpVersionSQL)
+		return err
+	})
+}
+
+// SubscriptionSecretList returns a subscription's secrets, newest first.
+func (s *Store) SubscriptionSecretList(ctx context.Context, id string) ([]herald.Secret, error) {
+	var out []herald.Secret
+	err := s.inTx(ctx, "error listing secrets", func(tx pgx.Tx) error {
+		var exists bool
+		if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM subscriptions WHERE id = $1 AND deleted_at IS NULL)", id).Scan(&exists); err != nil {
+			return err
+		}
+		if !exists {
+			return herald.NotFoundf("subscription %s not found", id)
+		}
+		rows, err := tx.Query(ctx, `SELECT value, created_at, expires_at FROM subscription_secrets
+			WHERE subscription_id = $1 ORDER BY created_at DESC, id DESC`, id)
+		if err != nil {
+			return err
+		}
+		out, err = collectSecrets(rows, nil)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// collectSecrets scans (value, created_at, expires_at) rows, or with bySub
+// set (subscription_id, value, created_at, expires_at) rows grouped into it.
+func collectSecrets(rows pgx.Rows, bySub map[string][]herald.Secret) ([]herald.Secret, error) {
+	defer rows.Close()
+	var out []herald.Secret
+	for rows.Next() {
+		var (
+			sec     herald.Secret
+			subID   string
+			expires *time.Time
+			err     error
+		)
+		if bySub != nil {
+			err = rows.Scan(&subID, &sec.Value, &sec.CreatedAt, &expires)
+		} else {
+			err = rows.Scan(&sec.Value, &sec.CreatedAt, &expires)
+		}
+		if err != nil {
+			return nil, err
+		}
+		sec.CreatedAt = sec.CreatedAt.UTC()
+		sec.ExpiresAt = utcPtr(expires)
+		if bySub != nil {
+			bySub[subID] = append(bySub[subID], sec)
+		} else {
+			out = append(out, sec)
+		}
+	}
+	return out, rows.Err()
+}
