@@ -93,7 +93,10 @@ type Engine struct {
 }
 
 type tierRunner struct {
-	tier     int
+	tier int
+	// rotate is the subscription served last (claim round-robin); only
+	// the tier's loop touches it.
+	rotate   string
 	slots    atomic.Int64
 	inflight atomic.Int64
 	wake     chan struct{}
@@ -338,10 +341,12 @@ func (e *Engine) claim(t *tierRunner, limit int) (int, *time.Time, error) {
 		LeaseOwner:  e.cfg.NodeID,
 		LeaseUntil:  now.Add(herald.DefaultTimeout + e.cfg.LeaseMargin),
 		LeaseMargin: e.cfg.LeaseMargin,
+		RotateAfter: t.rotate,
 	})
 	if err != nil {
 		return 0, nil, err
 	}
+	t.rotate = nextRotation(t.rotate, claimed)
 	for _, c := range claimed {
 		t.inflight.Add(1)
 		e.inflightAll.Add(1)
@@ -397,3 +402,31 @@ func (e *Engine) attempt(t *tierRunner, c *store.ClaimedDelivery) {
 
 // Inflight reports the number of requests running on this node.
 func (e *Engine) Inflight() int64 { return e.inflightAll.Load() }
+
+// nextRotation returns the subscription a claim served last in round-robin
+// order: among the subscriptions that got the most deliveries (the partial
+// last round, if any), the one furthest after cursor in wrap-around id
+// order. The next claim starts after it.
+func nextRotation(cursor string, claimed []*store.ClaimedDelivery) string {
+	if len(claimed) == 0 {
+		return cursor
+	}
+	counts := map[string]int{}
+	most := 0
+	for _, c := range claimed {
+		id := c.Delivery.SubscriptionID
+		counts[id]++
+		most = max(most, counts[id])
+	}
+	best, bestWrapped, found := cursor, false, false
+	for id, n := range counts {
+		if n != most {
+			continue
+		}
+		wrapped := id <= cursor
+		if !found || (wrapped && !bestWrapped) || (wrapped == bestWrapped && id > best) {
+			best, bestWrapped, found = id, wrapped, true
+		}
+	}
+	return best
+}

@@ -108,6 +108,20 @@ type harness struct {
 
 func setup(t *testing.T, s store.Store, tiers delivery.Tiers) *harness {
 	t.Helper()
+	return setupWorkers(t, s, tiers, 8)
+}
+
+// setupIngestOnly runs an ingester with no engine (work piles up).
+func setupIngestOnly(t *testing.T, s store.Store) *ingest.Ingester {
+	t.Helper()
+	ing := ingest.New(ingest.Config{Store: s})
+	ing.Start()
+	t.Cleanup(ing.Close)
+	return ing
+}
+
+func setupWorkers(t *testing.T, s store.Store, tiers delivery.Tiers, workers int) *harness {
+	t.Helper()
 	var engine *delivery.Engine
 	ing := ingest.New(ingest.Config{Store: s, Tier0Delay: tiers[0], OnCommit: func() { engine.Notify() }})
 	engine = delivery.New(delivery.Config{
@@ -115,7 +129,7 @@ func setup(t *testing.T, s store.Store, tiers delivery.Tiers) *harness {
 		Sender:            webhook.NewSender(webhook.Config{Guard: &webhook.Guard{AllowLoopback: true}}),
 		Fanout:            ing.Fanout(),
 		Tiers:             tiers,
-		Workers:           8,
+		Workers:           workers,
 		LeaseMargin:       2 * time.Second,
 		PollInterval:      100 * time.Millisecond,
 		RebalanceInterval: 100 * time.Millisecond,
@@ -198,6 +212,7 @@ func TestNotifierMatrix(t *testing.T) {
 			attempt   int // attempt that succeeded, or attempts made when dead
 		}
 		expect := map[string]want{}
+		names := map[string]string{}
 		fail := step{Status: 500}
 		ok := step{Status: 200}
 		slow := step{DelayMS: int(2 * timeout / time.Millisecond), Status: 200}
@@ -209,17 +224,23 @@ func TestNotifierMatrix(t *testing.T) {
 				script = append(script, fail)
 			}
 			script = append(script, ok)
-			expect[publish(t, h.ing, "case.retry", script)] = want{true, n}
+			id := publish(t, h.ing, "case.retry", script)
+			expect[id], names[id] = want{true, n}, "case.retry"
 		}
 		allFail := make([]step, len(tiers))
 		for i := range allFail {
 			allFail[i] = fail
 		}
-		expect[publish(t, h.ing, "case.dead", append(allFail, ok))] = want{false, len(tiers)}
-		expect[publish(t, h.ing, "case.slow", []step{slow})] = want{false, len(tiers)}
-		expect[publish(t, h.ing, "case.slow_once", []step{slow, ok})] = want{true, 2}
-		expect[publish(t, h.ing, "case.half_ok", []step{halfOK})] = want{true, 1}
-		expect[publish(t, h.ing, "case.half_fail", []step{halfFail})] = want{false, len(tiers)}
+		id := publish(t, h.ing, "case.dead", append(allFail, ok))
+		expect[id], names[id] = want{false, len(tiers)}, "case.dead"
+		id = publish(t, h.ing, "case.slow", []step{slow})
+		expect[id], names[id] = want{false, len(tiers)}, "case.slow"
+		id = publish(t, h.ing, "case.slow_once", []step{slow, ok})
+		expect[id], names[id] = want{true, 2}, "case.slow_once"
+		id = publish(t, h.ing, "case.half_ok", []step{halfOK})
+		expect[id], names[id] = want{true, 1}, "case.half_ok"
+		id = publish(t, h.ing, "case.half_fail", []step{halfFail})
+		expect[id], names[id] = want{false, len(tiers)}, "case.half_fail"
 
 		got := finished(t, s, sub.ID, len(expect))
 		accepted := recv.acceptedCopy()
@@ -234,7 +255,7 @@ func TestNotifierMatrix(t *testing.T) {
 			} else {
 				dead++
 				require.Equal(t, herald.DeliveryDead, d.State, "event %s", evID)
-				require.Empty(t, accepted[evID], "event %s must not have been accepted", evID)
+				require.Empty(t, accepted[evID], "event %s (%s) must not have been accepted", evID, names[evID])
 				require.Equal(t, w.attempt, d.AttemptCount)
 				full, err := s.DeliveryGet(context.Background(), d.ID)
 				require.NoError(t, err)

@@ -2,6 +2,7 @@ package filter
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"unicode/utf8"
 
@@ -17,10 +18,13 @@ const (
 	// MaxCELLength bounds the source of a CEL expression, in bytes.
 	MaxCELLength = 4096
 	// CELCostLimit bounds the runtime cost of one evaluation (cel-go cost
-	// units, about one per operation, strings and lists charged by size).
-	// Reaching it ends the evaluation as "no match"; measured at well under
-	// a millisecond of CPU.
-	CELCostLimit = 100_000
+	// units: about one per operation, strings and lists charged by size).
+	// Reaching it ends the evaluation as "no match". Typical filters cost
+	// under 100 and one exists() over a 1000-element list about 6000; an
+	// expression that runs into the limit stops after 5–8 ms of CPU on a
+	// 2-vCPU VM (BenchmarkCELCostLimit): the worst one filter can add to
+	// one event's fan-out.
+	CELCostLimit = 50_000
 	// celNestingLimit bounds the parse depth, well below cel-go's default of
 	// 250, to keep deep recursion out of the checker and planner.
 	celNestingLimit = 64
@@ -62,7 +66,7 @@ func compileCEL(src string) (Matcher, error) {
 	}
 	ast, iss := env.Compile(src)
 	if iss.Err() != nil {
-		return nil, filterError(fieldCEL, "%s", iss.Err())
+		return nil, filterError(fieldCEL, "%s", celIssuesMessage(iss))
 	}
 	if out := ast.OutputType(); !out.IsExactType(types.BoolType) {
 		return nil, filterError(fieldCEL,
@@ -120,3 +124,33 @@ func (a celActivation) ResolveName(name string) (any, bool) {
 }
 
 func (celActivation) Parent() interpreter.Activation { return nil }
+
+// celMaxReported and celMaxMessage keep compile errors short: cel-go's own
+// rendering repeats the source line under each of up to 100 errors, which
+// for a 4 KiB line of junk is 400 KB of response body.
+const (
+	celMaxReported = 3
+	celMaxMessage  = 200
+)
+
+// celIssuesMessage renders the first few compile errors as
+// "line:col: message", without source snippets.
+func celIssuesMessage(iss *cel.Issues) string {
+	errs := iss.Errors()
+	var b strings.Builder
+	for i, e := range errs {
+		if i == celMaxReported {
+			fmt.Fprintf(&b, "; and %d more errors", len(errs)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		msg := e.Message
+		if len(msg) > celMaxMessage {
+			msg = strings.ToValidUTF8(msg[:celMaxMessage], "") + "…"
+		}
+		fmt.Fprintf(&b, "%d:%d: %s", e.Location.Line(), e.Location.Column()+1, msg)
+	}
+	return b.String()
+}

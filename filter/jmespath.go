@@ -3,6 +3,7 @@ package filter
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jmespath/go-jmespath"
 )
@@ -34,14 +35,15 @@ func compileJMESPath(src string) (m Matcher, err error) {
 	return &jmesMatcher{expr: expr}, nil
 }
 
-// jmesMessage renders a go-jmespath syntax error with its position; the
-// library's Error() omits it.
+// jmesMessage renders a go-jmespath compile error with its position; the
+// library's Error() omits it. Invalid JSON literals come back as plain
+// encoding/json errors.
 func jmesMessage(err error) string {
 	var se jmespath.SyntaxError
 	if errors.As(err, &se) {
-		return fmt.Sprintf("%s at offset %d", se.Error(), se.Offset)
+		return fmt.Sprintf("syntax error: %s at offset %d", strings.TrimPrefix(se.Error(), "SyntaxError: "), se.Offset)
 	}
-	return err.Error()
+	return "syntax error: " + err.Error()
 }
 
 // Match evaluates the expression on the envelope and matches when the

@@ -5,6 +5,9 @@
 // Conventions (River-style): ctx first, one params struct per method, method
 // names read noun-then-verb. Time-dependent methods take Now in their params
 // so tests control the clock; backends never call time.Now for queue logic.
+// Times are stored with millisecond precision: a time read back equals the
+// one written truncated to the millisecond (callers that compare or page by
+// time should truncate first).
 // Errors are herald.ErrNotFound / herald.ErrConflict where the contract says
 // so, herald.ErrStoreUnavailable (wrapped) when the database cannot be
 // reached, and wrapped driver errors otherwise. A failed call changes
@@ -254,6 +257,13 @@ type DeliveryClaimParams struct {
 	// delivery so a long timeout never outlives its lease.
 	LeaseUntil  time.Time
 	LeaseMargin time.Duration
+	// RotateAfter makes claims round-robin across subscriptions. Among
+	// candidates of equal per-subscription rank, those whose subscription
+	// id is > RotateAfter come first (by subscription id), then the rest
+	// (wrap-around). The caller passes the subscription it served last, so
+	// even claims of Limit 1 (one free slot) visit every subscription with
+	// due work in turn instead of always the one with the oldest backlog.
+	RotateAfter string
 }
 
 // ClaimedDelivery is everything a worker needs to make one attempt without

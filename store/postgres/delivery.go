@@ -391,8 +391,9 @@ func (s *Store) DeadLetterRedrive(ctx context.Context, params *store.DeadLetterR
 }
 
 // StatsGet counts deliveries per tier and state. The tier counts read only
-// the partial pending and in-flight indexes' rows; dead and delivered are
-// whole-table counts (see the package notes on counters).
+// pending and in-flight rows (partial indexes); dead and delivered are
+// counts over the table, which grow with retention until counters replace
+// them.
 func (s *Store) StatsGet(ctx context.Context, params *store.StatsGetParams) (*store.Stats, error) {
 	const op = "error reading stats"
 	db, err := s.db(op)

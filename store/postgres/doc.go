@@ -17,11 +17,11 @@
 //     when there are some.
 //   - DeliveryClaim walks the enabled subscriptions, takes at most Limit due
 //     rows of each from the partial pending index (LATERAL … LIMIT), ranks
-//     them per subscription, keeps the best 2×Limit by (rank,
-//     next_attempt_at), and locks Limit of those with FOR UPDATE SKIP LOCKED
-//     before marking them in_flight — so two nodes never claim one delivery,
-//     and one claim costs (enabled subscriptions + their due rows up to
-//     Limit each), never the backlog.
+//     them per subscription (round-robin order), and locks the first Limit
+//     still pending with FOR UPDATE SKIP LOCKED before marking them
+//     in_flight — so two nodes never claim one delivery, and one claim costs
+//     (enabled subscriptions + their due rows up to Limit each), never the
+//     backlog.
 //   - DeliveryCompleteMany sends its attempts, state changes, disables and
 //     system events as one pgx.Batch inside one transaction.
 //

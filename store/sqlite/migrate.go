@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
 	"sort"
@@ -17,6 +18,10 @@ import (
 //
 //go:embed migrations/*.sql
 var migrationFS embed.FS
+
+// ErrSchemaTooNew is returned (wrapped) by Migrate when the database was
+// migrated by a newer herald.
+var ErrSchemaTooNew = errors.New("sqlite: database schema is newer than this herald")
 
 type migration struct {
 	version int
@@ -82,7 +87,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 			return err
 		}
 		if current > latest {
-			return fmt.Errorf("database schema version %d is newer than this herald (knows up to %d): upgrade herald", current, latest)
+			return fmt.Errorf("%w: version %d, this herald knows up to %d: upgrade herald", ErrSchemaTooNew, current, latest)
 		}
 		for _, m := range migs {
 			if m.version <= current {

@@ -23,6 +23,12 @@ const (
 	busyTimeout = 5 * time.Second
 	// minReadConns is the floor of the read pool; it grows with GOMAXPROCS.
 	minReadConns = 4
+	// writerCacheKiB is the writer's page cache. SQLite's default (2 MiB)
+	// keeps little of a 100k-delivery queue's indexes in memory, and every
+	// miss is a read(2): with it, a claim from a 100k backlog measured
+	// several times slower. Readers get readerCacheKiB each.
+	writerCacheKiB = 64 << 10
+	readerCacheKiB = 16 << 10
 )
 
 // ErrLocked is returned (wrapped, with the holder's pid and the lock file's
@@ -81,7 +87,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 
 	base := fmt.Sprintf("%s?_journal_mode=WAL&_busy_timeout=%d&_foreign_keys=on&_synchronous=%s",
 		cfg.Path, busyTimeout.Milliseconds(), sync)
-	if s.db, err = sql.Open("sqlite3", base+"&_txlock=immediate"); err != nil {
+	writerDSN := fmt.Sprintf("%s&_txlock=immediate&_cache_size=-%d", base, writerCacheKiB)
+	if s.db, err = sql.Open("sqlite3", writerDSN); err != nil {
 		_ = s.Close()
 		return nil, fmt.Errorf("sqlite: open: %w", err)
 	}
@@ -96,7 +103,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("sqlite: open %s: %w", cfg.Path, unavailable(err))
 	}
 
-	if s.rdb, err = sql.Open("sqlite3", base+"&_query_only=on"); err != nil {
+	readerDSN := fmt.Sprintf("%s&_query_only=on&_cache_size=-%d", base, readerCacheKiB)
+	if s.rdb, err = sql.Open("sqlite3", readerDSN); err != nil {
 		_ = s.Close()
 		return nil, fmt.Errorf("sqlite: open: %w", err)
 	}

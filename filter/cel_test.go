@@ -1,0 +1,141 @@
+package filter
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald"
+)
+
+func TestCELMatch(t *testing.T) {
+	t.Parallel()
+
+	noKey := NewInput(&herald.Event{ID: "e", Type: "t", Data: []byte(`{"x": 1}`)})
+	tests := []struct {
+		expr string
+		want bool
+		in   *Input // nil: the test event
+	}{
+		// Variables.
+		{expr: `type == "bundle.indexed"`, want: true},
+		{expr: `type.startsWith("bundle.")`, want: true},
+		{expr: `key == "bundle-1"`, want: true},
+		{expr: `version == 7 && has_version`, want: true},
+		{expr: `version > 6`, want: true},
+		{expr: `key == "" && version == 0 && !has_version`, want: true, in: noKey},
+		{expr: `event.id == "evt_1" && event.data.size == 15`, want: true},
+		{expr: `event.timestamp == "2024-05-01T12:00:00Z"`, want: true},
+		{expr: `!has(event.key)`, want: true, in: noKey},
+		// Numbers: ints stay ints, mixed comparisons work.
+		{expr: `data.size == 15`, want: true},
+		{expr: `data.size % 2 == 1`, want: true},
+		{expr: `data.size > 10.5`, want: true},
+		{expr: `data.ratio == 0.5`, want: true},
+		{expr: `data.ratio < 1`, want: true},
+		{expr: `data.files[1].size == 9007199254740993`, want: true},
+		{expr: `data.files[1].size == 9007199254740992`, want: false},
+		// Strings, lists, maps, macros, ext.Strings.
+		{expr: `data.sample.donor.species == "Homo sapiens"`, want: true},
+		{expr: `data.sample.organ.lowerAscii() == "brain"`, want: true},
+		{expr: `"blue" in data.tags`, want: true},
+		{expr: `"red" in data.tags`, want: false},
+		{expr: `data.files.exists(f, f.name.endsWith(".json"))`, want: true},
+		{expr: `data.files.all(f, f.indexed)`, want: false},
+		{expr: `size(data.files) == 2`, want: true},
+		{expr: `data.files.map(f, f.size).exists(s, s > 1000000)`, want: true},
+		{expr: `has(data.bundle.uuid)`, want: true},
+		{expr: `has(data.bundle.missing)`, want: false},
+		{expr: `data.active == true`, want: true},
+		{expr: `data.nothing == null`, want: true},
+		{expr: `data.created.matches("^2024-")`, want: true},
+		{expr: `data["a.b"] == "dotted"`, want: true},
+		{expr: `true`, want: true},
+		{expr: `false`, want: false},
+		// Evaluation errors are "no match", in either polarity.
+		{expr: `data.missing == 1`, want: false},
+		{expr: `!(data.missing == 1)`, want: false},
+		{expr: `data.sample.organ > 1`, want: false},
+		{expr: `data.files[5].name == "x"`, want: false},
+		{expr: `data.size / 0 == 1`, want: false},
+		{expr: `int(data.sample.organ) == 1`, want: false},
+		{expr: `data.x == 1`, want: false, in: NewInput(&herald.Event{Type: "t", Data: []byte(`[1,2]`)})},
+		{expr: `data == null`, want: true, in: NewInput(&herald.Event{Type: "t"})},
+	}
+	for _, tt := range tests {
+		t.Run(tt.expr, func(t *testing.T) {
+			t.Parallel()
+			m, err := Compile(&herald.Filter{CEL: tt.expr})
+			require.NoError(t, err)
+			in := tt.in
+			if in == nil {
+				in = testInput(t)
+			}
+			require.Equal(t, tt.want, m.Match(in))
+		})
+	}
+}
+
+func TestCELCompileErrors(t *testing.T) {
+	t.Parallel()
+
+	tests := []struct {
+		name string
+		expr string
+		msg  string
+	}{
+		{"Syntax", `type ==`, "Syntax error"},
+		{"Undeclared", `foo == 1`, "undeclared reference to 'foo'"},
+		{"NotBoolDyn", `data.active`, "must evaluate to bool, not dyn"},
+		{"NotBoolString", `type`, "must evaluate to bool, not string"},
+		{"NotBoolInt", `version + 1`, "must evaluate to bool, not int"},
+		{"TypeMismatch", `type == 1`, "no matching overload"},
+		{"TooLong", `type == "` + strings.Repeat("a", MaxCELLength) + `"`, "the limit is 4096"},
+		{"InvalidUTF8", "type == \"\xff\"", "not valid UTF-8"},
+		{"TooDeep", strings.Repeat("(", 100) + "true" + strings.Repeat(")", 100), "recursion"},
+		{"BadRegex", `type.matches("(")`, "missing closing )"},
+		{"Position", "type == 1 &&\n  foo", "2:3: undeclared reference to 'foo'"},
+		{"ManyErrorsShort", strings.Repeat("\x17", 4000), "1:1: Syntax error: token recognition error"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			m, err := Compile(&herald.Filter{CEL: tt.expr})
+			require.Nil(t, m)
+			requireFilterError(t, err, "filter.cel", tt.msg)
+			require.Less(t, len(err.Error()), 1000)
+		})
+	}
+}
+
+// TestCELCostLimit: an expression whose work grows with the data stops at
+// the cost limit, quickly, as "no match".
+func TestCELCostLimit(t *testing.T) {
+	t.Parallel()
+
+	var b strings.Builder
+	b.WriteString(`{"l": [`)
+	for i := range 1000 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`"abcdefghij"`)
+	}
+	b.WriteString(`]}`)
+	in := NewInput(&herald.Event{Type: "t", Data: []byte(b.String())})
+
+	m, err := Compile(&herald.Filter{CEL: `data.l.all(a, data.l.all(b, data.l.exists(c, a + b + c == "x") || true))`})
+	require.NoError(t, err)
+	start := time.Now()
+	require.False(t, m.Match(in))
+	elapsed := time.Since(start)
+	t.Logf("cost-limited evaluation stopped after %s", elapsed)
+	require.Less(t, elapsed, time.Second)
+
+	// A cheap expression on the same data still matches.
+	m, err = Compile(&herald.Filter{CEL: `size(data.l) == 1000`})
+	require.NoError(t, err)
+	require.True(t, m.Match(in))
+}

@@ -1,0 +1,210 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/heraldhq/herald"
+)
+
+// object is one JSON object decoded a level deep, with its JSON path, so
+// that every error about one of its fields can name that field's path.
+type object struct {
+	path   string
+	fields map[string]json.RawMessage
+}
+
+// parseBody parses a request body that must hold exactly one JSON object.
+// Malformed JSON is invalid_json with the line and column of the fault;
+// trailing data after the object is malformed JSON too.
+func parseBody(body []byte) (object, error) {
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 {
+		return object{}, herald.Errorf(herald.CodeInvalidJSON, "request body is empty; expected a JSON object")
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil {
+		var syn *json.SyntaxError
+		if errors.As(err, &syn) {
+			line, col := position(body, syn.Offset)
+			return object{}, &herald.Error{Code: herald.CodeInvalidJSON, Err: err,
+				Message: fmt.Sprintf("malformed JSON at line %d, column %d (byte %d): %s",
+					line, col, syn.Offset, strings.TrimPrefix(syn.Error(), "json: "))}
+		}
+		return object{}, &herald.Error{Code: herald.CodeInvalidJSON, Err: err,
+			Message: "request body must be a JSON object, got " + jsonKind(trimmed)}
+	}
+	if fields == nil { // the body was null
+		return object{}, herald.Errorf(herald.CodeInvalidJSON, "request body must be a JSON object, got null")
+	}
+	return object{fields: fields}, nil
+}
+
+// position turns a byte offset into a 1-based line and column. The offset
+// of a SyntaxError is the number of bytes read when the fault was found,
+// so the fault is the byte before it.
+func position(b []byte, offset int64) (line, col int) {
+	if offset > int64(len(b)) {
+		offset = int64(len(b))
+	}
+	if offset > 0 {
+		offset--
+	}
+	line, col = 1, 1
+	for _, c := range b[:offset] {
+		if c == '\n' {
+			line, col = line+1, 1
+		} else {
+			col++
+		}
+	}
+	return line, col
+}
+
+// parseObject parses raw (already known to be valid JSON) as the object at
+// path.
+func parseObject(raw json.RawMessage, path string) (object, error) {
+	var fields map[string]json.RawMessage
+	if len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, &fields) != nil {
+		return object{}, herald.FieldErrorf(herald.CodeInvalidField, path, "%s must be a JSON object, got %s", path, jsonKind(raw))
+	}
+	return object{path: path, fields: fields}, nil
+}
+
+// jsonKind names the JSON type of raw for error messages.
+func jsonKind(raw []byte) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return "nothing"
+	}
+	switch raw[0] {
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	}
+	return "a number"
+}
+
+// at returns the JSON path of field name inside o.
+func (o object) at(name string) string {
+	if o.path == "" {
+		return name
+	}
+	return o.path + "." + name
+}
+
+// allow fails with unknown_field on the first key of o (in sorted order, so
+// the answer is stable) that is not in names.
+func (o object) allow(names ...string) error {
+	var unknown []string
+	for k := range o.fields {
+		if !slices.Contains(names, k) {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	slices.Sort(unknown)
+	return herald.FieldErrorf(herald.CodeUnknownField, o.at(unknown[0]), "unknown field %s", quote(o.at(unknown[0])))
+}
+
+// has reports whether name is present (null included).
+func (o object) has(name string) bool {
+	_, ok := o.fields[name]
+	return ok
+}
+
+// get returns the value of name; absent and null are both "not set".
+func (o object) get(name string) (json.RawMessage, bool) {
+	raw, ok := o.fields[name]
+	if !ok || isNull(raw) {
+		return nil, false
+	}
+	return raw, true
+}
+
+func isNull(raw json.RawMessage) bool {
+	return string(bytes.TrimSpace(raw)) == "null"
+}
+
+// str decodes the string field name into dst; set is false when it is
+// absent or null (dst is left alone).
+func (o object) str(name string, dst *string) (set bool, err error) {
+	raw, ok := o.get(name)
+	if !ok {
+		return false, nil
+	}
+	if raw[0] != '"' || json.Unmarshal(raw, dst) != nil {
+		return false, typeError(o.at(name), "a string", raw)
+	}
+	return true, nil
+}
+
+// integer decodes the integer field name into dst. Floats (even 1.0), numbers
+// in exponent form and numeric strings are refused: integers here are
+// counts and ids, where a fractional part is always a client bug.
+func (o object) integer(name string, dst *int64) (set bool, err error) {
+	raw, ok := o.get(name)
+	if !ok {
+		return false, nil
+	}
+	n, err := parseInt(raw)
+	if err != nil {
+		var ne *strconv.NumError
+		if errors.As(err, &ne) && errors.Is(ne.Err, strconv.ErrRange) {
+			return false, herald.FieldErrorf(herald.CodeInvalidField, o.at(name), "%s is out of range", o.at(name))
+		}
+		return false, typeError(o.at(name), "an integer", raw)
+	}
+	*dst = n
+	return true, nil
+}
+
+func parseInt(raw json.RawMessage) (int64, error) {
+	s := string(raw)
+	if s == "" || !(s[0] == '-' || (s[0] >= '0' && s[0] <= '9')) || strings.ContainsAny(s, ".eE") {
+		return 0, errors.New("not an integer")
+	}
+	return strconv.ParseInt(s, 10, 64)
+}
+
+// stringList decodes an array of strings; each bad element is named by its
+// index ("event_types[2]").
+func (o object) stringList(name string) (list []string, set bool, err error) {
+	raw, ok := o.get(name)
+	if !ok {
+		return nil, false, nil
+	}
+	var items []json.RawMessage
+	if raw[0] != '[' || json.Unmarshal(raw, &items) != nil {
+		return nil, false, typeError(o.at(name), "an array of strings", raw)
+	}
+	list = make([]string, len(items))
+	for i, it := range items {
+		if len(it) == 0 || it[0] != '"' || json.Unmarshal(it, &list[i]) != nil {
+			return nil, false, typeError(fmt.Sprintf("%s[%d]", o.at(name), i), "a string", it)
+		}
+	}
+	return list, true, nil
+}
+
+func typeError(path, want string, raw json.RawMessage) error {
+	return herald.FieldErrorf(herald.CodeInvalidField, path, "%s must be %s, got %s", path, want, jsonKind(raw))
+}
+
+func invalid(path, format string, args ...any) error {
+	return herald.FieldErrorf(herald.CodeInvalidField, path, "%s %s", path, fmt.Sprintf(format, args...))
+}

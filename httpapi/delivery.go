@@ -1,0 +1,194 @@
+package httpapi
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/store"
+)
+
+type attemptJSON struct {
+	N               int               `json:"n"`
+	At              string            `json:"at"`
+	Tier            int               `json:"tier"`
+	DurationMS      int64             `json:"duration_ms"`
+	Status          int               `json:"status"`
+	Error           herald.ErrorClass `json:"error"`
+	ErrorMessage    string            `json:"error_message"`
+	ResponseExcerpt string            `json:"response_excerpt"`
+}
+
+// deliveryJSON is a delivery as the API shows it. Attempts is present only
+// on GET /v1/deliveries/{id}; list pages carry the last attempt's summary
+// (last_status, last_error) instead.
+type deliveryJSON struct {
+	ID               string               `json:"id"`
+	EventID          string               `json:"event_id"`
+	SubscriptionID   string               `json:"subscription_id"`
+	State            herald.DeliveryState `json:"state"`
+	Tier             int                  `json:"tier"`
+	AttemptCount     int                  `json:"attempt_count"`
+	Attempts         *[]attemptJSON       `json:"attempts,omitempty"`
+	NextAttemptAt    *string              `json:"next_attempt_at"`
+	EventKey         string               `json:"event_key,omitempty"`
+	EventVersion     *int64               `json:"event_version,omitempty"`
+	LastStatus       int                  `json:"last_status"`
+	LastError        herald.ErrorClass    `json:"last_error"`
+	LastErrorMessage string               `json:"last_error_message"`
+	CreatedAt        string               `json:"created_at"`
+	UpdatedAt        string               `json:"updated_at"`
+}
+
+// deliveryView renders d. next_attempt_at is null unless the delivery is
+// pending: a finished delivery has no next attempt whatever the row holds.
+func deliveryView(d *herald.Delivery) deliveryJSON {
+	v := deliveryJSON{
+		ID: d.ID, EventID: d.EventID, SubscriptionID: d.SubscriptionID, State: d.State, Tier: d.Tier,
+		AttemptCount: d.AttemptCount, EventKey: d.EventKey, EventVersion: d.EventVersion,
+		LastStatus: d.LastStatus, LastError: d.LastError, LastErrorMessage: d.LastMessage,
+		CreatedAt: timestamp(d.CreatedAt), UpdatedAt: timestamp(d.UpdatedAt),
+	}
+	if d.State == herald.DeliveryPending && d.NextAttemptAt != nil {
+		t := timestamp(*d.NextAttemptAt)
+		v.NextAttemptAt = &t
+	}
+	return v
+}
+
+func (s *server) deliveryList(w http.ResponseWriter, r *http.Request) error {
+	p, err := pageParams(r, herald.PrefixDelivery)
+	if err != nil {
+		return err
+	}
+	q, err := query(r)
+	if err != nil {
+		return err
+	}
+	params := &store.DeliveryListParams{
+		SubscriptionID: q.Get("subscription_id"),
+		EventID:        q.Get("event_id"),
+		State:          herald.DeliveryState(q.Get("state")),
+		Limit:          p.limit,
+		Before:         p.key,
+	}
+	if params.State != "" && !params.State.Valid() {
+		return herald.FieldErrorf(herald.CodeInvalidField, "state",
+			"state must be one of pending, in_flight, delivered, dead, skipped, superseded, cancelled")
+	}
+	res, err := s.store.DeliveryList(r.Context(), params)
+	if err != nil {
+		return err
+	}
+	out := listJSON[deliveryJSON]{Data: make([]deliveryJSON, len(res.Deliveries))}
+	for i, d := range res.Deliveries {
+		out.Data[i] = deliveryView(d)
+	}
+	if n := len(res.Deliveries); n > 0 {
+		out.NextCursor = nextCursor(res.More, res.Deliveries[n-1].ID)
+	}
+	return s.reply(w, http.StatusOK, out)
+}
+
+func (s *server) deliveryGet(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	res, err := s.store.DeliveryGet(r.Context(), id)
+	if err != nil {
+		return notFound(err, "delivery", id)
+	}
+	v := deliveryView(res.Delivery)
+	attempts := make([]attemptJSON, len(res.Attempts))
+	for i, a := range res.Attempts {
+		attempts[i] = attemptJSON{
+			N: a.N, At: timestamp(a.At), Tier: a.Tier, DurationMS: a.DurationMS, Status: a.Status,
+			Error: a.Error, ErrorMessage: a.ErrorMessage, ResponseExcerpt: a.ResponseExcerpt,
+		}
+	}
+	v.Attempts = &attempts
+	return s.reply(w, http.StatusOK, v)
+}
+
+// deliveryRetry puts one finished delivery back in tier 0, due now. A
+// pending or in-flight delivery is a conflict: it will be tried anyway.
+func (s *server) deliveryRetry(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	d, err := s.store.DeliveryRetry(r.Context(), &store.DeliveryRetryParams{ID: id, Now: s.now()})
+	if err != nil {
+		if isBareSentinel(err, herald.ErrConflict) {
+			return herald.Conflictf("delivery %s cannot be retried: it is pending or in flight, or its subscription was deleted", quote(id))
+		}
+		return notFound(err, "delivery", id)
+	}
+	s.notify()
+	return s.reply(w, http.StatusAccepted, deliveryView(d))
+}
+
+// isBareSentinel reports whether err carries sentinel's code with no
+// message of its own, so a handler can say something more useful.
+func isBareSentinel(err error, sentinel *herald.Error) bool {
+	var he *herald.Error
+	return errors.As(err, &he) && he.Code == sentinel.Code && he.Message == sentinel.Message
+}
+
+type redriveJSON struct {
+	Redriven int `json:"redriven"`
+}
+
+// deadLetterRedrive puts a subscription's dead deliveries that died in
+// [since, until) back in tier 0. since and until are optional RFC 3339
+// times; an unknown subscription is 404 rather than "0 redriven", so a
+// typo in the id is not mistaken for an empty dead-letter queue.
+func (s *server) deadLetterRedrive(w http.ResponseWriter, r *http.Request) error {
+	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
+	if err != nil {
+		return err
+	}
+	o, err := parseBody(body)
+	if err != nil {
+		return err
+	}
+	if err := o.allow("subscription_id", "since", "until"); err != nil {
+		return err
+	}
+	params := &store.DeadLetterRedriveParams{Now: s.now()}
+	set, err := o.str("subscription_id", &params.SubscriptionID)
+	if err != nil {
+		return err
+	}
+	if !set || params.SubscriptionID == "" {
+		return herald.FieldErrorf(herald.CodeMissingField, "subscription_id", "subscription_id is required")
+	}
+	for _, f := range []struct {
+		name string
+		dst  *time.Time
+	}{{"since", &params.Since}, {"until", &params.Until}} {
+		var v string
+		set, err := o.str(f.name, &v)
+		if err != nil {
+			return err
+		}
+		if !set {
+			continue
+		}
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			return invalid(f.name, "must be an RFC 3339 time such as 2025-01-02T15:04:05Z")
+		}
+		*f.dst = t.UTC()
+	}
+	if !params.Since.IsZero() && !params.Until.IsZero() && !params.Since.Before(params.Until) {
+		return invalid("until", "must be after since")
+	}
+	if _, err := s.store.SubscriptionGet(r.Context(), params.SubscriptionID); err != nil {
+		return notFound(err, "subscription", params.SubscriptionID)
+	}
+	n, err := s.store.DeadLetterRedrive(r.Context(), params)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		s.notify()
+	}
+	return s.reply(w, http.StatusAccepted, redriveJSON{Redriven: n})
+}

@@ -1,0 +1,274 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/heraldhq/herald"
+)
+
+// Event limits.
+const (
+	maxEventType = 256 // characters
+	maxEventID   = 256 // characters
+	maxEventKey  = 256 // characters
+)
+
+var eventFields = []string{"id", "type", "key", "version", "data"}
+
+// decodeEvent decodes and validates one event body. Every error is a
+// *herald.Error naming the JSON path at fault.
+func decodeEvent(body []byte) (*herald.Event, error) {
+	o, err := parseBody(body)
+	if err != nil {
+		return nil, err
+	}
+	return eventFromObject(o)
+}
+
+func eventFromObject(o object) (*herald.Event, error) {
+	if err := o.allow(eventFields...); err != nil {
+		return nil, err
+	}
+	ev := &herald.Event{Data: json.RawMessage("null")}
+
+	set, err := o.str("type", &ev.Type)
+	if err != nil {
+		return nil, err
+	}
+	if !set || ev.Type == "" {
+		return nil, herald.FieldErrorf(herald.CodeMissingField, o.at("type"), "%s is required", o.at("type"))
+	}
+	if n := utf8.RuneCountInString(ev.Type); n > maxEventType {
+		return nil, invalid(o.at("type"), "must be at most %d characters, got %d", maxEventType, n)
+	}
+	if strings.IndexFunc(ev.Type, func(r rune) bool { return unicode.IsSpace(r) || !unicode.IsPrint(r) }) >= 0 {
+		return nil, invalid(o.at("type"), "must not contain whitespace or control characters")
+	}
+	if strings.HasPrefix(ev.Type, "herald.") {
+		return nil, invalid(o.at("type"), "is reserved: herald.* event types are herald's own")
+	}
+
+	set, err = o.str("id", &ev.ID)
+	if err != nil {
+		return nil, err
+	}
+	if set {
+		n := utf8.RuneCountInString(ev.ID)
+		if n < 1 || n > maxEventID {
+			return nil, invalid(o.at("id"), "must be 1 to %d characters, got %d", maxEventID, n)
+		}
+		if strings.IndexFunc(ev.ID, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+			return nil, invalid(o.at("id"), "must hold printable characters only")
+		}
+	}
+
+	if _, err := o.str("key", &ev.Key); err != nil {
+		return nil, err
+	}
+	if n := utf8.RuneCountInString(ev.Key); n > maxEventKey {
+		return nil, invalid(o.at("key"), "must be at most %d characters, got %d", maxEventKey, n)
+	}
+
+	var version int64
+	set, err = o.integer("version", &version)
+	if err != nil {
+		return nil, err
+	}
+	if set {
+		ev.Version = &version
+	}
+
+	if raw, ok := o.get("data"); ok {
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, raw); err != nil {
+			return nil, invalid(o.at("data"), "is not valid JSON")
+		}
+		ev.Data = buf.Bytes()
+	}
+	return ev, nil
+}
+
+type publishJSON struct {
+	ID         string `json:"id"`
+	Duplicate  bool   `json:"duplicate"`
+	Deliveries int    `json:"deliveries"`
+}
+
+// eventPublish answers 202 only after the event and its deliveries
+// committed (PublishOne waits for its group commit).
+func (s *server) eventPublish(w http.ResponseWriter, r *http.Request) error {
+	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
+	if err != nil {
+		return err
+	}
+	ev, err := decodeEvent(body)
+	if err != nil {
+		return err
+	}
+	res, err := s.pub.PublishOne(r.Context(), ev)
+	if err != nil {
+		return err
+	}
+	return s.reply(w, http.StatusAccepted, publishJSON{ID: res.ID, Duplicate: res.Duplicate, Deliveries: res.DeliveryCount})
+}
+
+// Batch item statuses.
+const (
+	batchAccepted  = "accepted"
+	batchDuplicate = "duplicate"
+	batchRejected  = "rejected"
+)
+
+type batchResultJSON struct {
+	Index      int        `json:"index"`
+	ID         string     `json:"id,omitempty"`
+	Status     string     `json:"status"`
+	Deliveries *int       `json:"deliveries,omitempty"`
+	Error      *errorJSON `json:"error,omitempty"`
+}
+
+type batchJSON struct {
+	Results []batchResultJSON `json:"results"`
+}
+
+// decodeBatch decodes {"events": [...]}. The body as a whole must be
+// well-formed; each item is then validated alone, so one bad item is
+// rejected by itself. It returns the valid events with their indexes and a
+// result slot for every item, rejected ones already filled in.
+func decodeBatch(body []byte) (events []*herald.Event, index []int, results []batchResultJSON, err error) {
+	o, err := parseBody(body)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := o.allow("events"); err != nil {
+		return nil, nil, nil, err
+	}
+	raw, ok := o.get("events")
+	if !ok {
+		return nil, nil, nil, herald.FieldErrorf(herald.CodeMissingField, "events", "events is required")
+	}
+	var items []json.RawMessage
+	if raw[0] != '[' || json.Unmarshal(raw, &items) != nil {
+		return nil, nil, nil, typeError("events", "an array", raw)
+	}
+	if len(items) > MaxBatchEvents {
+		return nil, nil, nil, invalid("events", "may hold at most %d events, got %d", MaxBatchEvents, len(items))
+	}
+	results = make([]batchResultJSON, len(items))
+	for i, item := range items {
+		results[i].Index = i
+		ev, err := batchItem(item, i)
+		if err != nil {
+			body, _ := errorOf(err)
+			results[i].Status, results[i].Error = batchRejected, &body
+			results[i].ID = itemID(item)
+			continue
+		}
+		events = append(events, ev)
+		index = append(index, i)
+	}
+	return events, index, results, nil
+}
+
+func batchItem(raw json.RawMessage, i int) (*herald.Event, error) {
+	o, err := parseObject(raw, fmt.Sprintf("events[%d]", i))
+	if err != nil {
+		return nil, err
+	}
+	return eventFromObject(o)
+}
+
+// itemID is the id a rejected item gave, if it gave a string one, so a
+// client can match results by id as well as by index.
+func itemID(raw json.RawMessage) string {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(raw, &fields) != nil {
+		return ""
+	}
+	var id string
+	if json.Unmarshal(fields["id"], &id) != nil || len(id) > 4*maxEventID {
+		return ""
+	}
+	return id
+}
+
+// eventPublishBatch stores every valid item in ONE transaction (all or
+// nothing: a store failure fails the call and stores none) and answers 200
+// with one result per item, in input order.
+func (s *server) eventPublishBatch(w http.ResponseWriter, r *http.Request) error {
+	body, err := readBody(w, r, s.cfg.MaxBatchBodyBytes)
+	if err != nil {
+		return err
+	}
+	events, index, results, err := decodeBatch(body)
+	if err != nil {
+		return err
+	}
+	if len(events) > 0 {
+		res, err := s.pub.PublishMany(r.Context(), events)
+		if err != nil {
+			return err
+		}
+		if len(res) != len(events) {
+			return fmt.Errorf("publisher answered %d results for %d events", len(res), len(events))
+		}
+		for n, rr := range res {
+			out := &results[index[n]]
+			out.ID, out.Status = rr.ID, batchAccepted
+			if rr.Duplicate {
+				out.Status = batchDuplicate
+			}
+			count := rr.DeliveryCount
+			out.Deliveries = &count
+		}
+	}
+	return s.reply(w, http.StatusOK, batchJSON{Results: results})
+}
+
+type eventDeliveryJSON struct {
+	ID             string               `json:"id"`
+	SubscriptionID string               `json:"subscription_id"`
+	State          herald.DeliveryState `json:"state"`
+	Tier           int                  `json:"tier"`
+	AttemptCount   int                  `json:"attempt_count"`
+}
+
+type eventJSON struct {
+	ID         string              `json:"id"`
+	Type       string              `json:"type"`
+	Key        string              `json:"key,omitempty"`
+	Version    *int64              `json:"version,omitempty"`
+	Data       json.RawMessage     `json:"data"`
+	Timestamp  string              `json:"timestamp"`
+	Deliveries []eventDeliveryJSON `json:"deliveries"`
+}
+
+func (s *server) eventGet(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	res, err := s.store.EventGet(r.Context(), id)
+	if err != nil {
+		return notFound(err, "event", id)
+	}
+	ev := res.Event
+	data := ev.Data
+	if len(data) == 0 {
+		data = json.RawMessage("null")
+	}
+	out := eventJSON{
+		ID: ev.ID, Type: ev.Type, Key: ev.Key, Version: ev.Version, Data: data,
+		Timestamp:  timestamp(ev.CreatedAt),
+		Deliveries: make([]eventDeliveryJSON, len(res.Deliveries)),
+	}
+	for i, d := range res.Deliveries {
+		out.Deliveries[i] = eventDeliveryJSON{
+			ID: d.ID, SubscriptionID: d.SubscriptionID, State: d.State, Tier: d.Tier, AttemptCount: d.AttemptCount,
+		}
+	}
+	return s.reply(w, http.StatusOK, out)
+}

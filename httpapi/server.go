@@ -1,0 +1,267 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/store"
+)
+
+// Publisher stores events durably with their fan-out deliveries
+// (*ingest.Ingester implements it).
+type Publisher interface {
+	// PublishOne stores one event through group commit and returns once it
+	// committed.
+	PublishOne(ctx context.Context, ev *herald.Event) (store.EventInsertResult, error)
+	// PublishMany stores events in one transaction; results are in input
+	// order.
+	PublishMany(ctx context.Context, evs []*herald.Event) ([]store.EventInsertResult, error)
+}
+
+// Authenticator decides whether a bearer token may call the API. An error
+// means the decision could not be made (store down), not "no".
+type Authenticator interface {
+	Authenticate(ctx context.Context, token string) (bool, error)
+}
+
+// Defaults and limits.
+const (
+	// DefaultMaxBodyBytes caps the body of single requests (1 MiB).
+	DefaultMaxBodyBytes = 1 << 20
+	// DefaultMaxBatchBodyBytes caps the body of POST /v1/events/batch
+	// (16 MiB: up to 1000 events of about 16 KiB each).
+	DefaultMaxBatchBodyBytes = 16 << 20
+	// MaxBatchEvents is the most events one batch call may carry.
+	MaxBatchEvents = 1000
+	// readyTimeout bounds the store ping of /readyz so a hung database
+	// fails the probe instead of hanging it.
+	readyTimeout = 2 * time.Second
+)
+
+// Config configures the API handler. Store, Publisher and Auth are required;
+// a zero value anywhere else means its default.
+type Config struct {
+	Store     store.Store
+	Publisher Publisher
+	// Notify, when set, wakes this process's delivery workers after a retry
+	// or redrive put deliveries back in tier 0 (otherwise they are found at
+	// the next poll).
+	Notify func()
+	// Tiers are the retry tiers' maturity delays, reported by /v1/stats.
+	// Empty reports tier 0 only, with delay 0s.
+	Tiers []time.Duration
+	Auth  Authenticator
+	// Metrics is mounted at GET /metrics when non-nil.
+	Metrics http.Handler
+	// Extra routes (e.g. the push endpoints) are mounted as given: the keys
+	// are ServeMux patterns. They are not behind the API token.
+	Extra map[string]http.Handler
+	// Now is the clock (default time.Now).
+	Now    func() time.Time
+	Logger *slog.Logger
+	// MaxBodyBytes caps single request bodies (default DefaultMaxBodyBytes).
+	MaxBodyBytes int64
+	// MaxBatchBodyBytes caps POST /v1/events/batch bodies (default
+	// DefaultMaxBatchBodyBytes).
+	MaxBatchBodyBytes int64
+	// SecretGrace is how long a rotated-out secret keeps signing when the
+	// rotate call names no grace period (default herald.DefaultSecretGrace).
+	SecretGrace time.Duration
+	// AllowPrivateURLs is informational only: subscription URLs are not
+	// resolved here, because the SSRF guard runs at dial time, after DNS,
+	// where a check cannot be raced by a rebinding resolver.
+	AllowPrivateURLs bool
+}
+
+type server struct {
+	cfg    Config
+	store  store.Store
+	pub    Publisher
+	auth   Authenticator
+	now    func() time.Time
+	logger *slog.Logger
+	mux    *http.ServeMux
+}
+
+// New returns the API handler. It panics when Store, Publisher or Auth is
+// nil: that is a wiring bug, and an API without auth must not start.
+func New(cfg Config) http.Handler {
+	if cfg.Store == nil || cfg.Publisher == nil || cfg.Auth == nil {
+		panic("httpapi: Config.Store, Config.Publisher and Config.Auth are required")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.MaxBatchBodyBytes <= 0 {
+		cfg.MaxBatchBodyBytes = DefaultMaxBatchBodyBytes
+	}
+	if cfg.SecretGrace <= 0 {
+		cfg.SecretGrace = herald.DefaultSecretGrace
+	}
+	s := &server{
+		cfg:   cfg,
+		store: cfg.Store,
+		pub:   cfg.Publisher,
+		auth:  cfg.Auth,
+		// Milliseconds: the store keeps no more, so answers match what is read back later.
+		now:    func() time.Time { return cfg.Now().UTC().Truncate(time.Millisecond) },
+		logger: cfg.Logger,
+		mux:    http.NewServeMux(),
+	}
+	s.routes()
+	return s
+}
+
+func (s *server) routes() {
+	s.mux.HandleFunc("GET /healthz", s.healthz)
+	s.mux.HandleFunc("GET /readyz", s.readyz)
+	if s.cfg.Metrics != nil {
+		s.mux.Handle("GET /metrics", s.cfg.Metrics)
+	}
+	for pattern, h := range s.cfg.Extra {
+		s.mux.Handle(pattern, h)
+	}
+
+	s.v1("POST /v1/subscriptions", s.subscriptionCreate)
+	s.v1("GET /v1/subscriptions", s.subscriptionList)
+	s.v1("GET /v1/subscriptions/{id}", s.subscriptionGet)
+	s.v1("PATCH /v1/subscriptions/{id}", s.subscriptionPatch)
+	s.v1("DELETE /v1/subscriptions/{id}", s.subscriptionDelete)
+	s.v1("GET /v1/subscriptions/{id}/secret", s.subscriptionSecretGet)
+	s.v1("POST /v1/subscriptions/{id}/secret/rotate", s.subscriptionSecretRotate)
+
+	s.v1("POST /v1/events", s.eventPublish)
+	s.v1("POST /v1/events/batch", s.eventPublishBatch)
+	s.v1("GET /v1/events/{id}", s.eventGet)
+
+	s.v1("GET /v1/deliveries", s.deliveryList)
+	s.v1("GET /v1/deliveries/{id}", s.deliveryGet)
+	s.v1("POST /v1/deliveries/{id}/retry", s.deliveryRetry)
+	s.v1("POST /v1/dead-letters/redrive", s.deadLetterRedrive)
+
+	s.v1("GET /v1/stats", s.statsGet)
+}
+
+// handlerFunc is an API handler: it writes its success answer itself and
+// returns any error for writeError.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// v1 mounts an authenticated API route.
+func (s *server) v1(pattern string, h handlerFunc) {
+	s.mux.Handle(pattern, s.authenticated(func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			s.writeError(w, r, err)
+		}
+	}))
+}
+
+// ServeHTTP routes r. Requests no pattern matches get a JSON 404 or 405
+// instead of ServeMux's plain-text ones; under /v1/ only after auth, so an
+// anonymous caller cannot probe which routes exist.
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if _, pattern := s.mux.Handler(r); pattern != "" {
+		s.mux.ServeHTTP(w, r)
+		return
+	}
+	unmatched := func(w http.ResponseWriter, r *http.Request) {
+		if allow := s.allowedMethods(r); len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			s.writeError(w, r, herald.Errorf(codeMethodNotAllowed, "method %s not allowed on %s; allowed: %s",
+				r.Method, r.URL.Path, strings.Join(allow, ", ")))
+			return
+		}
+		s.writeError(w, r, herald.NotFoundf("no route %s %s", r.Method, r.URL.Path))
+	}
+	if r.URL.Path == "/v1" || strings.HasPrefix(r.URL.Path, "/v1/") {
+		s.authenticated(unmatched).ServeHTTP(w, r)
+		return
+	}
+	unmatched(w, r)
+}
+
+// allowedMethods lists the methods some route serves r's path with.
+func (s *server) allowedMethods(r *http.Request) []string {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		probe := *r
+		probe.Method = m
+		if _, pattern := s.mux.Handler(&probe); pattern != "" {
+			allow = append(allow, m)
+		}
+	}
+	return allow
+}
+
+// writeJSON answers v as JSON with status.
+func writeJSON(w http.ResponseWriter, status int, v any, logger *slog.Logger) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Only a programming error (an unencodable type) gets here.
+		logger.Error("error encoding response", "err", err)
+		status = http.StatusInternalServerError
+		b, _ = json.Marshal(errorBody{Error: errorJSON{Code: herald.CodeInternal, Message: msgInternal}})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+func (s *server) reply(w http.ResponseWriter, status int, v any) error {
+	writeJSON(w, status, v, s.logger)
+	return nil
+}
+
+// readBody reads r's body, at most limit bytes. A larger body is
+// body_too_large without being read further.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return nil, herald.Errorf(herald.CodeBodyTooLarge, "request body exceeds the limit of %d bytes", limit)
+		}
+		return nil, &herald.Error{Code: herald.CodeInvalidJSON, Message: "error reading the request body", Err: err}
+	}
+	return b, nil
+}
+
+// notFound turns a store ErrNotFound into a message naming what was missing;
+// other errors pass through.
+func notFound(err error, kind, id string) error {
+	if errors.Is(err, herald.ErrNotFound) {
+		return &herald.Error{Code: herald.CodeNotFound, Message: kind + " " + quote(id) + " not found", Err: err}
+	}
+	return err
+}
+
+// quote renders an id for a message, shortened so a huge path value cannot
+// bloat the answer.
+func quote(s string) string {
+	const max = 300
+	if len(s) > max {
+		s = s[:max] + "…"
+	}
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+func (s *server) notify() {
+	if s.cfg.Notify != nil {
+		s.cfg.Notify()
+	}
+}

@@ -1,0 +1,88 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/store"
+)
+
+type tierJSON struct {
+	Tier     int    `json:"tier"`
+	Delay    string `json:"delay"`
+	Pending  int64  `json:"pending"`
+	InFlight int64  `json:"in_flight"`
+	Due      int64  `json:"due"`
+	// OldestPendingAgeS is in seconds, with millisecond precision.
+	OldestPendingAgeS float64 `json:"oldest_pending_age_s"`
+}
+
+type statsJSON struct {
+	Tiers          []tierJSON `json:"tiers"`
+	Dead           int64      `json:"dead"`
+	DeliveredTotal int64      `json:"delivered_total"`
+}
+
+func (s *server) statsGet(w http.ResponseWriter, r *http.Request) error {
+	tiers := s.cfg.Tiers
+	if len(tiers) == 0 {
+		tiers = []time.Duration{0}
+	}
+	st, err := s.store.StatsGet(r.Context(), &store.StatsGetParams{Tiers: len(tiers), Now: s.now()})
+	if err != nil {
+		return err
+	}
+	out := statsJSON{Tiers: make([]tierJSON, len(tiers)), Dead: st.Dead, DeliveredTotal: st.DeliveredTotal}
+	for i, d := range tiers {
+		out.Tiers[i] = tierJSON{Tier: i, Delay: formatDelay(d)}
+	}
+	for _, ts := range st.Tiers {
+		if ts.Tier < 0 || ts.Tier >= len(out.Tiers) {
+			continue // a tier removed from the configuration; not reported
+		}
+		t := &out.Tiers[ts.Tier]
+		t.Pending, t.InFlight, t.Due = ts.Pending, ts.InFlight, ts.Due
+		t.OldestPendingAgeS = float64(ts.OldestPendingAge.Milliseconds()) / 1000
+	}
+	return s.reply(w, http.StatusOK, out)
+}
+
+// formatDelay is time.Duration.String without zero trailing units: "1m"
+// rather than "1m0s", "24h" rather than "24h0m0s". It still parses with
+// time.ParseDuration, as --tiers expects.
+func formatDelay(d time.Duration) string {
+	str := d.String()
+	if strings.HasSuffix(str, "m0s") {
+		str = strings.TrimSuffix(str, "0s")
+	}
+	if strings.HasSuffix(str, "h0m") {
+		str = strings.TrimSuffix(str, "0m")
+	}
+	return str
+}
+
+type statusJSON struct {
+	Status string `json:"status"`
+}
+
+// healthz answers 200 while the process serves HTTP; it reads nothing, so
+// a database outage does not get the process restarted.
+func (s *server) healthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, statusJSON{Status: "ok"}, s.logger)
+}
+
+// readyz answers 200 when the store answers a ping within readyTimeout,
+// else 503 store_unavailable, so a load balancer stops sending traffic to a
+// node that could not commit it.
+func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+	defer cancel()
+	if err := s.store.Ping(ctx); err != nil {
+		s.writeError(w, r, &herald.Error{Code: herald.CodeStoreUnavailable, Message: "store unavailable", Err: err})
+		return
+	}
+	writeJSON(w, http.StatusOK, statusJSON{Status: "ok"}, s.logger)
+}

@@ -1,0 +1,470 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/filter"
+	"github.com/heraldhq/herald/webhook"
+)
+
+// Subscription limits. Ranges not fixed by API.md are generous bounds that
+// keep one subscription from holding unbounded data or a nonsense schedule.
+const (
+	maxURLBytes         = 2048
+	maxEventTypes       = 100
+	maxDescription      = 1024 // characters
+	maxHeaders          = 50
+	maxHeaderNameBytes  = 256
+	maxHeaderValueBytes = 4096
+	maxTimeoutMS        = int64(herald.MaxTimeout / time.Millisecond) // 300000
+	maxKeyIntervalMS    = 24 * 60 * 60 * 1000                         // one day
+	maxRateLimitPer     = 24 * 60 * 60                                // one day, in seconds
+	maxRateLimitMax     = 1_000_000
+	maxMaxInFlight      = 100_000
+	maxSecretGraceS     = 30 * 24 * 60 * 60 // 30 days
+	disabledByAPI       = "disabled by API"
+	defaultTimeoutMS    = int64(herald.DefaultTimeout / time.Millisecond)
+)
+
+// subscriptionFields are the keys a subscription body may have.
+var subscriptionFields = []string{
+	"url", "method", "event_types", "filter", "secret", "headers", "ordering", "key_interval_ms",
+	"rate_limit", "max_in_flight", "timeout_ms", "description", "metadata", "state",
+}
+
+// readOnlySubscriptionFields appear in answers but cannot be patched.
+var readOnlySubscriptionFields = []string{"id", "created_at", "updated_at", "disabled_reason", "secret"}
+
+// reservedHeaders are header names a subscription may not set: herald
+// writes them itself (content-type, webhook-*, herald-*), or they belong to
+// the transport and would corrupt the request.
+var reservedHeaders = []string{
+	"content-type", "content-length", "host", "transfer-encoding", "connection", "keep-alive",
+	"te", "trailer", "upgrade", "proxy-connection",
+}
+
+var reservedHeaderPrefixes = []string{"webhook-", "herald-"}
+
+// subscriptionInput is a decoded and validated subscription body.
+type subscriptionInput struct {
+	// sub has every field the body can set, defaults applied; ID, state
+	// and timestamps are left to the caller.
+	sub herald.Subscription
+	// secret is the body's secret, "" when it has none.
+	secret string
+	// state is the body's state, "" when it has none.
+	state herald.SubscriptionState
+}
+
+// decodeSubscription decodes and validates a subscription body. Every
+// error is a *herald.Error naming the JSON path at fault.
+func decodeSubscription(body []byte) (*subscriptionInput, error) {
+	o, err := parseBody(body)
+	if err != nil {
+		return nil, err
+	}
+	return subscriptionFromObject(o)
+}
+
+func subscriptionFromObject(o object) (*subscriptionInput, error) {
+	if err := o.allow(subscriptionFields...); err != nil {
+		return nil, err
+	}
+	in := &subscriptionInput{sub: herald.Subscription{
+		Method:     "POST",
+		EventTypes: []string{},
+		Headers:    map[string]string{},
+		Ordering:   herald.OrderingNone,
+		TimeoutMS:  defaultTimeoutMS,
+		Metadata:   json.RawMessage("{}"),
+	}}
+	s := &in.sub
+	steps := []func() error{
+		func() error { return decodeURL(o, s) },
+		func() error { return decodeMethod(o, s) },
+		func() error { return decodeEventTypes(o, s) },
+		func() error { return decodeFilter(o, s) },
+		func() error { return decodeSecret(o, in) },
+		func() error { return decodeHeaders(o, s) },
+		func() error { return decodeOrdering(o, s) },
+		func() error { return decodeRateLimit(o, s) },
+		func() error { return decodeLimits(o, s) },
+		func() error { return decodeDescription(o, s) },
+		func() error { return decodeMetadata(o, s) },
+		func() error { return decodeState(o, in) },
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return nil, err
+		}
+	}
+	return in, nil
+}
+
+// decodeURL: required, absolute http(s) with a host. Where it points is not
+// checked here: the SSRF guard runs at dial time, after DNS.
+func decodeURL(o object, s *herald.Subscription) error {
+	set, err := o.str("url", &s.URL)
+	if err != nil {
+		return err
+	}
+	if !set || s.URL == "" {
+		return herald.FieldErrorf(herald.CodeMissingField, "url", "url is required")
+	}
+	if len(s.URL) > maxURLBytes {
+		return invalid("url", "must be at most %d bytes, got %d", maxURLBytes, len(s.URL))
+	}
+	u, err := url.Parse(s.URL)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return invalid("url", "is not a valid URL: %v", err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return invalid("url", "must be an absolute http or https URL")
+	}
+	if u.Opaque != "" || u.Host == "" || u.Hostname() == "" {
+		return invalid("url", "must name a host (https://host/path)")
+	}
+	return nil
+}
+
+func decodeMethod(o object, s *herald.Subscription) error {
+	if _, err := o.str("method", &s.Method); err != nil {
+		return err
+	}
+	s.Method = strings.ToUpper(s.Method)
+	if s.Method != "POST" && s.Method != "PUT" {
+		return invalid("method", "must be POST or PUT")
+	}
+	return nil
+}
+
+func decodeEventTypes(o object, s *herald.Subscription) error {
+	types, set, err := o.stringList("event_types")
+	if err != nil || !set {
+		return err
+	}
+	if len(types) > maxEventTypes {
+		return invalid("event_types", "may hold at most %d patterns, got %d", maxEventTypes, len(types))
+	}
+	for i, p := range types {
+		if !herald.ValidEventTypePattern(p) {
+			return invalid(fmt.Sprintf("event_types[%d]", i),
+				"is not a valid pattern (1 to 256 characters, glob syntax: * ? [a-z])")
+		}
+	}
+	s.EventTypes = types
+	return nil
+}
+
+// decodeFilter decodes the filter and compiles it, so a filter that would
+// never match (or never run) is refused at the door with the compiler's
+// message.
+func decodeFilter(o object, s *herald.Subscription) error {
+	raw, ok := o.get("filter")
+	if !ok {
+		return nil
+	}
+	fo, err := parseObject(raw, "filter")
+	if err != nil {
+		return err
+	}
+	if err := fo.allow("cel", "jmespath", "es_query"); err != nil {
+		return err
+	}
+	f := &herald.Filter{}
+	if _, err := fo.str("cel", &f.CEL); err != nil {
+		return err
+	}
+	if _, err := fo.str("jmespath", &f.JMESPath); err != nil {
+		return err
+	}
+	if q, ok := fo.get("es_query"); ok {
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, q); err != nil {
+			return invalid("filter.es_query", "is not valid JSON")
+		}
+		f.ESQuery = buf.Bytes()
+	}
+	if f.IsZero() {
+		return nil
+	}
+	if _, err := filter.Compile(f); err != nil {
+		var he *herald.Error
+		if errors.As(err, &he) && he.Code == herald.CodeInvalidFilter {
+			return err
+		}
+		return &herald.Error{Code: herald.CodeInvalidFilter, Field: "filter", Message: err.Error(), Err: err}
+	}
+	s.Filter = f
+	return nil
+}
+
+func decodeSecret(o object, in *subscriptionInput) error {
+	set, err := o.str("secret", &in.secret)
+	if err != nil || !set {
+		return err
+	}
+	if err := webhook.ValidSecret(in.secret); err != nil {
+		// ValidSecret's message never contains the secret.
+		return &herald.Error{Code: herald.CodeInvalidField, Field: "secret", Err: err,
+			Message: "secret is invalid (want \"whsec_\" + base64 of 24 to 64 bytes): " + err.Error()}
+	}
+	return nil
+}
+
+func decodeHeaders(o object, s *herald.Subscription) error {
+	raw, ok := o.get("headers")
+	if !ok {
+		return nil
+	}
+	ho, err := parseObject(raw, "headers")
+	if err != nil {
+		return err
+	}
+	if len(ho.fields) > maxHeaders {
+		return invalid("headers", "may hold at most %d headers, got %d", maxHeaders, len(ho.fields))
+	}
+	names := make([]string, 0, len(ho.fields))
+	for name := range ho.fields {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	seen := make(map[string]bool, len(names))
+	for _, name := range names {
+		path := ho.at(name)
+		var value string
+		set, err := ho.str(name, &value)
+		if err != nil {
+			return err
+		}
+		if !set {
+			return typeError(path, "a string", ho.fields[name])
+		}
+		if err := validHeader(name, value); err != nil {
+			return invalid(path, "%s", err)
+		}
+		lower := strings.ToLower(name)
+		if seen[lower] {
+			return invalid(path, "repeats a header name (names are case-insensitive)")
+		}
+		seen[lower] = true
+		s.Headers[name] = value
+	}
+	return nil
+}
+
+func validHeader(name, value string) error {
+	if name == "" || len(name) > maxHeaderNameBytes {
+		return fmt.Errorf("name must be 1 to %d bytes", maxHeaderNameBytes)
+	}
+	for i := 0; i < len(name); i++ {
+		if !isTokenChar(name[i]) {
+			return errors.New("name is not a valid HTTP header name")
+		}
+	}
+	lower := strings.ToLower(name)
+	if slices.Contains(reservedHeaders, lower) {
+		return fmt.Errorf("is reserved: herald sets %s itself", lower)
+	}
+	for _, p := range reservedHeaderPrefixes {
+		if strings.HasPrefix(lower, p) {
+			return fmt.Errorf("is reserved: herald sets the %s* headers itself", p)
+		}
+	}
+	if len(value) > maxHeaderValueBytes {
+		return fmt.Errorf("value must be at most %d bytes", maxHeaderValueBytes)
+	}
+	for i := 0; i < len(value); i++ {
+		if c := value[i]; (c < ' ' && c != '\t') || c == 0x7f {
+			return errors.New("value must not contain control characters (CR, LF, NUL …)")
+		}
+	}
+	return nil
+}
+
+// isTokenChar reports whether c may appear in an HTTP token (RFC 9110 5.6.2).
+func isTokenChar(c byte) bool {
+	switch {
+	case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		return true
+	}
+	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+}
+
+func decodeOrdering(o object, s *herald.Subscription) error {
+	var v string
+	set, err := o.str("ordering", &v)
+	if err != nil || !set {
+		return err
+	}
+	if !herald.Ordering(v).Valid() {
+		return invalid("ordering", "must be none, fifo or latest")
+	}
+	s.Ordering = herald.Ordering(v)
+	return nil
+}
+
+func decodeRateLimit(o object, s *herald.Subscription) error {
+	raw, ok := o.get("rate_limit")
+	if !ok {
+		return nil
+	}
+	ro, err := parseObject(raw, "rate_limit")
+	if err != nil {
+		return err
+	}
+	if err := ro.allow("max", "per_seconds"); err != nil {
+		return err
+	}
+	var maxN, per int64
+	for _, f := range []struct {
+		name     string
+		dst      *int64
+		min, max int64
+	}{{"max", &maxN, 1, maxRateLimitMax}, {"per_seconds", &per, 1, maxRateLimitPer}} {
+		set, err := ro.integer(f.name, f.dst)
+		if err != nil {
+			return err
+		}
+		if !set {
+			return herald.FieldErrorf(herald.CodeMissingField, ro.at(f.name), "%s is required", ro.at(f.name))
+		}
+		if *f.dst < f.min || *f.dst > f.max {
+			return invalid(ro.at(f.name), "must be from %d to %d", f.min, f.max)
+		}
+	}
+	s.RateLimit = &herald.RateLimit{Max: int(maxN), PerSeconds: int(per)}
+	return nil
+}
+
+// decodeLimits decodes the integer knobs.
+func decodeLimits(o object, s *herald.Subscription) error {
+	var maxInFlight int64
+	for _, f := range []struct {
+		name     string
+		dst      *int64
+		min, max int64
+	}{
+		{"key_interval_ms", &s.KeyIntervalMS, 0, maxKeyIntervalMS},
+		{"max_in_flight", &maxInFlight, 0, maxMaxInFlight},
+		{"timeout_ms", &s.TimeoutMS, 1, maxTimeoutMS},
+	} {
+		set, err := o.integer(f.name, f.dst)
+		if err != nil {
+			return err
+		}
+		if set && (*f.dst < f.min || *f.dst > f.max) {
+			return invalid(f.name, "must be from %d to %d", f.min, f.max)
+		}
+	}
+	s.MaxInFlight = int(maxInFlight)
+	return nil
+}
+
+func decodeDescription(o object, s *herald.Subscription) error {
+	if _, err := o.str("description", &s.Description); err != nil {
+		return err
+	}
+	if n := utf8.RuneCountInString(s.Description); n > maxDescription {
+		return invalid("description", "must be at most %d characters, got %d", maxDescription, n)
+	}
+	return nil
+}
+
+func decodeMetadata(o object, s *herald.Subscription) error {
+	raw, ok := o.get("metadata")
+	if !ok {
+		return nil
+	}
+	if raw[0] != '{' {
+		return typeError("metadata", "an object", raw)
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return typeError("metadata", "an object", raw)
+	}
+	s.Metadata = buf.Bytes()
+	return nil
+}
+
+func decodeState(o object, in *subscriptionInput) error {
+	var v string
+	set, err := o.str("state", &v)
+	if err != nil || !set {
+		return err
+	}
+	switch st := herald.SubscriptionState(v); st {
+	case herald.SubscriptionEnabled, herald.SubscriptionDisabled:
+		in.state = st
+		return nil
+	}
+	return invalid("state", "must be enabled or disabled")
+}
+
+// subscriptionJSON is a subscription as the API shows it. Optional objects
+// are null rather than absent so clients see every field.
+type subscriptionJSON struct {
+	ID             string                   `json:"id"`
+	URL            string                   `json:"url"`
+	Method         string                   `json:"method"`
+	EventTypes     []string                 `json:"event_types"`
+	Filter         *herald.Filter           `json:"filter"`
+	Secret         string                   `json:"secret,omitempty"`
+	Headers        map[string]string        `json:"headers"`
+	Ordering       herald.Ordering          `json:"ordering"`
+	KeyIntervalMS  int64                    `json:"key_interval_ms"`
+	RateLimit      *herald.RateLimit        `json:"rate_limit"`
+	MaxInFlight    int                      `json:"max_in_flight"`
+	TimeoutMS      int64                    `json:"timeout_ms"`
+	Description    string                   `json:"description"`
+	Metadata       json.RawMessage          `json:"metadata"`
+	State          herald.SubscriptionState `json:"state"`
+	DisabledReason string                   `json:"disabled_reason"`
+	CreatedAt      string                   `json:"created_at"`
+	UpdatedAt      string                   `json:"updated_at"`
+}
+
+// subscriptionView renders s; secret is shown only when not empty (create).
+// Unset fields show their effective defaults, so what a client reads back
+// is also a valid body to send.
+func subscriptionView(s *herald.Subscription, secret string) subscriptionJSON {
+	v := subscriptionJSON{
+		ID: s.ID, URL: s.URL, Method: s.Method, EventTypes: s.EventTypes, Secret: secret,
+		Headers: s.Headers, Ordering: s.Ordering, KeyIntervalMS: s.KeyIntervalMS, RateLimit: s.RateLimit,
+		MaxInFlight: s.MaxInFlight, TimeoutMS: s.Timeout().Milliseconds(), Description: s.Description,
+		Metadata: s.Metadata, State: s.State, DisabledReason: s.DisabledReason,
+		CreatedAt: timestamp(s.CreatedAt), UpdatedAt: timestamp(s.UpdatedAt),
+	}
+	if !s.Filter.IsZero() {
+		v.Filter = s.Filter
+	}
+	if v.Method == "" {
+		v.Method = "POST"
+	}
+	if v.EventTypes == nil {
+		v.EventTypes = []string{}
+	}
+	if v.Headers == nil {
+		v.Headers = map[string]string{}
+	}
+	if v.Ordering == "" {
+		v.Ordering = herald.OrderingNone
+	}
+	if len(v.Metadata) == 0 || isNull(v.Metadata) {
+		v.Metadata = json.RawMessage("{}")
+	}
+	return v
+}

@@ -1,0 +1,117 @@
+package postgres_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/testdb"
+	"github.com/heraldhq/herald/store"
+)
+
+// BenchmarkEventInsertMany stores batches of events with a 1 KiB payload and
+// one delivery each (a single matching subscription). Reported per batch;
+// events/s is the figure to compare.
+//
+//	go test -run '^$' -bench EventInsertMany ./store/postgres/
+func BenchmarkEventInsertMany(b *testing.B) {
+	ctx := context.Background()
+	payload := json.RawMessage(`{"blob":"` + strings.Repeat("x", 1024-11) + `"}`)
+	for _, size := range []int{1, 100, 1000} {
+		b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) {
+			s := testdb.Postgres(b)
+			sub := newSub("sub_bench")
+			_, err := s.SubscriptionCreate(ctx, &store.SubscriptionCreateParams{Subscription: sub, Secret: "whsec_x", Now: t0})
+			if err != nil {
+				b.Fatal(err)
+			}
+			events := make([]store.EventInsert, size)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				for i := range events {
+					events[i] = store.EventInsert{
+						Event: &herald.Event{ID: herald.NewID(herald.PrefixEvent), Type: "bench", Data: payload, CreatedAt: t0},
+						Deliveries: []store.DeliveryInsert{{
+							ID: herald.NewID(herald.PrefixDelivery), SubscriptionID: sub.ID, NextAttemptAt: t0,
+						}},
+					}
+				}
+				if _, err := s.EventInsertMany(ctx, &store.EventInsertManyParams{Events: events, Now: t0}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N*size)/b.Elapsed().Seconds(), "events/s")
+		})
+	}
+}
+
+// BenchmarkDeliveryClaim claims batches of 100 from a tier with a 100,000
+// delivery backlog spread over 10 subscriptions (one holding 91% of it).
+// The backlog is topped up outside the timer, so every claim sees ~100k.
+//
+//	go test -run '^$' -bench DeliveryClaim ./store/postgres/
+func BenchmarkDeliveryClaim(b *testing.B) {
+	ctx := context.Background()
+	const backlog, limit = 100_000, 100
+	s := testdb.Postgres(b)
+	subs := make([]string, 10)
+	for i := range subs {
+		subs[i] = fmt.Sprintf("sub_%02d", i)
+		if _, err := s.SubscriptionCreate(ctx, &store.SubscriptionCreateParams{Subscription: newSub(subs[i]), Secret: "whsec_x", Now: t0}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	fill := func(n int) {
+		for n > 0 {
+			k := min(n, 1000)
+			events := make([]store.EventInsert, k)
+			for i := range events {
+				sub := subs[0]
+				if i%100 < 9 {
+					sub = subs[1+i%100]
+				}
+				events[i] = store.EventInsert{
+					Event: &herald.Event{ID: herald.NewID(herald.PrefixEvent), Type: "bench", Data: json.RawMessage(`{}`), CreatedAt: t0},
+					Deliveries: []store.DeliveryInsert{{
+						ID: herald.NewID(herald.PrefixDelivery), SubscriptionID: sub, NextAttemptAt: t0,
+					}},
+				}
+			}
+			if _, err := s.EventInsertMany(ctx, &store.EventInsertManyParams{Events: events, Now: t0}); err != nil {
+				b.Fatal(err)
+			}
+			n -= k
+		}
+	}
+	fill(backlog)
+	now := t0.Add(time.Second)
+	// A sub-benchmark, so the 100k setup above runs once while the timed
+	// part is re-run with growing b.N.
+	b.Run("backlog=100k/limit=100", func(b *testing.B) {
+		claimed := 0
+		for i := 0; i < b.N; i++ {
+			c, err := s.DeliveryClaim(ctx, &store.DeliveryClaimParams{
+				Tier: 0, Limit: limit, Now: now, LeaseOwner: "bench", LeaseUntil: now.Add(time.Minute),
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(c) != limit {
+				b.Fatalf("claimed %d, want %d", len(c), limit)
+			}
+			claimed += len(c)
+			if claimed >= 10*limit {
+				b.StopTimer()
+				fill(claimed)
+				claimed = 0
+				b.StartTimer()
+			}
+		}
+		b.ReportMetric(float64(b.N*limit)/b.Elapsed().Seconds(), "deliveries/s")
+	})
+}

@@ -1,0 +1,235 @@
+package postgres
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/store"
+)
+
+// claimSQL leases up to @limit due deliveries of one tier, fairly across
+// subscriptions, in one statement.
+//
+//   - ranked: for each enabled subscription, at most @limit of its due rows,
+//     read in order from the partial pending index (LATERAL … LIMIT), ranked
+//     1, 2, 3… within the subscription. The cost is one index probe per
+//     enabled subscription plus the due rows read, never the backlog.
+//   - picked: round-robin order — every subscription's first row, then every
+//     second row, … — which is the fairness rule of DeliveryClaimParams.
+//     Within one rank, with RotateAfter set, subscriptions after it (by id)
+//     come first, then the rest from the start (wrap-around), so successive
+//     small claims visit every subscription in turn; without it the row
+//     waiting longest comes first (next_attempt_at, id). The best 4×@limit
+//     are kept: room for concurrent claims to skip each other's rows, and
+//     few enough that the planner looks each one up by primary key rather
+//     than hashing the whole table.
+//   - locked: walks the candidates in picked order and locks the first
+//     @limit still pending, skipping rows another transaction holds (SKIP
+//     LOCKED), so a concurrent claim moves past them instead of coming back
+//     short. The state re-check runs on the newest row version, so a row
+//     claimed and committed by another node since this statement's snapshot
+//     is left out: no delivery is ever claimed twice.
+//   - claimed marks them in_flight with the lease and returns each joined
+//     with its event (= ANY(ARRAY(…)) keeps that an index lookup per row).
+//
+// The answer has one row per claimed delivery, or one row of NULLs when
+// none was claimed; every row carries the number of candidates, so the
+// caller can tell "nothing due" from "lost the race for what was due".
+//
+// The lease is max(@lease_until, @now + subscription timeout + @margin_ms),
+// so a subscription with a long timeout never outlives its lease.
+const claimSQL = `
+WITH ranked AS (
+	SELECT c.id, c.subscription_id, c.next_attempt_at,
+		row_number() OVER (PARTITION BY c.subscription_id ORDER BY c.next_attempt_at, c.id) AS rnk
+	FROM subscriptions s
+	CROSS JOIN LATERAL (
+		SELECT d.id, d.subscription_id, d.next_attempt_at
+		FROM deliveries d
+		WHERE d.tier = @tier AND d.subscription_id = s.id AND d.state = 'pending'
+		  AND d.next_attempt_at <= @now
+		ORDER BY d.next_attempt_at, d.id
+		LIMIT @limit
+	) c
+	WHERE s.state = 'enabled' AND s.deleted_at IS NULL
+), picked AS (
+	SELECT id, row_number() OVER (ORDER BY rnk,
+		CASE WHEN @rotate_after = '' THEN NULL ELSE subscription_id <= @rotate_after END,
+		CASE WHEN @rotate_after = '' THEN NULL ELSE subscription_id END,
+		next_attempt_at, id) AS ord
+	FROM ranked
+	ORDER BY ord
+	LIMIT 4 * @limit
+), locked AS (
+	SELECT d.id
+	FROM picked p JOIN deliveries d ON d.id = p.id
+	-- The re-check is spelled so the partial pending index cannot serve
+	-- it: on a table without statistics yet, the planner otherwise walks
+	-- that index for every candidate instead of one primary-key lookup.
+	WHERE d.state IS NOT DISTINCT FROM 'pending' AND d.tier = @tier AND d.next_attempt_at <= @now
+	ORDER BY p.ord
+	LIMIT @limit
+	FOR UPDATE OF d SKIP LOCKED
+), claimed AS (
+	UPDATE deliveries d SET
+		state = 'in_flight',
+		lease_owner = @owner,
+		lease_until = greatest(@lease_until::timestamptz, @now::timestamptz
+			+ ((CASE WHEN s.timeout_ms > 0 THEN s.timeout_ms ELSE @default_timeout_ms END) + @margin_ms)
+			* interval '1 millisecond'),
+		updated_at = @now
+	FROM subscriptions s, events e
+	WHERE d.id = ANY (ARRAY(SELECT id FROM locked)) AND s.id = d.subscription_id AND e.id = d.event_id
+	RETURNING d.id, d.event_id, d.subscription_id, d.state, d.tier, d.attempt_count,
+		d.next_attempt_at, d.event_key, d.event_version, d.last_status, d.last_error, d.last_message,
+		d.created_at, d.updated_at, d.lease_until,
+		e.id AS e_id, e.type, e.key, e.version, e.data::text AS data, e.created_at AS e_created_at
+)
+SELECT n.candidates, c.*
+FROM (SELECT count(*) AS candidates FROM ranked) n LEFT JOIN claimed c ON true`
+
+// claimTries bounds the claim statements one DeliveryClaim runs when it
+// loses races to concurrent claims.
+const claimTries = 3
+
+// prefixedRow scans a row whose first column goes to first and the rest to
+// the destinations given to Scan.
+type prefixedRow struct {
+	pgx.Row
+	first any
+}
+
+func (r prefixedRow) Scan(dest ...any) error {
+	return r.Row.Scan(append([]any{r.first}, dest...)...)
+}
+
+// DeliveryClaim leases due deliveries of a tier; see claimSQL. The claim,
+// and the read of the claimed subscriptions and their active secrets, run in
+// one transaction so a failed read leaves nothing leased.
+func (s *Store) DeliveryClaim(ctx context.Context, params *store.DeliveryClaimParams) ([]*store.ClaimedDelivery, error) {
+	if params.Limit <= 0 {
+		return []*store.ClaimedDelivery{}, nil
+	}
+	now := ms(params.Now)
+	var out []*store.ClaimedDelivery
+	err := s.inTx(ctx, "error claiming deliveries", func(tx pgx.Tx) error {
+		out = nil
+		subIDs := map[string]bool{}
+		// Claims racing on the same rows skip each other's locks; when this
+		// one came back short only because of that, the racing claims have
+		// usually committed by the next statement (a fresh snapshot), which
+		// then sees fresh candidates. Bounded: a short claim is still a
+		// correct answer.
+		for try := 0; try < claimTries && len(out) < params.Limit; try++ {
+			want := params.Limit - len(out)
+			rows, err := tx.Query(ctx, claimSQL, pgx.NamedArgs{
+				"tier":               params.Tier,
+				"now":                now,
+				"limit":              want,
+				"owner":              params.LeaseOwner,
+				"lease_until":        ms(params.LeaseUntil),
+				"default_timeout_ms": herald.DefaultTimeout.Milliseconds(),
+				"margin_ms":          params.LeaseMargin.Milliseconds(),
+				"rotate_after":       params.RotateAfter,
+			})
+			if err != nil {
+				return err
+			}
+			got, candidates := 0, 0
+			for rows.Next() {
+				if rows.RawValues()[1] == nil {
+					// The row of NULLs: nothing claimed.
+					if err := rows.Scan(append([]any{&candidates}, make([]any, len(rows.RawValues())-1)...)...); err != nil {
+						rows.Close()
+						return err
+					}
+					continue
+				}
+				var (
+					c     store.ClaimedDelivery
+					lease time.Time
+					ev    herald.Event
+					data  string
+				)
+				d, err := scanDelivery(prefixedRow{rows, &candidates}, &lease, &ev.ID, &ev.Type, &ev.Key, &ev.Version, &data, &ev.CreatedAt)
+				if err != nil {
+					rows.Close()
+					return err
+				}
+				ev.Data = []byte(data)
+				ev.CreatedAt = ev.CreatedAt.UTC()
+				c.Delivery, c.Event, c.LeaseUntil = d, &ev, lease.UTC()
+				c.Attempt = d.AttemptCount + 1
+				subIDs[d.SubscriptionID] = true
+				out = append(out, &c)
+				got++
+			}
+			if err := rows.Err(); err != nil {
+				return err
+			}
+			if got == want || candidates <= got {
+				break // full, or everything due was taken
+			}
+		}
+		if len(out) == 0 {
+			return nil
+		}
+		ids := make([]string, 0, len(subIDs))
+		for id := range subIDs {
+			ids = append(ids, id)
+		}
+		// Subscriptions and secrets once per subscription, not per
+		// delivery: one more round trip for the whole claim.
+		batch := &pgx.Batch{}
+		batch.Queue("SELECT "+subscriptionColumns+" FROM subscriptions WHERE id = ANY($1)", ids)
+		batch.Queue(`SELECT subscription_id, value, created_at, expires_at FROM subscription_secrets
+			WHERE subscription_id = ANY($1) AND (expires_at IS NULL OR expires_at > $2)
+			ORDER BY subscription_id, created_at DESC, id DESC`, ids, now)
+		br := tx.SendBatch(ctx, batch)
+		defer br.Close()
+		subRows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		subs, err := collectSubscriptions(subRows)
+		if err != nil {
+			return err
+		}
+		byID := make(map[string]*herald.Subscription, len(subs))
+		for _, sub := range subs {
+			byID[sub.ID] = sub
+		}
+		secRows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		secrets := map[string][]herald.Secret{}
+		if _, err := collectSecrets(secRows, secrets); err != nil {
+			return err
+		}
+		for _, c := range out {
+			c.Subscription = byID[c.Delivery.SubscriptionID]
+			c.Secrets = secrets[c.Delivery.SubscriptionID]
+		}
+		return br.Close()
+	})
+	if err != nil {
+		return nil, err
+	}
+	// RETURNING has no order; the contract wants next_attempt_at order.
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i].Delivery, out[j].Delivery
+		if !a.NextAttemptAt.Equal(*b.NextAttemptAt) {
+			return a.NextAttemptAt.Before(*b.NextAttemptAt)
+		}
+		return a.ID < b.ID
+	})
+	if out == nil {
+		out = []*store.ClaimedDelivery{}
+	}
+	return out, nil
+}

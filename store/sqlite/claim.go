@@ -1,0 +1,286 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sort"
+
+	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/store"
+)
+
+// claimCandidate is a subscription with due work in the tier being claimed.
+type claimCandidate struct {
+	id     string
+	oldest int64 // earliest due next_attempt_at
+	lease  int64 // lease granted to this subscription's deliveries
+}
+
+// DeliveryClaim leases up to Limit due pending deliveries of one tier, fairly
+// across subscriptions, in one write transaction.
+//
+// Cost is O(enabled subscriptions + Limit), never O(backlog):
+//
+//  1. One indexed probe per enabled subscription (deliveries_pending is
+//     (tier, subscription_id, next_attempt_at, id) over pending rows) finds
+//     the subscriptions with due work and their oldest due time.
+//  2. Water-filling: the remaining budget is split evenly over the
+//     subscriptions still in the running; the remainder of the division goes
+//     to those that have waited longest. Each subscription's share is taken
+//     with one SELECT … ORDER BY next_attempt_at, id LIMIT share — an index
+//     range scan of at most share rows — and an UPDATE per picked row. A
+//     subscription that yields less than its share is exhausted and drops
+//     out; what it left unused is split again over the others. Each round
+//     either fills the budget or drops a subscription, so there are at most
+//     k rounds and in practice one or two.
+//  3. One read of the claimed rows joined with their events, plus each
+//     claimed subscription and its active secrets.
+func (s *Store) DeliveryClaim(ctx context.Context, params *store.DeliveryClaimParams) ([]*store.ClaimedDelivery, error) {
+	out := []*store.ClaimedDelivery{}
+	if params.Limit <= 0 {
+		return out, nil
+	}
+	now := ms(params.Now)
+	err := s.writeTx(ctx, "delivery claim", func(tx *sql.Tx) error {
+		cands, err := claimCandidates(ctx, tx, params)
+		if err != nil || len(cands) == 0 {
+			return err
+		}
+		// Select, then update by primary key: measured on SQLite 3.5x, the
+		// single "UPDATE … WHERE id IN (SELECT … LIMIT n)" took ~1 ms per
+		// subscription against ~50 µs for this pair.
+		pick, err := tx.PrepareContext(ctx, `SELECT id FROM deliveries
+			WHERE state = 'pending' AND tier = ? AND subscription_id = ? AND next_attempt_at <= ?
+			ORDER BY next_attempt_at, id LIMIT ?`)
+		if err != nil {
+			return err
+		}
+		defer pick.Close()
+		lease, err := tx.PrepareContext(ctx, `UPDATE deliveries SET state = 'in_flight', lease_owner = ?,
+			lease_until = ?, updated_at = ? WHERE id = ? AND state = 'pending'`)
+		if err != nil {
+			return err
+		}
+		defer lease.Close()
+
+		var ids []string
+		leases := map[string]int64{} // subscription id -> lease
+		left := params.Limit
+		active := cands
+		for left > 0 && len(active) > 0 {
+			base, extra := left/len(active), left%len(active)
+			var waiting, full []*claimCandidate // waiting: got no share this round
+			for i, c := range active {
+				share := base
+				if i < extra {
+					share++
+				}
+				if share == 0 {
+					waiting = append(waiting, c)
+					continue
+				}
+				picked, err := pickIDs(ctx, pick, params.Tier, c.id, now, share)
+				if err != nil {
+					return err
+				}
+				for _, id := range picked {
+					if _, err := lease.ExecContext(ctx, params.LeaseOwner, c.lease, now, id); err != nil {
+						return err
+					}
+				}
+				ids = append(ids, picked...)
+				got := len(picked)
+				left -= got
+				leases[c.id] = c.lease
+				if got == share {
+					full = append(full, c)
+				}
+			}
+			// Those that got nothing this round go first next round.
+			active = append(waiting, full...)
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		out, err = loadClaimed(ctx, tx, ids, leases, now)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func pickIDs(ctx context.Context, pick *sql.Stmt, tier int, subID string, now int64, n int) ([]string, error) {
+	rows, err := pick.QueryContext(ctx, tier, subID, now, n)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	ids := make([]string, 0, n)
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
+// claimCandidates returns the enabled subscriptions with due work in the
+// tier, longest-waiting first, with the lease each one's deliveries get.
+func claimCandidates(ctx context.Context, tx *sql.Tx, params *store.DeliveryClaimParams) ([]*claimCandidate, error) {
+	now := ms(params.Now)
+	rows, err := tx.QueryContext(ctx, `SELECT id, timeout_ms, oldest FROM (
+			SELECT s.id, s.timeout_ms, (SELECT d.next_attempt_at FROM deliveries d
+				WHERE d.state = 'pending' AND d.tier = ? AND d.subscription_id = s.id AND d.next_attempt_at <= ?
+				ORDER BY d.next_attempt_at LIMIT 1) AS oldest
+			FROM subscriptions s WHERE s.state = 'enabled' AND s.deleted_at IS NULL)
+		WHERE oldest IS NOT NULL`, params.Tier, now)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*claimCandidate
+	for rows.Next() {
+		var (
+			c         claimCandidate
+			timeoutMS int64
+		)
+		if err := rows.Scan(&c.id, &timeoutMS, &c.oldest); err != nil {
+			return nil, err
+		}
+		// A lease must outlive the request it covers: never shorter than
+		// this subscription's timeout plus the margin.
+		sub := herald.Subscription{TimeoutMS: timeoutMS}
+		lease := params.Now.Add(sub.Timeout() + params.LeaseMargin)
+		if params.LeaseUntil.After(lease) {
+			lease = params.LeaseUntil
+		}
+		c.lease = ms(lease)
+		out = append(out, &c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	// Who gets the remainder of an uneven split (and, when more
+	// subscriptions have work than Limit, who is served at all): with
+	// RotateAfter, subscriptions after it in id order, wrapping around, so
+	// successive small claims visit each in turn; otherwise the one that
+	// has waited longest.
+	rotate := params.RotateAfter
+	sort.Slice(out, func(i, j int) bool {
+		if rotate != "" {
+			ai, aj := out[i].id > rotate, out[j].id > rotate
+			if ai != aj {
+				return ai
+			}
+			return out[i].id < out[j].id
+		}
+		if out[i].oldest != out[j].oldest {
+			return out[i].oldest < out[j].oldest
+		}
+		return out[i].id < out[j].id
+	})
+	return out, nil
+}
+
+// loadClaimed reads everything a worker needs for the claimed deliveries, in
+// next_attempt_at order.
+func loadClaimed(ctx context.Context, tx *sql.Tx, ids []string, leases map[string]int64, now int64) ([]*store.ClaimedDelivery, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT `+prefixed("d", deliveryColumns)+`, `+prefixed("e", eventColumns)+`
+		FROM deliveries d JOIN events e ON e.id = d.event_id
+		WHERE d.id IN (`+placeholders(len(ids))+`)
+		ORDER BY d.next_attempt_at, d.id`, anySlice(ids)...)
+	if err != nil {
+		return nil, err
+	}
+	var out []*store.ClaimedDelivery
+	subs := map[string]*herald.Subscription{}
+	for rows.Next() {
+		var (
+			ds        deliveryScan
+			version   sql.NullInt64
+			data      []byte
+			createdAt int64
+			ev        herald.Event
+		)
+		dest := append(ds.dest(), &ev.ID, &ev.Type, &ev.Key, &version, &data, &createdAt)
+		if err := rows.Scan(dest...); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		if version.Valid {
+			v := version.Int64
+			ev.Version = &v
+		}
+		ev.Data, ev.CreatedAt = data, fromMS(createdAt)
+		d := ds.delivery()
+		subs[d.SubscriptionID] = nil
+		out = append(out, &store.ClaimedDelivery{
+			Delivery:   d,
+			Event:      &ev,
+			Attempt:    d.AttemptCount + 1,
+			LeaseUntil: fromMS(leases[d.SubscriptionID]),
+		})
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if len(out) != len(ids) {
+		return nil, fmt.Errorf("claimed %d deliveries but loaded %d", len(ids), len(out))
+	}
+	// Subscriptions and their active secrets: one query each, however many
+	// subscriptions the claim spans.
+	subIDs := make([]string, 0, len(subs))
+	for id := range subs {
+		subIDs = append(subIDs, id)
+	}
+	subRows, err := tx.QueryContext(ctx, `SELECT `+subscriptionColumns+` FROM subscriptions
+		WHERE id IN (`+placeholders(len(subIDs))+`)`, anySlice(subIDs)...)
+	if err != nil {
+		return nil, err
+	}
+	loaded, err := scanSubscriptions(subRows)
+	if err != nil {
+		return nil, err
+	}
+	for _, sub := range loaded {
+		subs[sub.ID] = sub
+	}
+	secRows, err := tx.QueryContext(ctx, `SELECT subscription_id, secret, created_at, expires_at
+		FROM subscription_secrets
+		WHERE subscription_id IN (`+placeholders(len(subIDs))+`) AND (expires_at IS NULL OR expires_at > ?)
+		ORDER BY subscription_id, created_at DESC, id DESC`, append(anySlice(subIDs), now)...)
+	if err != nil {
+		return nil, err
+	}
+	defer secRows.Close()
+	secrets := map[string][]herald.Secret{}
+	for secRows.Next() {
+		var (
+			subID     string
+			sec       herald.Secret
+			createdAt int64
+			expiresAt sql.NullInt64
+		)
+		if err := secRows.Scan(&subID, &sec.Value, &createdAt, &expiresAt); err != nil {
+			return nil, err
+		}
+		sec.CreatedAt, sec.ExpiresAt = fromMS(createdAt), fromNullMS(expiresAt)
+		secrets[subID] = append(secrets[subID], sec)
+	}
+	if err := secRows.Err(); err != nil {
+		return nil, err
+	}
+	for _, c := range out {
+		c.Subscription = subs[c.Delivery.SubscriptionID]
+		c.Secrets = secrets[c.Delivery.SubscriptionID]
+		if c.Secrets == nil {
+			c.Secrets = []herald.Secret{}
+		}
+	}
+	return out, nil
+}

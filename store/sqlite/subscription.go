@@ -1,0 +1,359 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/store"
+)
+
+const subscriptionColumns = `id, url, method, event_types, filter, headers, ordering, key_interval_ms,
+	rate_max, rate_per_seconds, max_in_flight, timeout_ms, description, metadata, state,
+	disabled_reason, created_at, updated_at`
+
+// subscriptionRow holds a subscription's columns in SQL form.
+type subscriptionRow struct {
+	eventTypes, headers string
+	filter, metadata    sql.NullString
+	rateMax, ratePer    sql.NullInt64
+}
+
+func subscriptionArgs(sub *herald.Subscription) ([]any, error) {
+	eventTypes, err := json.Marshal(nonNil(sub.EventTypes))
+	if err != nil {
+		return nil, err
+	}
+	headers := sub.Headers
+	if headers == nil {
+		headers = map[string]string{}
+	}
+	headersJSON, err := json.Marshal(headers)
+	if err != nil {
+		return nil, err
+	}
+	var filter, metadata, rateMax, ratePer any
+	if !sub.Filter.IsZero() {
+		b, err := json.Marshal(sub.Filter)
+		if err != nil {
+			return nil, err
+		}
+		filter = string(b)
+	}
+	if len(sub.Metadata) > 0 {
+		metadata = string(sub.Metadata)
+	}
+	if sub.RateLimit != nil {
+		rateMax, ratePer = sub.RateLimit.Max, sub.RateLimit.PerSeconds
+	}
+	return []any{
+		sub.URL, sub.Method, string(eventTypes), filter, string(headersJSON), string(sub.Ordering),
+		sub.KeyIntervalMS, rateMax, ratePer, sub.MaxInFlight, sub.TimeoutMS, sub.Description, metadata,
+		string(sub.State), sub.DisabledReason,
+	}, nil
+}
+
+func nonNil(xs []string) []string {
+	if xs == nil {
+		return []string{}
+	}
+	return xs
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanSubscription(row scanner) (*herald.Subscription, error) {
+	var (
+		sub                  herald.Subscription
+		r                    subscriptionRow
+		ordering, state      string
+		createdAt, updatedAt int64
+	)
+	if err := row.Scan(&sub.ID, &sub.URL, &sub.Method, &r.eventTypes, &r.filter, &r.headers, &ordering,
+		&sub.KeyIntervalMS, &r.rateMax, &r.ratePer, &sub.MaxInFlight, &sub.TimeoutMS, &sub.Description,
+		&r.metadata, &state, &sub.DisabledReason, &createdAt, &updatedAt); err != nil {
+		return nil, err
+	}
+	sub.Ordering = herald.Ordering(ordering)
+	sub.State = herald.SubscriptionState(state)
+	sub.CreatedAt, sub.UpdatedAt = fromMS(createdAt), fromMS(updatedAt)
+	if err := json.Unmarshal([]byte(r.eventTypes), &sub.EventTypes); err != nil {
+		return nil, fmt.Errorf("subscription %s event_types: %w", sub.ID, err)
+	}
+	if err := json.Unmarshal([]byte(r.headers), &sub.Headers); err != nil {
+		return nil, fmt.Errorf("subscription %s headers: %w", sub.ID, err)
+	}
+	if r.filter.Valid {
+		sub.Filter = &herald.Filter{}
+		if err := json.Unmarshal([]byte(r.filter.String), sub.Filter); err != nil {
+			return nil, fmt.Errorf("subscription %s filter: %w", sub.ID, err)
+		}
+	}
+	if r.metadata.Valid {
+		sub.Metadata = json.RawMessage(r.metadata.String)
+	}
+	if r.rateMax.Valid {
+		sub.RateLimit = &herald.RateLimit{Max: int(r.rateMax.Int64), PerSeconds: int(r.ratePer.Int64)}
+	}
+	return &sub, nil
+}
+
+// bumpSubscriptionsVersion moves the counter the fan-out cache watches.
+func bumpSubscriptionsVersion(ctx context.Context, tx *sql.Tx) error {
+	_, err := tx.ExecContext(ctx, `UPDATE meta SET value = value + 1 WHERE key = 'subscriptions_version'`)
+	return err
+}
+
+func getSubscription(ctx context.Context, q queryer, id string) (*herald.Subscription, error) {
+	sub, err := scanSubscription(q.QueryRowContext(ctx,
+		`SELECT `+subscriptionColumns+` FROM subscriptions WHERE id = ? AND deleted_at IS NULL`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, herald.NotFoundf("subscription %s not found", id)
+	}
+	return sub, err
+}
+
+// SubscriptionCreate inserts a subscription with its first secret.
+// ErrConflict if the id is taken (even by a deleted subscription).
+func (s *Store) SubscriptionCreate(ctx context.Context, params *store.SubscriptionCreateParams) (*herald.Subscription, error) {
+	sub := params.Subscription
+	args, err := subscriptionArgs(sub)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: subscription create: %w", err)
+	}
+	var out *herald.Subscription
+	err = s.writeTx(ctx, "subscription create", func(tx *sql.Tx) error {
+		var exists int
+		err := tx.QueryRowContext(ctx, `SELECT 1 FROM subscriptions WHERE id = ?`, sub.ID).Scan(&exists)
+		if err == nil {
+			return herald.Conflictf("subscription %s already exists", sub.ID)
+		} else if !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO subscriptions (`+subscriptionColumns+`)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			append(append([]any{sub.ID}, args...), ms(sub.CreatedAt), ms(sub.UpdatedAt))...); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO subscription_secrets (subscription_id, secret, created_at)
+			VALUES (?, ?, ?)`, sub.ID, params.Secret, ms(params.Now)); err != nil {
+			return err
+		}
+		if err := bumpSubscriptionsVersion(ctx, tx); err != nil {
+			return err
+		}
+		out, err = getSubscription(ctx, tx, sub.ID)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// SubscriptionGet returns one subscription or ErrNotFound.
+func (s *Store) SubscriptionGet(ctx context.Context, id string) (*herald.Subscription, error) {
+	var out *herald.Subscription
+	err := s.readTx(ctx, "subscription get", func(tx *sql.Tx) error {
+		var err error
+		out, err = getSubscription(ctx, tx, id)
+		return err
+	})
+	return out, err
+}
+
+// SubscriptionList pages through subscriptions in id order.
+func (s *Store) SubscriptionList(ctx context.Context, params *store.SubscriptionListParams) (*store.SubscriptionListResult, error) {
+	limit := pageLimit(params.Limit)
+	res := &store.SubscriptionListResult{}
+	err := s.readTx(ctx, "subscription list", func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT `+subscriptionColumns+` FROM subscriptions
+			WHERE deleted_at IS NULL AND id > ? ORDER BY id LIMIT ?`, params.After, limit+1)
+		if err != nil {
+			return err
+		}
+		res.Subscriptions, err = scanSubscriptions(rows)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(res.Subscriptions) > limit {
+		res.Subscriptions, res.More = res.Subscriptions[:limit], true
+	}
+	return res, nil
+}
+
+func scanSubscriptions(rows *sql.Rows) ([]*herald.Subscription, error) {
+	defer rows.Close()
+	var out []*herald.Subscription
+	for rows.Next() {
+		sub, err := scanSubscription(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sub)
+	}
+	return out, rows.Err()
+}
+
+// SubscriptionListAll returns every live subscription with the version read
+// in the same snapshot.
+func (s *Store) SubscriptionListAll(ctx context.Context) (*store.SubscriptionListAllResult, error) {
+	res := &store.SubscriptionListAllResult{}
+	err := s.readTx(ctx, "subscription list all", func(tx *sql.Tx) error {
+		if err := tx.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'subscriptions_version'`).Scan(&res.Version); err != nil {
+			return err
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT `+subscriptionColumns+` FROM subscriptions
+			WHERE deleted_at IS NULL ORDER BY id`)
+		if err != nil {
+			return err
+		}
+		res.Subscriptions, err = scanSubscriptions(rows)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// SubscriptionsVersion returns the subscription change counter.
+func (s *Store) SubscriptionsVersion(ctx context.Context) (int64, error) {
+	var v int64
+	err := s.rdb.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'subscriptions_version'`).Scan(&v)
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: subscriptions version: %w", unavailable(err))
+	}
+	return v, nil
+}
+
+// SubscriptionUpdate replaces the mutable fields. updated_at is params.Now
+// when set, else Subscription.UpdatedAt.
+func (s *Store) SubscriptionUpdate(ctx context.Context, params *store.SubscriptionUpdateParams) (*herald.Subscription, error) {
+	sub := params.Subscription
+	args, err := subscriptionArgs(sub)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: subscription update: %w", err)
+	}
+	updatedAt := sub.UpdatedAt
+	if !params.Now.IsZero() {
+		updatedAt = params.Now
+	}
+	var out *herald.Subscription
+	err = s.writeTx(ctx, "subscription update", func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE subscriptions SET url = ?, method = ?, event_types = ?,
+			filter = ?, headers = ?, ordering = ?, key_interval_ms = ?, rate_max = ?, rate_per_seconds = ?,
+			max_in_flight = ?, timeout_ms = ?, description = ?, metadata = ?, state = ?, disabled_reason = ?,
+			updated_at = ?
+			WHERE id = ? AND deleted_at IS NULL`, append(args, ms(updatedAt), sub.ID)...)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return herald.NotFoundf("subscription %s not found", sub.ID)
+		}
+		if err := bumpSubscriptionsVersion(ctx, tx); err != nil {
+			return err
+		}
+		out, err = getSubscription(ctx, tx, sub.ID)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// SubscriptionDelete soft-deletes a subscription (its deliveries keep their
+// foreign key) and cancels its pending and in-flight deliveries. A worker
+// still holding one of those finds its completion counted as stale.
+func (s *Store) SubscriptionDelete(ctx context.Context, params *store.SubscriptionDeleteParams) error {
+	now := ms(params.Now)
+	return s.writeTx(ctx, "subscription delete", func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE subscriptions SET deleted_at = ?, updated_at = ?
+			WHERE id = ? AND deleted_at IS NULL`, now, now, params.ID)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return herald.NotFoundf("subscription %s not found", params.ID)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE deliveries SET state = 'cancelled', next_attempt_at = NULL,
+			lease_owner = NULL, lease_until = NULL, updated_at = ?
+			WHERE subscription_id = ? AND state IN ('pending', 'in_flight')`, now, params.ID); err != nil {
+			return err
+		}
+		return bumpSubscriptionsVersion(ctx, tx)
+	})
+}
+
+// SubscriptionSecretRotate adds a new secret; older ones without an earlier
+// expiry expire at GraceUntil.
+func (s *Store) SubscriptionSecretRotate(ctx context.Context, params *store.SubscriptionSecretRotateParams) error {
+	grace := ms(params.GraceUntil)
+	return s.writeTx(ctx, "subscription secret rotate", func(tx *sql.Tx) error {
+		if _, err := getSubscription(ctx, tx, params.ID); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE subscription_secrets SET expires_at = ?
+			WHERE subscription_id = ? AND (expires_at IS NULL OR expires_at > ?)`, grace, params.ID, grace); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO subscription_secrets (subscription_id, secret, created_at)
+			VALUES (?, ?, ?)`, params.ID, params.NewSecret, ms(params.Now)); err != nil {
+			return err
+		}
+		return bumpSubscriptionsVersion(ctx, tx)
+	})
+}
+
+// SubscriptionSecretList returns every secret of a subscription, newest
+// first.
+func (s *Store) SubscriptionSecretList(ctx context.Context, id string) ([]herald.Secret, error) {
+	var out []herald.Secret
+	err := s.readTx(ctx, "subscription secret list", func(tx *sql.Tx) error {
+		if _, err := getSubscription(ctx, tx, id); err != nil {
+			return err
+		}
+		var err error
+		out, err = listSecrets(ctx, tx, id, nil)
+		return err
+	})
+	return out, err
+}
+
+// listSecrets returns a subscription's secrets newest first; with activeAt
+// set, only those still active then.
+func listSecrets(ctx context.Context, q queryer, subID string, activeAt *int64) ([]herald.Secret, error) {
+	query := `SELECT secret, created_at, expires_at FROM subscription_secrets WHERE subscription_id = ?`
+	args := []any{subID}
+	if activeAt != nil {
+		query += ` AND (expires_at IS NULL OR expires_at > ?)`
+		args = append(args, *activeAt)
+	}
+	rows, err := q.QueryContext(ctx, query+` ORDER BY created_at DESC, id DESC`, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []herald.Secret{}
+	for rows.Next() {
+		var (
+			sec       herald.Secret
+			createdAt int64
+			expiresAt sql.NullInt64
+		)
+		if err := rows.Scan(&sec.Value, &createdAt, &expiresAt); err != nil {
+			return nil, err
+		}
+		sec.CreatedAt = fromMS(createdAt)
+		sec.ExpiresAt = fromNullMS(expiresAt)
+		out = append(out, sec)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,212 @@
+package storetest
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/store"
+)
+
+func testEvent(t *testing.T, newStore NewStoreFunc) {
+	t.Run("InsertGet", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newStore)
+		subA, subB := b.createSub(t), b.createSub(t)
+
+		keyed := newEvent(func(e *herald.Event) {
+			e.Key, e.Version = "bundle-7", ptr(int64(7))
+			e.Data = json.RawMessage(`{"size":42,"tags":["a","b"],"nested":{"x":null}}`)
+		})
+		plain := newEvent(func(e *herald.Event) { e.Type = "user.created" })
+		due := now.Add(5 * time.Second)
+		dA, dB, dC := herald.NewID(herald.PrefixDelivery), herald.NewID(herald.PrefixDelivery), herald.NewID(herald.PrefixDelivery)
+
+		res, err := b.store.EventInsertMany(b.ctx, &store.EventInsertManyParams{Now: now, Events: []store.EventInsert{
+			{Event: keyed, Deliveries: []store.DeliveryInsert{
+				{ID: dA, SubscriptionID: subA.ID, NextAttemptAt: due},
+				{ID: dB, SubscriptionID: subB.ID, NextAttemptAt: due},
+			}},
+			{Event: plain, Deliveries: []store.DeliveryInsert{{ID: dC, SubscriptionID: subA.ID, NextAttemptAt: now}}},
+		}})
+		require.NoError(t, err)
+		require.Equal(t, []store.EventInsertResult{
+			{ID: keyed.ID, DeliveryCount: 2},
+			{ID: plain.ID, DeliveryCount: 1},
+		}, res)
+
+		got, err := b.store.EventGet(b.ctx, keyed.ID)
+		require.NoError(t, err)
+		requireEventEqual(t, keyed, got.Event)
+		require.Len(t, got.Deliveries, 2)
+		bySub := map[string]*herald.Delivery{}
+		for _, d := range got.Deliveries {
+			bySub[d.SubscriptionID] = d
+		}
+		for subID, id := range map[string]string{subA.ID: dA, subB.ID: dB} {
+			d := bySub[subID]
+			require.NotNil(t, d, "delivery for %s", subID)
+			require.Equal(t, id, d.ID)
+			require.Equal(t, keyed.ID, d.EventID)
+			require.Equal(t, herald.DeliveryPending, d.State)
+			require.Zero(t, d.Tier)
+			require.Zero(t, d.AttemptCount)
+			requireTimePtrEqual(t, &due, d.NextAttemptAt)
+			require.Equal(t, "bundle-7", d.EventKey, "key copied onto the delivery")
+			require.Equal(t, ptr(int64(7)), d.EventVersion, "version copied onto the delivery")
+			require.Zero(t, d.LastStatus)
+			require.Equal(t, herald.ErrorNone, d.LastError)
+			requireTimeEqual(t, now, d.CreatedAt)
+			requireTimeEqual(t, now, d.UpdatedAt)
+		}
+
+		got, err = b.store.EventGet(b.ctx, plain.ID)
+		require.NoError(t, err)
+		requireEventEqual(t, plain, got.Event)
+		require.Nil(t, got.Event.Version)
+		require.Len(t, got.Deliveries, 1)
+		require.Empty(t, got.Deliveries[0].EventKey)
+		require.Nil(t, got.Deliveries[0].EventVersion)
+	})
+
+	t.Run("NoDeliveries", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newStore)
+		ev := newEvent()
+		res, err := b.store.EventInsertMany(b.ctx, &store.EventInsertManyParams{Now: now, Events: []store.EventInsert{{Event: ev}}})
+		require.NoError(t, err)
+		require.Equal(t, []store.EventInsertResult{{ID: ev.ID}}, res)
+		got, err := b.store.EventGet(b.ctx, ev.ID)
+		require.NoError(t, err)
+		requireEventEqual(t, ev, got.Event)
+		require.Empty(t, got.Deliveries)
+	})
+
+	t.Run("EmptyCall", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newStore)
+		res, err := b.store.EventInsertMany(b.ctx, &store.EventInsertManyParams{Now: now})
+		require.NoError(t, err)
+		require.Empty(t, res)
+	})
+
+	t.Run("GetNotFound", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newStore)
+		_, err := b.store.EventGet(b.ctx, herald.NewID(herald.PrefixEvent))
+		require.ErrorIs(t, err, herald.ErrNotFound)
+	})
+
+	t.Run("DuplicateAcrossCalls", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newStore)
+		sub := b.createSub(t)
+		ev, first := b.publish(t, now, sub.ID, sub.ID)
+
+		// The same producer id again, with different content and
+		// deliveries: answered as a duplicate with the original count, and
+		// nothing is stored.
+		again := newEvent(func(e *herald.Event) { e.ID, e.Type = ev.ID, "other.type" })
+		extra := herald.NewID(herald.PrefixDelivery)
+		res, err := b.store.EventInsertMany(b.ctx, &store.EventInsertManyParams{Now: now, Events: []store.EventInsert{
+			{Event: again, Deliveries: []store.DeliveryInsert{{ID: extra, SubscriptionID: sub.ID, NextAttemptAt: now}}},
+		}})
+		require.NoError(t, err)
+		require.Equal(t, []store.EventInsertResult{{ID: ev.ID, Duplicate: true, DeliveryCount: 2}}, res)
+
+		_, err = b.store.DeliveryGet(b.ctx, extra)
+		require.ErrorIs(t, err, herald.ErrNotFound)
+		got, err := b.store.EventGet(b.ctx, ev.ID)
+		require.NoError(t, err)
+		require.Equal(t, ev.Type, got.Event.Type, "the original is kept")
+		require.ElementsMatch(t, first, deliveryIDs(got.Deliveries))
+	})
+
+	t.Run("DuplicateWithinCall", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newStore)
+		sub := b.createSub(t)
+		ev := newEvent()
+		other := newEvent()
+		d1, d2, d3, d4 := herald.NewID(herald.PrefixDelivery), herald.NewID(herald.PrefixDelivery),
+			herald.NewID(herald.PrefixDelivery), herald.NewID(herald.PrefixDelivery)
+
+		res, err := b.store.EventInsertMany(b.ctx, &store.EventInsertManyParams{Now: now, Events: []store.EventInsert{
+			{Event: ev, Deliveries: []store.DeliveryInsert{
+				{ID: d1, SubscriptionID: sub.ID, NextAttemptAt: now},
+				{ID: d2, SubscriptionID: sub.ID, NextAttemptAt: now},
+			}},
+			{Event: newEvent(func(e *herald.Event) { e.ID = ev.ID }), Deliveries: []store.DeliveryInsert{
+				{ID: d3, SubscriptionID: sub.ID, NextAttemptAt: now},
+			}},
+			{Event: other, Deliveries: []store.DeliveryInsert{{ID: d4, SubscriptionID: sub.ID, NextAttemptAt: now}}},
+		}})
+		require.NoError(t, err)
+		require.Equal(t, []store.EventInsertResult{
+			{ID: ev.ID, DeliveryCount: 2},
+			{ID: ev.ID, Duplicate: true, DeliveryCount: 2},
+			{ID: other.ID, DeliveryCount: 1},
+		}, res)
+		_, err = b.store.DeliveryGet(b.ctx, d3)
+		require.ErrorIs(t, err, herald.ErrNotFound)
+		got, err := b.store.EventGet(b.ctx, ev.ID)
+		require.NoError(t, err)
+		require.ElementsMatch(t, []string{d1, d2}, deliveryIDs(got.Deliveries))
+	})
+
+	t.Run("AllOrNothing", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newStore)
+		sub := b.createSub(t)
+		good, bad := newEvent(), newEvent()
+		d1 := herald.NewID(herald.PrefixDelivery)
+
+		// The second event reuses the first one's delivery id: the call
+		// fails and neither event (nor any delivery) is stored.
+		_, err := b.store.EventInsertMany(b.ctx, &store.EventInsertManyParams{Now: now, Events: []store.EventInsert{
+			{Event: good, Deliveries: []store.DeliveryInsert{{ID: d1, SubscriptionID: sub.ID, NextAttemptAt: now}}},
+			{Event: bad, Deliveries: []store.DeliveryInsert{{ID: d1, SubscriptionID: sub.ID, NextAttemptAt: now}}},
+		}})
+		require.Error(t, err)
+		for _, id := range []string{good.ID, bad.ID} {
+			_, err = b.store.EventGet(b.ctx, id)
+			require.ErrorIs(t, err, herald.ErrNotFound, "event %s", id)
+		}
+		_, err = b.store.DeliveryGet(b.ctx, d1)
+		require.ErrorIs(t, err, herald.ErrNotFound)
+
+		// The same against a delivery id already stored by an earlier call.
+		_, stored := b.publish(t, now, sub.ID)
+		fresh := newEvent()
+		d2 := herald.NewID(herald.PrefixDelivery)
+		_, err = b.store.EventInsertMany(b.ctx, &store.EventInsertManyParams{Now: now, Events: []store.EventInsert{
+			{Event: fresh, Deliveries: []store.DeliveryInsert{
+				{ID: d2, SubscriptionID: sub.ID, NextAttemptAt: now},
+				{ID: stored[0], SubscriptionID: sub.ID, NextAttemptAt: now},
+			}},
+		}})
+		require.Error(t, err)
+		_, err = b.store.EventGet(b.ctx, fresh.ID)
+		require.ErrorIs(t, err, herald.ErrNotFound)
+		_, err = b.store.DeliveryGet(b.ctx, d2)
+		require.ErrorIs(t, err, herald.ErrNotFound)
+
+		// The store is still usable and the failed ids can be published.
+		res, err := b.store.EventInsertMany(b.ctx, &store.EventInsertManyParams{Now: now, Events: []store.EventInsert{
+			{Event: good, Deliveries: []store.DeliveryInsert{{ID: d1, SubscriptionID: sub.ID, NextAttemptAt: now}}},
+		}})
+		require.NoError(t, err)
+		require.Equal(t, []store.EventInsertResult{{ID: good.ID, DeliveryCount: 1}}, res)
+	})
+}
+
+func deliveryIDs(ds []*herald.Delivery) []string {
+	ids := make([]string, len(ds))
+	for i, d := range ds {
+		ids[i] = d.ID
+	}
+	return ids
+}
