@@ -2,7 +2,6 @@ package ingest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -59,8 +58,10 @@ type request struct {
 	done chan struct{}
 }
 
-// ErrClosed is returned by Publish after Close.
-var ErrClosed = errors.New("ingest: closed")
+// ErrClosed is returned by Publish after Close. It carries
+// CodeStoreUnavailable so the API answers 503: the node is shutting down and
+// the client should retry elsewhere or later.
+var ErrClosed = &herald.Error{Code: herald.CodeStoreUnavailable, Message: "herald is shutting down"}
 
 // New returns an Ingester; call Start to run its committers.
 func New(cfg Config) *Ingester {

@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -226,7 +225,6 @@ func TestCrashSafety(t *testing.T) {
 			}
 			mu.Unlock()
 			t.Logf("%s: %d acknowledged, all delivered; %d delivered more than once (allowed: at-least-once)", backend, len(acked), dups)
-			_ = strconv.Itoa
 		})
 	}
 }

@@ -44,7 +44,7 @@ func cmdReceive(ctx context.Context, args []string) error {
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(io.LimitReader(r.Body, 10<<20))
 		i := n.Add(1)
-		verdict := "unsigned check skipped (no --secret)"
+		verdict := "signature not checked: no --secret"
 		if len(keys) > 0 {
 			if err := webhook.Verify(keys, r.Header, body, time.Now(), 5*time.Minute); err != nil {
 				verdict = "SIGNATURE INVALID: " + err.Error()
@@ -61,7 +61,9 @@ func cmdReceive(ctx context.Context, args []string) error {
 		if !*quiet {
 			fmt.Printf("   %s\n", body)
 		}
+		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(code)
+		fmt.Fprintf(w, "{\"status\":%d}\n", code)
 	})
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
