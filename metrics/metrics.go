@@ -39,7 +39,7 @@ func NewStatsCollector(s store.Store, tiers int) *StatsCollector {
 		due:       prometheus.NewDesc("herald_queue_due", "Pending deliveries whose maturity has passed.", l, nil),
 		oldest:    prometheus.NewDesc("herald_queue_oldest_pending_age_seconds", "Age of the oldest due pending delivery.", l, nil),
 		dead:      prometheus.NewDesc("herald_deliveries_dead", "Deliveries in the dead letters.", nil, nil),
-		delivered: prometheus.NewDesc("herald_deliveries_delivered", "Deliveries delivered (still retained).", nil, nil),
+		delivered: prometheus.NewDesc("herald_deliveries_delivered_total", "Delivered outcomes, a running total kept by the store (survives restarts and retention).", nil, nil),
 		up:        prometheus.NewDesc("herald_store_up", "1 when the last queue read from the store succeeded.", nil, nil),
 	}
 }
@@ -69,5 +69,5 @@ func (c *StatsCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, t.OldestPendingAge.Seconds(), tier)
 	}
 	ch <- prometheus.MustNewConstMetric(c.dead, prometheus.GaugeValue, float64(st.Dead))
-	ch <- prometheus.MustNewConstMetric(c.delivered, prometheus.GaugeValue, float64(st.DeliveredTotal))
+	ch <- prometheus.MustNewConstMetric(c.delivered, prometheus.CounterValue, float64(st.DeliveredTotal))
 }

@@ -362,8 +362,12 @@ type StatsGetParams struct {
 
 // Stats counts deliveries.
 type Stats struct {
-	Tiers          []TierStats
-	Dead           int64
+	Tiers []TierStats
+	Dead  int64
+	// DeliveredTotal is a running count of delivered outcomes: it never
+	// goes down (not when a delivered delivery is retried, nor when
+	// retention deletes delivered rows), and a delivery delivered twice
+	// counts twice.
 	DeliveredTotal int64
 }
 

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -162,6 +163,9 @@ func (s *Store) DeliveryNextDue(ctx context.Context, params *store.DeliveryNextD
 	return utcPtr(next), nil
 }
 
+// deliveredShards is the number of rows of delivered_counter.
+const deliveredShards = 16
+
 // completeSQL applies outcomes whose lease is still held by their owner and
 // returns the ids it changed; the others are stale.
 const completeSQL = `
@@ -179,7 +183,19 @@ UPDATE deliveries d SET
 FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::timestamptz[], $6::int[], $7::text[], $8::text[])
 	AS o(id, owner, state, tier, next_attempt_at, status, error, message)
 WHERE d.id = o.id AND d.state = 'in_flight' AND d.lease_owner = o.owner
-RETURNING d.id`
+RETURNING d.id, d.state`
+
+// completeCountSQL wraps completeSQL: it also adds the batch's delivered
+// outcomes to one shard of delivered_counter (a running total that survives
+// retention; sharded so completers on several nodes do not queue on one
+// row) and returns the applied ids.
+const completeCountSQL = `
+WITH done AS (` + completeSQL + `),
+bump AS (
+	UPDATE delivered_counter SET n = n + (SELECT count(*) FROM done WHERE state = 'delivered')
+	WHERE shard = $10 AND EXISTS (SELECT 1 FROM done WHERE state = 'delivered')
+)
+SELECT id FROM done`
 
 // insertAttemptsSQL records attempts, applied or stale alike.
 const insertAttemptsSQL = `
@@ -224,7 +240,7 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, params *store.Delivery
 			nums[i], at[i], durations[i], excerpts[i], attTiers[i] = int32(a.N), ms(a.At), a.DurationMS, a.ResponseExcerpt, int32(a.Tier)
 		}
 		batch.Queue(insertAttemptsSQL, ids, nums, at, durations, status, errs, msgs, excerpts, attTiers)
-		batch.Queue(completeSQL, ids, owners, states, tiers, next, status, errs, msgs, now)
+		batch.Queue(completeCountSQL, ids, owners, states, tiers, next, status, errs, msgs, now, rand.IntN(deliveredShards))
 	}
 	if len(params.DisableSubscriptions) > 0 {
 		ids := make([]string, len(params.DisableSubscriptions))
@@ -409,8 +425,8 @@ func (s *Store) StatsGet(ctx context.Context, params *store.StatsGetParams) (*st
 			min(next_attempt_at) FILTER (WHERE state = 'pending' AND next_attempt_at <= $1)
 		FROM deliveries WHERE state IN ('pending', 'in_flight')
 		GROUP BY tier ORDER BY tier`, now)
-	batch.Queue(`SELECT count(*) FILTER (WHERE state = 'dead'), count(*) FILTER (WHERE state = 'delivered')
-		FROM deliveries WHERE state IN ('dead', 'delivered')`)
+	batch.Queue(`SELECT (SELECT count(*) FROM deliveries WHERE state = 'dead'),
+		(SELECT coalesce(sum(n), 0)::bigint FROM delivered_counter)`)
 	br := db.SendBatch(ctx, batch)
 	defer br.Close()
 	st := &store.Stats{Tiers: make([]store.TierStats, max(params.Tiers, 0))}

@@ -18,6 +18,28 @@ func testStats(t *testing.T, newStore NewStoreFunc) {
 		require.Equal(t, &store.Stats{Tiers: []store.TierStats{{Tier: 0}, {Tier: 1}, {Tier: 2}}}, st)
 	})
 
+	// DeliveredTotal is a running count: a delivered delivery that is
+	// retried and delivered again counts twice, and the total never goes
+	// down when the delivered row moves back to pending.
+	t.Run("DeliveredTotalIsRunning", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newStore)
+		sub := b.createSub(t)
+		_, ids := b.publish(t, now, sub.ID)
+		c := b.claimOne(t, 0, ownerA, now, ids[0])
+		b.complete(t, now, delivered(c, ownerA, now))
+		_, err := b.store.DeliveryRetry(b.ctx, &store.DeliveryRetryParams{ID: ids[0], Now: now})
+		require.NoError(t, err)
+		st, err := b.store.StatsGet(b.ctx, &store.StatsGetParams{Tiers: 1, Now: now})
+		require.NoError(t, err)
+		require.EqualValues(t, 1, st.DeliveredTotal, "retrying does not take the delivery back out of the total")
+		c = b.claimOne(t, 0, ownerA, now, ids[0])
+		b.complete(t, now, delivered(c, ownerA, now))
+		st, err = b.store.StatsGet(b.ctx, &store.StatsGetParams{Tiers: 1, Now: now})
+		require.NoError(t, err)
+		require.EqualValues(t, 2, st.DeliveredTotal)
+	})
+
 	t.Run("Counts", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, newStore)

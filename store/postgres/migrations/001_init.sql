@@ -54,6 +54,15 @@ CREATE TABLE subscriptions_version (
 );
 INSERT INTO subscriptions_version (id, version) VALUES (true, 0);
 
+-- delivered_total as a running count (retention deletes delivered rows; the
+-- total must not go down). 16 shards so completers on several nodes do not
+-- queue on one row; StatsGet sums them.
+CREATE TABLE delivered_counter (
+    shard int PRIMARY KEY,
+    n     bigint NOT NULL DEFAULT 0
+);
+INSERT INTO delivered_counter (shard, n) SELECT g, 0 FROM generate_series(0, 15) AS g;
+
 CREATE TABLE events (
     id             text PRIMARY KEY,
     type           text NOT NULL,
