@@ -2,6 +2,7 @@ package herald
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 )
 
@@ -22,12 +23,24 @@ type Event struct {
 }
 
 // Envelope is the JSON document filters match against and the body a
-// subscriber receives.
+// subscriber receives, with data decoded by encoding/json.
 func (e *Event) Envelope() map[string]any {
+	var data any
+	if len(e.Data) > 0 {
+		_ = json.Unmarshal(e.Data, &data)
+	}
+	return e.EnvelopeWith(data)
+}
+
+// EnvelopeWith is Envelope with data already decoded by the caller (the
+// filter package decodes numbers its own way): {"id","type","timestamp",
+// "key","version","data"}, key and version absent when the event has none.
+func (e *Event) EnvelopeWith(data any) map[string]any {
 	m := map[string]any{
 		"id":        e.ID,
 		"type":      e.Type,
-		"timestamp": e.CreatedAt.UTC().Format(time.RFC3339Nano),
+		"timestamp": FormatTime(e.CreatedAt),
+		"data":      data,
 	}
 	if e.Key != "" {
 		m["key"] = e.Key
@@ -35,12 +48,27 @@ func (e *Event) Envelope() map[string]any {
 	if e.Version != nil {
 		m["version"] = *e.Version
 	}
-	var data any
-	if len(e.Data) > 0 {
-		_ = json.Unmarshal(e.Data, &data)
-	}
-	m["data"] = data
 	return m
+}
+
+// FormatTime renders a timestamp as herald does everywhere: RFC 3339 in UTC
+// with the fractional seconds that are not zero.
+func FormatTime(t time.Time) string {
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+// FormatDelay is time.Duration.String without zero trailing units ("1m",
+// not "1m0s"; "24h", not "24h0m0s"); it still parses with
+// time.ParseDuration.
+func FormatDelay(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // Body renders the request body a subscriber receives:
@@ -60,7 +88,7 @@ func (e *Event) Body() []byte {
 		data = json.RawMessage("null")
 	}
 	b, _ := json.Marshal(body{
-		ID: e.ID, Type: e.Type, Timestamp: e.CreatedAt.UTC().Format(time.RFC3339Nano),
+		ID: e.ID, Type: e.Type, Timestamp: FormatTime(e.CreatedAt),
 		Key: e.Key, Version: e.Version, Data: data,
 	})
 	return b

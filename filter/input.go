@@ -6,7 +6,6 @@ import (
 	"math"
 	"strconv"
 	"sync"
-	"time"
 
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
@@ -50,20 +49,11 @@ func NewInput(ev *herald.Event) *Input {
 		ev = &herald.Event{}
 	}
 	in := &Input{typ: ev.Type, key: ev.Key}
-	env := map[string]any{
-		"id":        ev.ID,
-		"type":      ev.Type,
-		"timestamp": ev.CreatedAt.UTC().Format(time.RFC3339Nano),
-	}
-	if ev.Key != "" {
-		env["key"] = ev.Key
-	}
 	if ev.Version != nil {
 		in.version, in.hasVersion = *ev.Version, true
-		env["version"] = *ev.Version
 	}
 	in.data = decodeJSON(ev.Data)
-	env["data"] = in.data
+	env := ev.EnvelopeWith(in.data)
 	in.envelope = env
 	in.celData = types.DefaultTypeAdapter.NativeToValue(in.data)
 	in.celEvent = types.DefaultTypeAdapter.NativeToValue(env)

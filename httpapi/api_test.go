@@ -256,7 +256,7 @@ func TestFormatDelay(t *testing.T) {
 		90 * time.Minute: "1h30m", 24 * time.Hour: "24h", 100 * time.Millisecond: "100ms",
 		1500 * time.Millisecond: "1.5s", time.Minute + time.Second: "1m1s", time.Hour + time.Second: "1h0m1s",
 	} {
-		require.Equal(t, want, formatDelay(d))
+		require.Equal(t, want, herald.FormatDelay(d))
 		back, err := time.ParseDuration(want)
 		require.NoError(t, err)
 		require.Equal(t, d, back)

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/heraldhq/herald"
@@ -37,7 +36,7 @@ func (s *server) statsGet(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := statsJSON{Tiers: make([]tierJSON, len(tiers)), Dead: st.Dead, DeliveredTotal: st.DeliveredTotal}
 	for i, d := range tiers {
-		out.Tiers[i] = tierJSON{Tier: i, Delay: formatDelay(d)}
+		out.Tiers[i] = tierJSON{Tier: i, Delay: herald.FormatDelay(d)}
 	}
 	for _, ts := range st.Tiers {
 		if ts.Tier < 0 || ts.Tier >= len(out.Tiers) {
@@ -48,20 +47,6 @@ func (s *server) statsGet(w http.ResponseWriter, r *http.Request) error {
 		t.OldestPendingAgeS = float64(ts.OldestPendingAge.Milliseconds()) / 1000
 	}
 	return s.reply(w, http.StatusOK, out)
-}
-
-// formatDelay is time.Duration.String without zero trailing units: "1m"
-// rather than "1m0s", "24h" rather than "24h0m0s". It still parses with
-// time.ParseDuration, as --tiers expects.
-func formatDelay(d time.Duration) string {
-	str := d.String()
-	if strings.HasSuffix(str, "m0s") {
-		str = strings.TrimSuffix(str, "0s")
-	}
-	if strings.HasSuffix(str, "h0m") {
-		str = strings.TrimSuffix(str, "0m")
-	}
-	return str
 }
 
 type statusJSON struct {

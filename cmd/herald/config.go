@@ -12,6 +12,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/delivery"
 )
 
@@ -45,26 +46,17 @@ type config struct {
 
 	tiers []time.Duration
 	allow []netip.Prefix
+	// pgSchema, when set, is the PostgreSQL schema to use (created if
+	// missing); herald bench runs in a schema of its own.
+	pgSchema string
 }
 
 func defaultTiersString() string {
 	parts := make([]string, len(delivery.DefaultTiers))
 	for i, d := range delivery.DefaultTiers {
-		parts[i] = shortDuration(d)
+		parts[i] = herald.FormatDelay(d)
 	}
 	return strings.Join(parts, ",")
-}
-
-// shortDuration prints d without zero trailing units: "1m", not "1m0s".
-func shortDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }
 
 func (c *config) flags(fs *flag.FlagSet) {

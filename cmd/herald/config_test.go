@@ -77,10 +77,3 @@ func TestConfigErrors(t *testing.T) {
 		})
 	}
 }
-
-func TestShortDuration(t *testing.T) {
-	t.Parallel()
-	for d, want := range map[time.Duration]string{0: "0s", 5 * time.Second: "5s", time.Minute: "1m", 10 * time.Minute: "10m", time.Hour: "1h", 90 * time.Second: "1m30s"} {
-		require.Equal(t, want, shortDuration(d), d.String())
-	}
-}
