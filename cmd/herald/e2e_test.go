@@ -146,8 +146,11 @@ func TestEndToEnd(t *testing.T) {
 			require.Equal(t, http.StatusAccepted, code)
 			require.Equal(t, float64(1), red["redriven"])
 			require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return verified["order-2"] == 1 }, 20*time.Second, 10*time.Millisecond)
-			_, list := call(http.MethodGet, "/v1/deliveries?event_id=order-2", nil)
-			require.Equal(t, "delivered", list["data"].([]any)[0].(map[string]any)["state"])
+			// The outcome commits just after the receiver answered.
+			require.Eventually(t, func() bool {
+				_, list := call(http.MethodGet, "/v1/deliveries?event_id=order-2", nil)
+				return list["data"].([]any)[0].(map[string]any)["state"] == "delivered"
+			}, 20*time.Second, 10*time.Millisecond)
 		})
 	}
 }
