@@ -75,10 +75,22 @@ func (c *completer) flush(batch []pending) {
 	var alerts []*herald.Event
 	disabling := map[string]bool{}
 	retryTiers := map[int]bool{}
+	freesCap := false // a max_in_flight subscription gets a slot back
 	for _, p := range batch {
 		params.Outcomes = append(params.Outcomes, p.decision.outcome)
+		if p.claimed.Subscription != nil && p.claimed.Subscription.MaxInFlight > 0 {
+			freesCap = true
+		}
+		if p.decision.pauseUntil != nil {
+			params.PauseSubscriptions = append(params.PauseSubscriptions, store.SubscriptionPause{
+				ID: p.claimed.Delivery.SubscriptionID, Until: *p.decision.pauseUntil,
+			})
+		}
 		if p.decision.outcome.State == herald.DeliveryPending {
 			retryTiers[p.decision.outcome.Tier] = true
+		}
+		if freesKey(p.claimed) {
+			freesCap = true // the key's next delivery may wait in any tier
 		}
 		if p.decision.disable && !disabling[p.claimed.Subscription.ID] {
 			disabling[p.claimed.Subscription.ID] = true
@@ -110,6 +122,7 @@ func (c *completer) flush(batch []pending) {
 		}
 	}
 	backoff := 50 * time.Millisecond
+	start := time.Now()
 	for attempt := 1; ; attempt++ {
 		now := e.now()
 		params.Now = now
@@ -138,6 +151,7 @@ func (c *completer) flush(batch []pending) {
 			if len(res.Stale) > 0 {
 				e.cfg.Logger.Warn("outcomes for deliveries whose lease was lost (another node retried them)", "count", len(res.Stale))
 			}
+			e.observeBatch(batch, res.Stale, time.Since(start))
 			break
 		}
 		e.cfg.Logger.Error("could not record delivery outcomes; retrying", "count", len(params.Outcomes), "attempt", attempt, "err", err)
@@ -152,6 +166,11 @@ func (c *completer) flush(batch []pending) {
 		if t < len(e.tiers) {
 			e.tiers[t].signal()
 		}
+	}
+	if freesCap {
+		// The store did not report these subscriptions' work as due (they
+		// were at their cap): wake every tier to claim it now.
+		e.Notify()
 	}
 	if len(params.Events) > 0 {
 		e.tiers[0].signal()

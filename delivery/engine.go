@@ -70,6 +70,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Seed seeds the worker assignment's random choice (0 = random).
 	Seed uint64
+	// Observer receives attempt and completion measurements (default
+	// NopObserver).
+	Observer Observer
 }
 
 // Engine claims and delivers.
@@ -148,6 +151,9 @@ func New(cfg Config) *Engine {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.Observer == nil {
+		cfg.Observer = NopObserver{}
 	}
 	seed := cfg.Seed
 	if seed == 0 {
@@ -351,19 +357,22 @@ func (e *Engine) claim(t *tierRunner, limit int) (int, *time.Time, error) {
 		t.inflight.Add(1)
 		e.inflightAll.Add(1)
 		e.work.Add(1)
-		go e.attempt(t, c)
+		go e.attempt(t, c, now)
 	}
 	if len(claimed) == limit {
 		return len(claimed), nil, nil
 	}
-	next, err := e.cfg.Store.DeliveryNextDue(e.claimCtx, &store.DeliveryNextDueParams{Tier: t.tier})
+	// NextDue accounts for throttled subscriptions (their budget's return,
+	// not their due time), so a throttled backlog does not make this loop
+	// spin.
+	next, err := e.cfg.Store.DeliveryNextDue(e.claimCtx, &store.DeliveryNextDueParams{Tier: t.tier, Now: e.now()})
 	if err != nil {
 		return len(claimed), nil, nil // the poll interval covers it
 	}
 	return len(claimed), next, nil
 }
 
-func (e *Engine) attempt(t *tierRunner, c *store.ClaimedDelivery) {
+func (e *Engine) attempt(t *tierRunner, c *store.ClaimedDelivery, claimedAt time.Time) {
 	defer func() {
 		t.inflight.Add(-1)
 		e.inflightAll.Add(-1)
@@ -373,6 +382,9 @@ func (e *Engine) attempt(t *tierRunner, c *store.ClaimedDelivery) {
 	secrets := make([]string, 0, len(c.Secrets))
 	for _, s := range c.Secrets {
 		secrets = append(secrets, s.Value)
+	}
+	if e.releaseLate(c, claimedAt) { // throttle.go
+		return
 	}
 	started := e.cfg.Now().UTC()
 	req := &webhook.Request{

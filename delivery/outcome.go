@@ -24,6 +24,9 @@ type decision struct {
 	disable bool
 	// dead is set when the delivery went to the dead letters.
 	dead bool
+	// pauseUntil, when set, pauses the whole subscription (a 429 or 503
+	// with Retry-After): no node claims its deliveries before then.
+	pauseUntil *time.Time
 }
 
 // decide turns a send result into the delivery's next state. now is when the
@@ -55,10 +58,17 @@ func decide(tiers Tiers, c *store.ClaimedDelivery, owner string, started time.Ti
 		out.State = herald.DeliveryDead
 		return decision{outcome: out, disable: true}
 	}
+	var pause *time.Time
+	if res.RetryAfter > 0 {
+		// Retry-After speaks for the endpoint, not for this one request:
+		// pause the subscription, and postpone this delivery (below).
+		p := now.Add(res.RetryAfter).UTC().Truncate(time.Millisecond)
+		pause = &p
+	}
 	next := c.Delivery.Tier + 1
 	if next >= len(tiers) {
 		out.State = herald.DeliveryDead
-		return decision{outcome: out, dead: true}
+		return decision{outcome: out, dead: true, pauseUntil: pause}
 	}
 	due := now.Add(tiers[next])
 	if res.RetryAfter > 0 && now.Add(res.RetryAfter).After(due) {
@@ -68,5 +78,5 @@ func decide(tiers Tiers, c *store.ClaimedDelivery, owner string, started time.Ti
 	out.State = herald.DeliveryPending
 	out.Tier = next
 	out.NextAttemptAt = &due
-	return decision{outcome: out}
+	return decision{outcome: out, pauseUntil: pause}
 }

@@ -106,7 +106,27 @@ func (s *server) deliveryGet(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	v.Attempts = &attempts
-	return s.reply(w, http.StatusOK, v)
+	out := deliveryDetailJSON{deliveryJSON: v}
+	if res.Delivery.State == herald.DeliveryPending {
+		why, err := s.store.DeliveryWaitingFor(r.Context(), &store.DeliveryWaitingForParams{ID: id, Now: s.now()})
+		if err != nil {
+			return notFound(err, "delivery", id)
+		}
+		if why != store.WaitingForNothing {
+			str := string(why)
+			out.WaitingFor = &str
+		}
+	}
+	return s.reply(w, http.StatusOK, out)
+}
+
+// deliveryDetailJSON is GET /v1/deliveries/{id}: the delivery with why it
+// is not being sent yet — "key" (per-key ordering: an earlier delivery of
+// its key, the key held, or the key interval), "maturity" (its tier's
+// delay), or null.
+type deliveryDetailJSON struct {
+	deliveryJSON
+	WaitingFor *string `json:"waiting_for"`
 }
 
 // deliveryRetry puts one finished delivery back in tier 0, due now. A

@@ -23,6 +23,13 @@ type statsJSON struct {
 	Tiers          []tierJSON `json:"tiers"`
 	Dead           int64      `json:"dead"`
 	DeliveredTotal int64      `json:"delivered_total"`
+	// Throttled counts due pending deliveries of subscriptions out of
+	// budget (rate_limit, max_in_flight, Retry-After pause).
+	Throttled int64 `json:"throttled"`
+	// Skipped and Superseded count deliveries finished unsent by the
+	// "latest" ordering (stale versions; older pending versions).
+	Skipped    int64 `json:"skipped"`
+	Superseded int64 `json:"superseded"`
 }
 
 func (s *server) statsGet(w http.ResponseWriter, r *http.Request) error {
@@ -34,7 +41,8 @@ func (s *server) statsGet(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := statsJSON{Tiers: make([]tierJSON, len(tiers)), Dead: st.Dead, DeliveredTotal: st.DeliveredTotal}
+	out := statsJSON{Tiers: make([]tierJSON, len(tiers)), Dead: st.Dead, DeliveredTotal: st.DeliveredTotal,
+		Throttled: st.Throttled, Skipped: st.Skipped, Superseded: st.Superseded}
 	for i, d := range tiers {
 		out.Tiers[i] = tierJSON{Tier: i, Delay: herald.FormatDelay(d)}
 	}

@@ -39,6 +39,9 @@ type Config struct {
 	// Now is the clock (default time.Now).
 	Now    func() time.Time
 	Logger *slog.Logger
+	// Observer receives publish and commit measurements (default
+	// NopObserver).
+	Observer Observer
 }
 
 // Ingester publishes events durably.
@@ -77,6 +80,9 @@ func New(cfg Config) *Ingester {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Observer == nil {
+		cfg.Observer = NopObserver{}
+	}
 	return &Ingester{
 		cfg:    cfg,
 		fanout: NewFanout(cfg.Store, cfg.Logger),
@@ -106,6 +112,7 @@ func (i *Ingester) Close() {
 // PublishOne stores one event through group commit and returns once its
 // batch committed.
 func (i *Ingester) PublishOne(ctx context.Context, ev *herald.Event) (store.EventInsertResult, error) {
+	start := time.Now()
 	r := &request{ev: ev, done: make(chan struct{})}
 	select {
 	case <-i.stop:
@@ -122,6 +129,7 @@ func (i *Ingester) PublishOne(ctx context.Context, ev *herald.Event) (store.Even
 	// Once queued, wait for the outcome even if ctx ends: the caller may
 	// have gone, but the answer must not be sent before the commit.
 	<-r.done
+	i.cfg.Observer.ObservePublish(time.Since(start), r.err)
 	return r.res, r.err
 }
 
@@ -131,7 +139,9 @@ func (i *Ingester) PublishMany(ctx context.Context, events []*herald.Event) ([]s
 	if len(events) == 0 {
 		return nil, nil
 	}
+	start := time.Now()
 	res, err := i.commit(ctx, events)
+	i.cfg.Observer.ObservePublish(time.Since(start), err)
 	if err != nil {
 		return nil, err
 	}
@@ -144,7 +154,13 @@ func (i *Ingester) commit(ctx context.Context, events []*herald.Event) ([]store.
 	}
 	now := i.cfg.Now().UTC().Truncate(time.Millisecond)
 	inserts := i.fanout.Inserts(events, now, i.cfg.Tier0Delay)
+	start := time.Now()
 	res, err := i.cfg.Store.EventInsertMany(ctx, &store.EventInsertManyParams{Events: inserts, Now: now})
+	deliveries := 0
+	for _, in := range inserts {
+		deliveries += len(in.Deliveries)
+	}
+	i.cfg.Observer.ObserveCommit(len(inserts), deliveries, time.Since(start), err)
 	if err != nil {
 		return nil, fmt.Errorf("error storing events: %w", err)
 	}

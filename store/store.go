@@ -82,16 +82,27 @@ type Store interface {
 	// DeliveryGet returns a delivery with every attempt in order, or
 	// ErrNotFound.
 	DeliveryGet(ctx context.Context, id string) (*DeliveryGetResult, error)
+	// DeliveryWaitingFor says why a delivery is not being sent at Now (see
+	// WaitingFor): "" when it is not waiting (claimable now, or not
+	// pending). ErrNotFound if absent.
+	DeliveryWaitingFor(ctx context.Context, params *DeliveryWaitingForParams) (WaitingFor, error)
 	// DeliveryList pages through deliveries newest first, with filters.
 	DeliveryList(ctx context.Context, params *DeliveryListParams) (*DeliveryListResult, error)
 	// DeliveryClaim leases up to Limit due pending deliveries of one tier
 	// (state pending, next_attempt_at <= Now, subscription enabled) and
 	// marks them in_flight with LeaseOwner/LeaseUntil. See the params for
-	// the fairness rule. Returned in next_attempt_at order.
+	// the fairness rule, and store/ordering.go for the per-key ordering
+	// rules of fifo and latest subscriptions (which also finish stale
+	// deliveries as skipped or superseded, in the claim transaction).
+	// Returned in next_attempt_at order.
 	DeliveryClaim(ctx context.Context, params *DeliveryClaimParams) ([]*ClaimedDelivery, error)
 	// DeliveryNextDue returns the earliest next_attempt_at among pending
 	// deliveries of a tier whose subscription is enabled, or nil when there
-	// are none. Workers sleep until then.
+	// are none. Workers sleep until then. Throttling (see ThrottleMargin)
+	// is accounted for: a paused subscription counts from its paused_until,
+	// a rate-limited one out of budget from when its budget returns, and
+	// one at its max_in_flight not at all (a completion frees it; the
+	// engine wakes then).
 	DeliveryNextDue(ctx context.Context, params *DeliveryNextDueParams) (*time.Time, error)
 	// DeliveryCompleteMany applies attempt outcomes in ONE transaction: each
 	// outcome records its attempt and moves the delivery to its new state —
@@ -120,6 +131,41 @@ type Store interface {
 
 	// StatsGet counts deliveries per tier and state.
 	StatsGet(ctx context.Context, params *StatsGetParams) (*Stats, error)
+
+	// RetentionSweep deletes what retention no longer keeps: finished
+	// deliveries (delivered, skipped, superseded, cancelled) and dead
+	// letters last updated more than their retention before Now, with their
+	// attempts, then events older than the event retention that have no
+	// delivery left. It never deletes a pending or in-flight delivery (nor
+	// their events). It deletes in transactions of at most BatchSize rows,
+	// so no lock is held long, and returns when nothing due is left (or ctx
+	// ends). Run it from one node at a time (see LeaderAttempt); running it
+	// concurrently is safe but wasteful.
+	RetentionSweep(ctx context.Context, params *RetentionSweepParams) (*RetentionSweepResult, error)
+	// LeaderAttempt tries to make this store's node the leader that runs
+	// the maintenance services (retention, staleness alarms) and reports
+	// whether it is. Call it periodically: a leader stays leader on each
+	// call until LeaderRelease, Close, or losing its database session.
+	// PostgreSQL holds a session advisory lock on a dedicated connection,
+	// so at most one store per schema is leader, and ends a leader session
+	// silent for 30 s (call LeaderAttempt more often than that); SQLite
+	// (one node) is always leader.
+	LeaderAttempt(ctx context.Context) (bool, error)
+	// LeaderRelease gives up leadership if held (another node may take it
+	// on its next LeaderAttempt).
+	LeaderRelease(ctx context.Context) error
+}
+
+// Notifier is implemented by stores that wake other nodes when a commit
+// creates due work (PostgreSQL LISTEN/NOTIFY). It is a hint: nodes keep
+// polling, so a lost notification only delays work until the next poll.
+type Notifier interface {
+	// Listen calls onWork whenever any node (this one included) committed
+	// new due work, until ctx ends; it then returns ctx's error. It keeps a
+	// dedicated connection and reconnects when it drops; onWork is also
+	// called once each time the listener is (re)established, since
+	// notifications may have been missed meanwhile. onWork must not block.
+	Listen(ctx context.Context, onWork func()) error
 }
 
 // APITokenCreateParams are the inputs of APITokenCreate.
@@ -237,6 +283,35 @@ type DeliveryListResult struct {
 	More       bool
 }
 
+// ThrottleMargin widens the rate window of throttled subscriptions.
+//
+// Throttling. A subscription with RateLimit, MaxInFlight > 0 or a pause in
+// effect is throttled; every backend enforces it in DeliveryClaim, across
+// all nodes sharing the store:
+//
+//   - rate_limit: the claim is the request start. A claim records one start
+//     per claimed delivery and never lets more than RateLimit.Max starts fall
+//     in any window of PerSeconds + ThrottleMargin (a sliding window; starts
+//     are recorded in non-decreasing time order per subscription, even when
+//     claimers' Now values interleave). The margin covers the gap between
+//     the claim and the HTTP request starting (a claim at t starts its
+//     request in [t, t+margin)), so the receiver never sees more than Max
+//     starts in any PerSeconds window: Max+1 starts inside one PerSeconds
+//     window would need Max+1 claims inside PerSeconds + margin.
+//   - max_in_flight: a claim never leaves more than MaxInFlight deliveries
+//     of the subscription in_flight (all tiers, all nodes).
+//   - pause: a subscription whose paused_until (set by
+//     DeliveryCompleteManyParams.PauseSubscriptions) is after Now is not
+//     claimed at all.
+//
+// Throttled deliveries stay pending where they are (no attempt is used) and
+// their subscription takes no claim slot while it has no budget: the rest
+// of the Limit goes to other subscriptions. A subscription with none of
+// these settings costs nothing extra on the claim path. On PostgreSQL the
+// claimers of one throttled subscription are serialized by a row lock, so
+// two nodes cannot both spend its last budget.
+const ThrottleMargin = 100 * time.Millisecond
+
 // DeliveryClaimParams are the inputs of DeliveryClaim.
 //
 // Fairness: the claim is spread over the subscriptions that have due work in
@@ -285,6 +360,9 @@ type ClaimedDelivery struct {
 // DeliveryNextDueParams are the inputs of DeliveryNextDue.
 type DeliveryNextDueParams struct {
 	Tier int
+	// Now decides which throttled subscriptions have budget (rate windows,
+	// pauses). Required.
+	Now time.Time
 }
 
 // DeliveryCompleteManyParams are the inputs of DeliveryCompleteMany.
@@ -292,6 +370,11 @@ type DeliveryCompleteManyParams struct {
 	Outcomes []DeliveryOutcome
 	// DisableSubscriptions are applied in the same transaction (410 Gone).
 	DisableSubscriptions []SubscriptionDisable
+	// PauseSubscriptions are applied in the same transaction (429/503 with
+	// Retry-After): each subscription's paused_until becomes the later of
+	// its current value and Until, and no node claims its deliveries
+	// before then. Applied even when the outcome that caused it is stale.
+	PauseSubscriptions []SubscriptionPause
 	// Events are inserted in the same transaction (system events), with
 	// the same rules as EventInsertMany.
 	Events []EventInsert
@@ -316,6 +399,12 @@ type DeliveryOutcome struct {
 type SubscriptionDisable struct {
 	ID     string
 	Reason string
+}
+
+// SubscriptionPause pauses one subscription until a time.
+type SubscriptionPause struct {
+	ID    string
+	Until time.Time
 }
 
 // DeliveryCompleteManyResult reports what was applied.
@@ -369,6 +458,14 @@ type Stats struct {
 	// retention deletes delivered rows), and a delivery delivered twice
 	// counts twice.
 	DeliveredTotal int64
+	// Skipped and Superseded count deliveries finished without a send by
+	// the "latest" ordering rule (current rows in those states).
+	Skipped    int64
+	Superseded int64
+	// Throttled counts due pending deliveries (any tier) of subscriptions
+	// that have no budget at Now: paused, at their rate limit or at their
+	// max_in_flight.
+	Throttled int64
 }
 
 // TierStats are one tier's counts.
@@ -382,6 +479,39 @@ type TierStats struct {
 	// OldestPendingAge is Now minus the earliest next_attempt_at of due
 	// pending deliveries (0 if none).
 	OldestPendingAge time.Duration
+}
+
+// RetentionSweepParams are the inputs of RetentionSweep. A retention of
+// zero or less keeps that class forever.
+type RetentionSweepParams struct {
+	// Delivered is how long finished deliveries (delivered, skipped,
+	// superseded, cancelled) are kept after their last update.
+	Delivered time.Duration
+	// Dead is how long dead letters are kept after they died.
+	Dead time.Duration
+	// Events is how long events are kept after their creation; an event is
+	// deleted only once none of its deliveries is left. It is also the
+	// window in which a repeated event id is answered as a duplicate.
+	Events time.Duration
+	// BatchSize caps the rows deleted per transaction (0 means 1000).
+	BatchSize int
+	Now       time.Time
+}
+
+// RetentionSweepResult counts what a sweep deleted.
+type RetentionSweepResult struct {
+	// Deliveries counts finished (not dead) deliveries deleted.
+	Deliveries int
+	// Dead counts dead letters deleted.
+	Dead int
+	// Events counts events deleted.
+	Events int
+}
+
+// RetentionStates are the finished delivery states Delivered retention
+// applies to (dead letters have their own).
+var RetentionStates = []herald.DeliveryState{
+	herald.DeliveryDelivered, herald.DeliverySkipped, herald.DeliverySuperseded, herald.DeliveryCancelled,
 }
 
 // RawJSON is a helper for backends: it returns v or JSON null.

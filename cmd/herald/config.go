@@ -44,11 +44,19 @@ type config struct {
 	MaxBodyBytes  int64
 	SecretGrace   time.Duration
 
+	StaleAfter         time.Duration
+	RetentionDelivered time.Duration
+	RetentionDead      time.Duration
+	RetentionEvents    time.Duration
+
 	tiers []time.Duration
 	allow []netip.Prefix
 	// pgSchema, when set, is the PostgreSQL schema to use (created if
 	// missing); herald bench runs in a schema of its own.
 	pgSchema string
+	// holdDelivery makes startHeraldNode leave the delivery engine stopped
+	// (herald bench --drain starts it once everything is published).
+	holdDelivery bool
 }
 
 func defaultTiersString() string {
@@ -82,6 +90,10 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ShutdownWait, "shutdown-timeout", delivery.DefaultShutdownTimeout, "how long shutdown waits for running deliveries")
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", 1<<20, "largest accepted request body (the batch API allows 16×)")
 	fs.DurationVar(&c.SecretGrace, "secret-grace", 24*time.Hour, "how long a rotated-out secret keeps signing")
+	fs.DurationVar(&c.StaleAfter, "stale-after", 5*time.Minute, "raise herald.queue.stale when a tier's oldest due delivery waited this long (0: never)")
+	fs.DurationVar(&c.RetentionDelivered, "retention-delivered", 72*time.Hour, "keep delivered, skipped, superseded and cancelled deliveries (and attempts) this long (0: for ever)")
+	fs.DurationVar(&c.RetentionDead, "retention-dead", 30*24*time.Hour, "keep dead letters this long (0: for ever)")
+	fs.DurationVar(&c.RetentionEvents, "retention-events", 7*24*time.Hour, "keep events with no delivery left this long; also the duplicate-id window (0: for ever)")
 }
 
 // envName maps a flag name to its environment variable.
@@ -176,6 +188,14 @@ func (c *config) validate() error {
 	}
 	if c.Workers < 1 {
 		return fmt.Errorf("--workers must be at least 1, got %d", c.Workers)
+	}
+	for name, d := range map[string]time.Duration{
+		"--stale-after": c.StaleAfter, "--retention-delivered": c.RetentionDelivered,
+		"--retention-dead": c.RetentionDead, "--retention-events": c.RetentionEvents,
+	} {
+		if d < 0 {
+			return fmt.Errorf("%s must not be negative (0 disables it), got %s", name, d)
+		}
 	}
 	switch c.SQLiteSync {
 	case "full", "normal":

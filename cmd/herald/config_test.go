@@ -47,6 +47,10 @@ func TestConfigDefaults(t *testing.T) {
 	require.Equal(t, []time.Duration{0, 5 * time.Second, time.Minute, 10 * time.Minute, time.Hour,
 		6 * time.Hour, 24 * time.Hour, 24 * time.Hour, 24 * time.Hour}, c.tiers)
 	require.False(t, c.Dev)
+	require.Equal(t, 5*time.Minute, c.StaleAfter)
+	require.Equal(t, 72*time.Hour, c.RetentionDelivered)
+	require.Equal(t, 30*24*time.Hour, c.RetentionDead)
+	require.Equal(t, 7*24*time.Hour, c.RetentionEvents)
 }
 
 func TestConfigErrors(t *testing.T) {
@@ -66,6 +70,8 @@ func TestConfigErrors(t *testing.T) {
 		{"bad workers", []string{"--workers", "0"}, "at least 1"},
 		{"bad db url", []string{"--database-url", "mysql://x"}, "postgres://"},
 		{"bad sync", []string{"--sqlite-synchronous", "off"}, "full or normal"},
+		{"negative retention", []string{"--retention-dead", "-1h"}, "--retention-dead must not be negative"},
+		{"negative stale", []string{"--stale-after", "-1s"}, "--stale-after must not be negative"},
 		{"unknown file key", []string{"--config", unknown}, `unknown key "no_such_key"`},
 		{"missing file", []string{"--config", filepath.Join(dir, "absent.yaml")}, "error reading config file"},
 	}

@@ -3,6 +3,7 @@
 //	herald serve     run a node (SQLite in ./herald-data, or --database-url postgres://…)
 //	herald migrate   apply the schema migrations and exit
 //	herald receive   a local receiver that prints and verifies deliveries
+//	herald bench     an end-to-end load generator (loopback only)
 //	herald version   print the version
 //
 // Every flag also reads HERALD_<FLAG> from the environment and a key in the
@@ -46,6 +47,8 @@ func run(args []string) error {
 		return cmdMigrate(ctx, args[1:])
 	case "receive":
 		return cmdReceive(ctx, args[1:])
+	case "bench":
+		return cmdBench(ctx, args[1:])
 	case "version", "--version", "-v":
 		fmt.Println("herald", version)
 		return nil
@@ -65,6 +68,7 @@ Usage:
   herald serve   [flags]   run a node (herald serve -h lists the flags)
   herald migrate [flags]   apply schema migrations and exit
   herald receive [flags]   run a local webhook receiver that prints and verifies deliveries
+  herald bench   [flags]   end-to-end load test against an in-process or local herald (herald bench -h)
   herald version           print the version
 `)
 }

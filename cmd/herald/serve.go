@@ -22,6 +22,7 @@ import (
 	"github.com/heraldhq/herald/delivery"
 	"github.com/heraldhq/herald/httpapi"
 	"github.com/heraldhq/herald/ingest"
+	"github.com/heraldhq/herald/maintenance"
 	"github.com/heraldhq/herald/metrics"
 	"github.com/heraldhq/herald/store"
 	"github.com/heraldhq/herald/store/postgres"
@@ -48,7 +49,7 @@ func newLogger(c *config) (*slog.Logger, error) {
 func openStore(ctx context.Context, c *config) (store.Store, error) {
 	var s store.Store
 	if c.DatabaseURL != "" {
-		pg, err := postgres.Open(ctx, postgres.Config{URL: c.DatabaseURL})
+		pg, err := postgres.Open(ctx, postgres.Config{URL: c.DatabaseURL, Schema: c.pgSchema})
 		if err != nil {
 			return nil, fmt.Errorf("error opening PostgreSQL: %w", err)
 		}
@@ -137,13 +138,53 @@ func cmdServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	s, err := openStore(ctx, c)
+	n, err := startHeraldNode(ctx, c, logger)
 	if err != nil {
 		return err
 	}
-	defer s.Close()
+	select {
+	case <-ctx.Done():
+		logger.Info("shutting down")
+	case err := <-n.errc:
+		if !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("HTTP server failed", "err", err)
+		}
+	}
+	n.stop()
+	logger.Info("stopped")
+	return nil
+}
+
+// heraldNode is a running herald: store, ingest, delivery engine and HTTP API.
+// serve runs one until a signal; bench runs one in-process.
+type heraldNode struct {
+	cfg    *config
+	store  store.Store
+	ingest *ingest.Ingester
+	engine *delivery.Engine
+	srv    *http.Server
+	ln     net.Listener
+	// errc receives the HTTP server's error when it stops serving.
+	errc chan error
+	// maint runs retention and staleness alarms (when leader).
+	maint *maintenance.Maintainer
+	// stopListen ends the LISTEN/NOTIFY wake-ups and waits for them.
+	stopListen func()
+}
+
+// URL is the node's API base URL.
+func (n *heraldNode) URL() string { return "http://" + n.ln.Addr().String() }
+
+// startHeraldNode opens the store, wires ingest, delivery and the API as
+// configured by c, and starts serving on c.Listen.
+func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*heraldNode, error) {
+	s, err := openStore(ctx, c)
+	if err != nil {
+		return nil, err
+	}
 	if err := ensureToken(ctx, c, s, logger); err != nil {
-		return err
+		_ = s.Close()
+		return nil, err
 	}
 
 	guard := &webhook.Guard{AllowLoopback: c.Dev, AllowPrivate: c.AllowPrivate, Allow: c.allow}
@@ -156,6 +197,11 @@ func cmdServe(ctx context.Context, args []string) error {
 			committers = 4
 		}
 	}
+	// One registry per node (no global registry); the observer feeds it
+	// from ingest, delivery and maintenance.
+	reg := prometheus.NewRegistry()
+	obs := metrics.NewObserver(reg)
+
 	var engine *delivery.Engine
 	ing := ingest.New(ingest.Config{
 		Store:         s,
@@ -165,6 +211,7 @@ func cmdServe(ctx context.Context, args []string) error {
 		Committers:    committers,
 		OnCommit:      func() { engine.Notify() },
 		Logger:        logger,
+		Observer:      obs,
 	})
 	engine = delivery.New(delivery.Config{
 		Store:           s,
@@ -177,9 +224,22 @@ func cmdServe(ctx context.Context, args []string) error {
 		ShutdownTimeout: c.ShutdownWait,
 		NodeID:          c.NodeID,
 		Logger:          logger,
+		Observer:        obs,
+	})
+	maint := maintenance.New(maintenance.Config{
+		Store:      s,
+		Publisher:  ing,
+		Tiers:      len(c.tiers),
+		StaleAfter: c.StaleAfter,
+		Retention: maintenance.Retention{
+			Delivered: c.RetentionDelivered,
+			Dead:      c.RetentionDead,
+			Events:    c.RetentionEvents,
+		},
+		Observer: obs,
+		Logger:   logger,
 	})
 
-	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(metrics.NewStatsCollector(s, len(c.tiers)))
 
@@ -197,36 +257,51 @@ func cmdServe(ctx context.Context, args []string) error {
 
 	ln, err := net.Listen("tcp", c.Listen)
 	if err != nil {
-		return fmt.Errorf("error listening on %s: %w", c.Listen, err)
+		_ = s.Close()
+		return nil, fmt.Errorf("error listening on %s: %w", c.Listen, err)
 	}
 	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
 
 	ing.Start()
-	engine.Start()
-	store := "sqlite:" + filepath.Join(c.DataDir, "herald.db")
-	if c.DatabaseURL != "" {
-		store = "postgres"
+	if !c.holdDelivery {
+		engine.Start()
 	}
-	logger.Info("herald serving", "version", version, "listen", ln.Addr().String(), "store", store,
+	maint.Start()
+	// PostgreSQL: other nodes' commits wake this one (polling stays the
+	// fallback).
+	listenCtx, stopListen := context.WithCancel(context.Background())
+	listenDone := make(chan struct{})
+	if nf, ok := s.(store.Notifier); ok {
+		go func() {
+			defer close(listenDone)
+			_ = nf.Listen(listenCtx, engine.Notify)
+		}()
+	} else {
+		close(listenDone)
+	}
+	storeName := "sqlite:" + filepath.Join(c.DataDir, "herald.db")
+	if c.DatabaseURL != "" {
+		storeName = "postgres"
+	}
+	logger.Info("herald serving", "version", version, "listen", ln.Addr().String(), "store", storeName,
 		"tiers", strings.Split(c.Tiers, ","), "workers", c.Workers, "node", engine.NodeID(), "dev", c.Dev)
 
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case <-ctx.Done():
-		logger.Info("shutting down")
-	case err := <-errc:
-		if !errors.Is(err, http.ErrServerClosed) {
-			logger.Error("HTTP server failed", "err", err)
-		}
-	}
-	// Order: stop taking requests (publishes in flight finish), commit
-	// what was queued, stop delivering (release what is held), close.
-	shCtx, cancel := context.WithTimeout(context.Background(), c.ShutdownWait+5*time.Second)
+	n := &heraldNode{cfg: c, store: s, ingest: ing, engine: engine, srv: srv, ln: ln, errc: make(chan error, 1),
+		maint: maint, stopListen: func() { stopListen(); <-listenDone }}
+	go func() { n.errc <- srv.Serve(ln) }()
+	return n, nil
+}
+
+// stop shuts the node down in order: stop taking requests (publishes in
+// flight finish), commit what was queued, stop delivering (release what is
+// held), close the store.
+func (n *heraldNode) stop() {
+	shCtx, cancel := context.WithTimeout(context.Background(), n.cfg.ShutdownWait+5*time.Second)
 	defer cancel()
-	_ = srv.Shutdown(shCtx)
-	ing.Close()
-	engine.Stop()
-	logger.Info("stopped")
-	return nil
+	_ = n.srv.Shutdown(shCtx)
+	n.maint.Stop()
+	n.ingest.Close()
+	n.engine.Stop()
+	n.stopListen()
+	_ = n.store.Close()
 }

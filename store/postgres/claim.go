@@ -47,15 +47,20 @@ WITH ranked AS (
 	SELECT c.id, c.subscription_id, c.next_attempt_at,
 		row_number() OVER (PARTITION BY c.subscription_id ORDER BY c.next_attempt_at, c.id) AS rnk
 	FROM subscriptions s
+	-- The throttle's cap (throttle.go): @limit unless throttled.
+	CROSS JOIN LATERAL (SELECT ` + claimCapSQL + ` AS cap) b
 	CROSS JOIN LATERAL (
-		SELECT d.id, d.subscription_id, d.next_attempt_at
+		SELECT d.id, d.subscription_id, d.next_attempt_at,
+			row_number() OVER (ORDER BY d.next_attempt_at, d.id) AS rnk_in_sub
 		FROM deliveries d
 		WHERE d.tier = @tier AND d.subscription_id = s.id AND d.state = 'pending'
 		  AND d.next_attempt_at <= @now
 		ORDER BY d.next_attempt_at, d.id
 		LIMIT @limit
 	) c
-	WHERE s.state = 'enabled' AND s.deleted_at IS NULL
+	-- fifo and latest subscriptions are claimed per key (ordering.go).
+	WHERE s.state = 'enabled' AND s.deleted_at IS NULL AND NOT ` + orderedPredicate + `
+	  AND c.rnk_in_sub <= b.cap
 ), picked AS (
 	SELECT id, row_number() OVER (ORDER BY rnk,
 		CASE WHEN @rotate_after = '' THEN NULL ELSE subscription_id <= @rotate_after END,
@@ -88,7 +93,7 @@ WITH ranked AS (
 		d.next_attempt_at, d.event_key, d.event_version, d.last_status, d.last_error, d.last_message,
 		d.created_at, d.updated_at, d.lease_until,
 		e.id AS e_id, e.type, e.key, e.version, e.data::text AS data, e.created_at AS e_created_at
-)
+), ` + throttleStartedSQL + `
 SELECT n.candidates, c.*
 FROM (SELECT count(*) AS candidates FROM ranked) n LEFT JOIN claimed c ON true`
 
@@ -119,6 +124,24 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *store.DeliveryClaimPa
 	err := s.inTx(ctx, "error claiming deliveries", func(tx pgx.Tx) error {
 		out = nil
 		subIDs := map[string]bool{}
+		// With ordered subscriptions, whose deliveries are claimed first,
+		// the throttle locks (throttle.go) come before anything else;
+		// otherwise they ride in claimSQL's round trip.
+		lockFirst, err := s.orderedExist(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if lockFirst {
+			if err := throttleLock(ctx, tx, params); err != nil {
+				return err
+			}
+		}
+		// Ordered subscriptions first, up to a fair share each (ordering.go).
+		ordered, first, err := s.claimOrdered(ctx, tx, params)
+		if err != nil {
+			return err
+		}
+		out = addClaimed(out, first, subIDs)
 		// Claims racing on the same rows skip each other's locks; when this
 		// one came back short only because of that, the racing claims have
 		// usually committed by the next statement (a fresh snapshot), which
@@ -126,7 +149,9 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *store.DeliveryClaimPa
 		// correct answer.
 		for try := 0; try < claimTries && len(out) < params.Limit; try++ {
 			want := params.Limit - len(out)
-			rows, err := tx.Query(ctx, claimSQL, pgx.NamedArgs{
+			// The first statement also locks the throttled subscriptions
+			// (throttle.go), in the same round trip.
+			rows, err := claimQuery(ctx, tx, try == 0 && !lockFirst, pgx.NamedArgs{
 				"tier":               params.Tier,
 				"now":                now,
 				"limit":              want,
@@ -175,6 +200,12 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *store.DeliveryClaimPa
 				break // full, or everything due was taken
 			}
 		}
+		// What the unordered subscriptions left goes to the ordered ones.
+		more, err := ordered.rest(ctx, tx, params.Limit-len(out))
+		if err != nil {
+			return err
+		}
+		out = addClaimed(out, more, subIDs)
 		if len(out) == 0 {
 			return nil
 		}

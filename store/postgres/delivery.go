@@ -149,16 +149,27 @@ func (s *Store) DeliveryNextDue(ctx context.Context, params *store.DeliveryNextD
 		return nil, err
 	}
 	var next *time.Time
-	err = db.QueryRow(ctx, `SELECT min(n.next_attempt_at)
+	// Throttled subscriptions are left to throttleNextDueSQL (throttle.go),
+	// in the same statement.
+	err = db.QueryRow(ctx, `SELECT least((SELECT min(n.next_attempt_at)
 		FROM subscriptions s
 		CROSS JOIN LATERAL (
 			SELECT d.next_attempt_at FROM deliveries d
-			WHERE d.tier = $1 AND d.subscription_id = s.id AND d.state = 'pending'
+			WHERE d.tier = @tier AND d.subscription_id = s.id AND d.state = 'pending'
 			ORDER BY d.next_attempt_at LIMIT 1
 		) n
-		WHERE s.state = 'enabled' AND s.deleted_at IS NULL`, params.Tier).Scan(&next)
+		WHERE s.state = 'enabled' AND s.deleted_at IS NULL AND NOT `+throttledPredicate+`
+			AND NOT `+orderedPredicate+`), (`+throttleNextDueSQL+`))`, throttleNextDueArgs(params.Tier, params.Now)).Scan(&next)
 	if err != nil {
 		return nil, mapErr(op, err)
+	}
+	// Ordered subscriptions are left to orderedNextDue (ordering.go).
+	ordered, err := s.orderedNextDue(ctx, db, params.Tier, params.Now)
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	if ordered != nil && (next == nil || ordered.Before(*next)) {
+		next = ordered
 	}
 	return utcPtr(next), nil
 }
@@ -241,6 +252,7 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, params *store.Delivery
 		}
 		batch.Queue(insertAttemptsSQL, ids, nums, at, durations, status, errs, msgs, excerpts, attTiers)
 		batch.Queue(completeCountSQL, ids, owners, states, tiers, next, status, errs, msgs, now, rand.IntN(deliveredShards))
+		batch.Queue(keysCompleteSQL, ids, owners, states) // free held keys (ordering.go)
 	}
 	if len(params.DisableSubscriptions) > 0 {
 		ids := make([]string, len(params.DisableSubscriptions))
@@ -250,6 +262,7 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, params *store.Delivery
 		}
 		batch.Queue(disableSQL, ids, reasons, now)
 	}
+	paused := queuePauses(batch, params.PauseSubscriptions) // throttle.go
 	var events *eventBatch
 	if len(params.Events) > 0 {
 		events = newEventBatch(params.Events, params.Now)
@@ -283,8 +296,16 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, params *store.Delivery
 					res.Stale = append(res.Stale, o.DeliveryID)
 				}
 			}
+			if _, err := br.Exec(); err != nil { // keysCompleteSQL
+				return err
+			}
 		}
 		if len(params.DisableSubscriptions) > 0 {
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+		}
+		if paused {
 			if _, err := br.Exec(); err != nil {
 				return err
 			}
@@ -302,6 +323,7 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, params *store.Delivery
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
+	s.notifyCompleted(params) // wake other nodes (notify.go)
 	return res, nil
 }
 
@@ -316,13 +338,16 @@ func (s *Store) DeliveryRelease(ctx context.Context, params *store.DeliveryRelea
 	if err != nil {
 		return 0, err
 	}
-	tag, err := db.Exec(ctx, `UPDATE deliveries SET state = 'pending', next_attempt_at = $3,
+	// The keys they held are freed in the same statement (ordering.go).
+	tag, err := db.Exec(ctx, `WITH freed AS (`+keysReleaseSQL+`)
+		UPDATE deliveries SET state = 'pending', next_attempt_at = $3,
 		lease_owner = NULL, lease_until = NULL, updated_at = $3
 		WHERE id = ANY($1) AND state = 'in_flight' AND lease_owner = $2`,
 		params.IDs, params.LeaseOwner, ms(params.Now))
 	if err != nil {
 		return 0, mapErr(op, err)
 	}
+	s.notifyIf(tag.RowsAffected() > 0) // wake other nodes (notify.go)
 	return int(tag.RowsAffected()), nil
 }
 
@@ -333,12 +358,15 @@ func (s *Store) DeliveryRescue(ctx context.Context, params *store.DeliveryRescue
 	if err != nil {
 		return 0, err
 	}
-	tag, err := db.Exec(ctx, `UPDATE deliveries SET state = 'pending', next_attempt_at = $1,
+	// The keys they held are freed in the same statement (ordering.go).
+	tag, err := db.Exec(ctx, `WITH freed AS (`+keysRescueSQL+`)
+		UPDATE deliveries SET state = 'pending', next_attempt_at = $1,
 		lease_owner = NULL, lease_until = NULL, updated_at = $1
 		WHERE state = 'in_flight' AND lease_until < $1`, ms(params.Now))
 	if err != nil {
 		return 0, mapErr(op, err)
 	}
+	s.notifyIf(tag.RowsAffected() > 0) // wake other nodes (notify.go)
 	return int(tag.RowsAffected()), nil
 }
 
@@ -372,6 +400,7 @@ func (s *Store) DeliveryRetry(ctx context.Context, params *store.DeliveryRetryPa
 	if err != nil {
 		return nil, err
 	}
+	s.notifyWork() // wake other nodes (notify.go)
 	return out, nil
 }
 
@@ -403,6 +432,7 @@ func (s *Store) DeadLetterRedrive(ctx context.Context, params *store.DeadLetterR
 	if err != nil {
 		return 0, mapErr(op, err)
 	}
+	s.notifyIf(tag.RowsAffected() > 0) // wake other nodes (notify.go)
 	return int(tag.RowsAffected()), nil
 }
 
@@ -426,7 +456,9 @@ func (s *Store) StatsGet(ctx context.Context, params *store.StatsGetParams) (*st
 		FROM deliveries WHERE state IN ('pending', 'in_flight')
 		GROUP BY tier ORDER BY tier`, now)
 	batch.Queue(`SELECT (SELECT count(*) FROM deliveries WHERE state = 'dead'),
-		(SELECT coalesce(sum(n), 0)::bigint FROM delivered_counter)`)
+		(SELECT coalesce(sum(n), 0)::bigint FROM delivered_counter),
+		(SELECT count(*) FROM deliveries WHERE state = 'skipped'),
+		(SELECT count(*) FROM deliveries WHERE state = 'superseded')`)
 	br := db.SendBatch(ctx, batch)
 	defer br.Close()
 	st := &store.Stats{Tiers: make([]store.TierStats, max(params.Tiers, 0))}
@@ -458,10 +490,13 @@ func (s *Store) StatsGet(ctx context.Context, params *store.StatsGetParams) (*st
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
-	if err := br.QueryRow().Scan(&st.Dead, &st.DeliveredTotal); err != nil {
+	if err := br.QueryRow().Scan(&st.Dead, &st.DeliveredTotal, &st.Skipped, &st.Superseded); err != nil {
 		return nil, mapErr(op, err)
 	}
 	if err := br.Close(); err != nil {
+		return nil, mapErr(op, err)
+	}
+	if st.Throttled, err = throttledCount(ctx, db, params.Tiers, params.Now); err != nil {
 		return nil, mapErr(op, err)
 	}
 	return st, nil

@@ -170,6 +170,7 @@ func (s *Store) EventInsertMany(ctx context.Context, params *store.EventInsertMa
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
+	s.notifyInserted(res) // wake other nodes (notify.go)
 	return res, nil
 }
 

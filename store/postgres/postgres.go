@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -39,6 +40,14 @@ type Store struct {
 	pool   *pgxpool.Pool
 	schema string
 	closed atomic.Bool
+	// orderedMu guards ordered: whether fifo/latest subscriptions exist
+	// (ordering.go).
+	orderedMu sync.Mutex
+	ordered   orderedCache
+	// leader holds the maintenance leader's session (leader.go).
+	leader leaderSession
+	// work debounces pg_notify on committed work (notify.go).
+	work workNotifier
 }
 
 var _ store.Store = (*Store)(nil)
@@ -96,6 +105,8 @@ func (s *Store) Ping(ctx context.Context) error {
 // Close releases the pool's connections.
 func (s *Store) Close() error {
 	if s.closed.CompareAndSwap(false, true) {
+		s.work.close()
+		s.leader.close()
 		s.pool.Close()
 	}
 	return nil

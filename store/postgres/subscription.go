@@ -169,6 +169,7 @@ func (s *Store) SubscriptionCreate(ctx context.Context, params *store.Subscripti
 	if err != nil {
 		return nil, err
 	}
+	s.orderedInvalidate() // an ordered subscription may exist now (ordering.go)
 	return out, nil
 }
 
@@ -298,6 +299,7 @@ func (s *Store) SubscriptionUpdate(ctx context.Context, params *store.Subscripti
 	if err != nil {
 		return nil, err
 	}
+	s.orderedInvalidate() // its ordering may have changed (ordering.go)
 	return out, nil
 }
 

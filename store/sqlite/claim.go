@@ -15,6 +15,14 @@ type claimCandidate struct {
 	id     string
 	oldest int64 // earliest due next_attempt_at
 	lease  int64 // lease granted to this subscription's deliveries
+	// ordering and keyIntervalMS select the per-key path (ordering.go)
+	// for fifo and latest subscriptions.
+	ordering      herald.Ordering
+	keyIntervalMS int64
+	// throttled subscriptions may take at most cap more deliveries in
+	// this claim (see throttle.go); set by throttleClaimCaps.
+	throttled bool
+	cap       int
 }
 
 // DeliveryClaim leases up to Limit due pending deliveries of one tier, fairly
@@ -47,6 +55,9 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *store.DeliveryClaimPa
 		if err != nil || len(cands) == 0 {
 			return err
 		}
+		if cands, err = throttleClaimCaps(ctx, tx, cands, now); err != nil || len(cands) == 0 {
+			return err
+		}
 		// Select, then update by primary key: measured on SQLite 3.5x, the
 		// single "UPDATE … WHERE id IN (SELECT … LIMIT n)" took ~1 ms per
 		// subscription against ~50 µs for this pair.
@@ -66,6 +77,7 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *store.DeliveryClaimPa
 
 		var ids []string
 		leases := map[string]int64{} // subscription id -> lease
+		var ordered *orderedClaim    // per-key state of this claim (ordering.go)
 		left := params.Limit
 		active := cands
 		for left > 0 && len(active) > 0 {
@@ -80,9 +92,18 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *store.DeliveryClaimPa
 					waiting = append(waiting, c)
 					continue
 				}
-				picked, err := pickIDs(ctx, pick, params.Tier, c.id, now, share)
+				if c.throttled {
+					share = min(share, c.cap)
+				}
+				picked, err := pickDue(ctx, tx, pick, &ordered, params, c, share)
 				if err != nil {
 					return err
+				}
+				if c.throttled {
+					if err := throttleRecord(ctx, tx, c.id, picked, now); err != nil {
+						return err
+					}
+					c.cap -= len(picked)
 				}
 				for _, id := range picked {
 					if _, err := lease.ExecContext(ctx, params.LeaseOwner, c.lease, now, id); err != nil {
@@ -93,7 +114,7 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *store.DeliveryClaimPa
 				got := len(picked)
 				left -= got
 				leases[c.id] = c.lease
-				if got == share {
+				if got == share && (!c.throttled || c.cap > 0) {
 					full = append(full, c)
 				}
 			}
@@ -133,8 +154,8 @@ func pickIDs(ctx context.Context, pick *sql.Stmt, tier int, subID string, now in
 // tier, longest-waiting first, with the lease each one's deliveries get.
 func claimCandidates(ctx context.Context, tx *sql.Tx, params *store.DeliveryClaimParams) ([]*claimCandidate, error) {
 	now := ms(params.Now)
-	rows, err := tx.QueryContext(ctx, `SELECT id, timeout_ms, oldest FROM (
-			SELECT s.id, s.timeout_ms, (SELECT d.next_attempt_at FROM deliveries d
+	rows, err := tx.QueryContext(ctx, `SELECT id, timeout_ms, ordering, key_interval_ms, oldest FROM (
+			SELECT s.id, s.timeout_ms, s.ordering, s.key_interval_ms, (SELECT d.next_attempt_at FROM deliveries d
 				WHERE d.state = 'pending' AND d.tier = ? AND d.subscription_id = s.id AND d.next_attempt_at <= ?
 				ORDER BY d.next_attempt_at LIMIT 1) AS oldest
 			FROM subscriptions s WHERE s.state = 'enabled' AND s.deleted_at IS NULL)
@@ -149,7 +170,7 @@ func claimCandidates(ctx context.Context, tx *sql.Tx, params *store.DeliveryClai
 			c         claimCandidate
 			timeoutMS int64
 		)
-		if err := rows.Scan(&c.id, &timeoutMS, &c.oldest); err != nil {
+		if err := rows.Scan(&c.id, &timeoutMS, &c.ordering, &c.keyIntervalMS, &c.oldest); err != nil {
 			return nil, err
 		}
 		// A lease must outlive the request it covers: never shorter than

@@ -39,7 +39,9 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, params *store.Delivery
 			return err
 		}
 		defer apply.Close()
-		exists, err := tx.PrepareContext(ctx, `SELECT 1 FROM deliveries WHERE id = ?`)
+		// keyed is 1 for a delivery with an event key: its key may be held
+		// (ordering.go) and is freed with the outcome.
+		exists, err := tx.PrepareContext(ctx, `SELECT event_key <> '' FROM deliveries WHERE id = ?`)
 		if err != nil {
 			return err
 		}
@@ -47,8 +49,8 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, params *store.Delivery
 
 		delivered := 0
 		for _, o := range params.Outcomes {
-			var one int
-			if err := exists.QueryRowContext(ctx, o.DeliveryID).Scan(&one); errors.Is(err, sql.ErrNoRows) {
+			var keyed int
+			if err := exists.QueryRowContext(ctx, o.DeliveryID).Scan(&keyed); errors.Is(err, sql.ErrNoRows) {
 				res.Stale = append(res.Stale, o.DeliveryID)
 				continue
 			} else if err != nil {
@@ -76,6 +78,11 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, params *store.Delivery
 				continue
 			}
 			res.Applied++
+			if keyed == 1 {
+				if err := keyComplete(ctx, tx, o.DeliveryID, o.LeaseOwner, o.State == herald.DeliveryDelivered); err != nil {
+					return fmt.Errorf("delivery %s key: %w", o.DeliveryID, err)
+				}
+			}
 			if o.State == herald.DeliveryDelivered {
 				delivered++
 			}
@@ -99,6 +106,13 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, params *store.Delivery
 		}
 		if disabled {
 			if err := bumpSubscriptionsVersion(ctx, tx); err != nil {
+				return err
+			}
+		}
+
+		for _, p := range params.PauseSubscriptions {
+			if _, err := tx.ExecContext(ctx, `UPDATE subscriptions SET paused_until = MAX(COALESCE(paused_until, 0), ?)
+				WHERE id = ? AND deleted_at IS NULL`, ms(p.Until), p.ID); err != nil {
 				return err
 			}
 		}

@@ -165,12 +165,29 @@ func (s *Store) DeliveryList(ctx context.Context, params *store.DeliveryListPara
 // subscription, so a disabled subscription's backlog costs nothing.
 func (s *Store) DeliveryNextDue(ctx context.Context, params *store.DeliveryNextDueParams) (*time.Time, error) {
 	var next sql.NullInt64
+	// Throttled subscriptions are left to throttleNextDue (throttle.go).
 	err := s.rdb.QueryRowContext(ctx, `SELECT MIN((SELECT d.next_attempt_at FROM deliveries d
 			WHERE d.state = 'pending' AND d.tier = ? AND d.subscription_id = s.id
 			ORDER BY d.next_attempt_at LIMIT 1))
-		FROM subscriptions s WHERE s.state = 'enabled' AND s.deleted_at IS NULL`, params.Tier).Scan(&next)
+		FROM subscriptions s WHERE s.state = 'enabled' AND s.deleted_at IS NULL
+			AND NOT `+throttledPredicate+` AND NOT `+orderedPredicate, params.Tier).Scan(&next)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: delivery next due: %w", unavailable(err))
+	}
+	throttled, err := throttleNextDue(ctx, s.rdb, params.Tier, ms(params.Now))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: delivery next due: %w", unavailable(err))
+	}
+	if throttled != nil && (!next.Valid || *throttled < next.Int64) {
+		next = sql.NullInt64{Int64: *throttled, Valid: true}
+	}
+	// Ordered subscriptions are left to orderedNextDue (ordering.go).
+	ordered, err := orderedNextDue(ctx, s.rdb, params.Tier, ms(params.Now))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: delivery next due: %w", unavailable(err))
+	}
+	if ordered.Valid && (!next.Valid || ordered.Int64 < next.Int64) {
+		next = ordered
 	}
 	return fromNullMS(next), nil
 }
@@ -183,6 +200,9 @@ func (s *Store) DeliveryRelease(ctx context.Context, params *store.DeliveryRelea
 	var n int64
 	now := ms(params.Now)
 	err := s.writeTx(ctx, "delivery release", func(tx *sql.Tx) error {
+		if err := keysRelease(ctx, tx, params.IDs, params.LeaseOwner); err != nil {
+			return err
+		}
 		args := append([]any{now, now, params.LeaseOwner}, anySlice(params.IDs)...)
 		res, err := tx.ExecContext(ctx, `UPDATE deliveries SET state = 'pending', next_attempt_at = ?,
 			lease_owner = NULL, lease_until = NULL, updated_at = ?
@@ -202,6 +222,9 @@ func (s *Store) DeliveryRescue(ctx context.Context, params *store.DeliveryRescue
 	var n int64
 	now := ms(params.Now)
 	err := s.writeTx(ctx, "delivery rescue", func(tx *sql.Tx) error {
+		if err := keysRescue(ctx, tx, now); err != nil {
+			return err
+		}
 		res, err := tx.ExecContext(ctx, `UPDATE deliveries SET state = 'pending', next_attempt_at = ?,
 			lease_owner = NULL, lease_until = NULL, updated_at = ?
 			WHERE state = 'in_flight' AND lease_until < ?`, now, now, now)

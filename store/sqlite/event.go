@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/heraldhq/herald"
@@ -25,64 +26,180 @@ func (s *Store) EventInsertMany(ctx context.Context, params *store.EventInsertMa
 	return out, nil
 }
 
+// Rows per multi-row INSERT. A statement binds rows×columns parameters
+// (SQLite allows 32766); 250 rows keeps both inserts well under that and
+// most group commits in one or two statements.
+const insertChunk = 250
+
 // insertEvents is EventInsertMany inside an open transaction (also used by
-// DeliveryCompleteMany for system events). Statements are prepared once per
-// call: a batch of 1000 events runs the same two inserts thousands of times.
+// DeliveryCompleteMany for system events).
+//
+// Events and deliveries go in as multi-row INSERTs, insertChunk rows per
+// statement: per-row statements spent most of their time in the driver
+// (a cgo call, a context watcher and argument conversion per row), not in
+// SQLite. INSERT … ON CONFLICT DO NOTHING RETURNING id names the events
+// actually inserted; only their deliveries are written, and the few
+// duplicates are answered with their stored delivery count.
 func insertEvents(ctx context.Context, tx *sql.Tx, events []store.EventInsert, now time.Time) ([]store.EventInsertResult, error) {
 	if len(events) == 0 {
 		return []store.EventInsertResult{}, nil
 	}
-	insEvent, err := tx.PrepareContext(ctx, `INSERT INTO events (id, type, key, version, data, delivery_count, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`)
-	if err != nil {
-		return nil, err
-	}
-	defer insEvent.Close()
-	insDelivery, err := tx.PrepareContext(ctx, `INSERT INTO deliveries (id, event_id, subscription_id, state, tier,
-		next_attempt_at, event_key, event_version, created_at, updated_at)
-		VALUES (?, ?, ?, 'pending', 0, ?, ?, ?, ?, ?)`)
-	if err != nil {
-		return nil, err
-	}
-	defer insDelivery.Close()
-
-	nowMS := ms(now)
 	out := make([]store.EventInsertResult, len(events))
-	seen := make(map[string]int, len(events)) // event id -> delivery count of its first occurrence
+	// first maps an event id to the index of its first occurrence: a
+	// repeat inside one call is a duplicate of that one.
+	first := make(map[string]int, len(events))
+	unique := make([]int, 0, len(events))
 	for i, in := range events {
-		ev := in.Event
-		if n, ok := seen[ev.ID]; ok {
-			out[i] = store.EventInsertResult{ID: ev.ID, Duplicate: true, DeliveryCount: n}
+		if _, ok := first[in.Event.ID]; ok {
+			continue
+		}
+		first[in.Event.ID] = i
+		unique = append(unique, i)
+	}
+
+	inserted := make(map[string]bool, len(unique))
+	for lo := 0; lo < len(unique); lo += insertChunk {
+		chunk := unique[lo:min(lo+insertChunk, len(unique))]
+		if err := insertEventRows(ctx, tx, events, chunk, inserted); err != nil {
+			return nil, err
+		}
+	}
+
+	var (
+		dupIDs []any
+		dls    []deliveryRow
+	)
+	nowMS := ms(now)
+	for _, i := range unique {
+		ev := events[i].Event
+		if !inserted[ev.ID] {
+			dupIDs = append(dupIDs, ev.ID)
 			continue
 		}
 		var version any
 		if ev.Version != nil {
 			version = *ev.Version
 		}
-		res, err := insEvent.ExecContext(ctx, ev.ID, ev.Type, ev.Key, version, []byte(store.RawJSON(ev.Data)),
-			len(in.Deliveries), ms(ev.CreatedAt))
-		if err != nil {
-			return nil, fmt.Errorf("event %s: %w", ev.ID, err)
+		for _, d := range events[i].Deliveries {
+			dls = append(dls, deliveryRow{d: d, eventID: ev.ID, key: ev.Key, version: version})
 		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			var count int
-			if err := tx.QueryRowContext(ctx, `SELECT delivery_count FROM events WHERE id = ?`, ev.ID).Scan(&count); err != nil {
+	}
+	for lo := 0; lo < len(dls); lo += insertChunk {
+		if err := insertDeliveryRows(ctx, tx, dls[lo:min(lo+insertChunk, len(dls))], nowMS); err != nil {
+			return nil, err
+		}
+	}
+
+	stored := map[string]int{} // delivery counts of events stored before this call
+	for lo := 0; lo < len(dupIDs); lo += insertChunk {
+		ids := dupIDs[lo:min(lo+insertChunk, len(dupIDs))]
+		rows, err := tx.QueryContext(ctx, `SELECT id, delivery_count FROM events WHERE id IN (`+placeholders(len(ids))+`)`, ids...)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var id string
+			var n int
+			if err := rows.Scan(&id, &n); err != nil {
+				rows.Close()
 				return nil, err
 			}
-			seen[ev.ID] = count
-			out[i] = store.EventInsertResult{ID: ev.ID, Duplicate: true, DeliveryCount: count}
-			continue
+			stored[id] = n
 		}
-		for _, d := range in.Deliveries {
-			if _, err := insDelivery.ExecContext(ctx, d.ID, ev.ID, d.SubscriptionID, ms(d.NextAttemptAt),
-				ev.Key, version, nowMS, nowMS); err != nil {
-				return nil, fmt.Errorf("event %s delivery %s: %w", ev.ID, d.ID, err)
+		if err := rows.Close(); err != nil {
+			return nil, err
+		}
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+
+	for i, in := range events {
+		id := in.Event.ID
+		f := first[id]
+		switch {
+		case inserted[id] && f == i:
+			out[i] = store.EventInsertResult{ID: id, DeliveryCount: len(in.Deliveries)}
+		case inserted[id]:
+			out[i] = store.EventInsertResult{ID: id, Duplicate: true, DeliveryCount: len(events[f].Deliveries)}
+		default:
+			n, ok := stored[id]
+			if !ok {
+				return nil, fmt.Errorf("event %s neither inserted nor found", id)
 			}
+			out[i] = store.EventInsertResult{ID: id, Duplicate: true, DeliveryCount: n}
 		}
-		seen[ev.ID] = len(in.Deliveries)
-		out[i] = store.EventInsertResult{ID: ev.ID, DeliveryCount: len(in.Deliveries)}
 	}
 	return out, nil
+}
+
+// insertEventRows inserts events[idx…] in one statement and marks the ids
+// it inserted (the others already existed).
+func insertEventRows(ctx context.Context, tx *sql.Tx, events []store.EventInsert, idx []int, inserted map[string]bool) error {
+	const cols = 7
+	var q strings.Builder
+	q.Grow(128 + len(idx)*16)
+	q.WriteString(`INSERT INTO events (id, type, key, version, data, delivery_count, created_at) VALUES `)
+	args := make([]any, 0, len(idx)*cols)
+	for n, i := range idx {
+		if n > 0 {
+			q.WriteByte(',')
+		}
+		q.WriteString(`(?,?,?,?,?,?,?)`)
+		in := events[i]
+		ev := in.Event
+		var version any
+		if ev.Version != nil {
+			version = *ev.Version
+		}
+		args = append(args, ev.ID, ev.Type, ev.Key, version, []byte(store.RawJSON(ev.Data)),
+			len(in.Deliveries), ms(ev.CreatedAt))
+	}
+	q.WriteString(` ON CONFLICT (id) DO NOTHING RETURNING id`)
+	rows, err := tx.QueryContext(ctx, q.String(), args...)
+	if err != nil {
+		return fmt.Errorf("inserting events: %w", err)
+	}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return err
+		}
+		inserted[id] = true
+	}
+	if err := rows.Close(); err != nil {
+		return err
+	}
+	return rows.Err()
+}
+
+// deliveryRow is one delivery to insert with the event fields it copies.
+type deliveryRow struct {
+	d       store.DeliveryInsert
+	eventID string
+	key     string
+	version any
+}
+
+func insertDeliveryRows(ctx context.Context, tx *sql.Tx, dls []deliveryRow, nowMS int64) error {
+	const cols = 8
+	var q strings.Builder
+	q.Grow(200 + len(dls)*32)
+	q.WriteString(`INSERT INTO deliveries (id, event_id, subscription_id, state, tier,
+		next_attempt_at, event_key, event_version, created_at, updated_at) VALUES `)
+	args := make([]any, 0, len(dls)*cols)
+	for n, r := range dls {
+		if n > 0 {
+			q.WriteByte(',')
+		}
+		q.WriteString(`(?,?,?,'pending',0,?,?,?,?,?)`)
+		args = append(args, r.d.ID, r.eventID, r.d.SubscriptionID, ms(r.d.NextAttemptAt), r.key, r.version, nowMS, nowMS)
+	}
+	if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
+		return fmt.Errorf("inserting deliveries: %w", err)
+	}
+	return nil
 }
 
 // EventGet returns an event and its deliveries.

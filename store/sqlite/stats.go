@@ -66,7 +66,16 @@ func (s *Store) StatsGet(ctx context.Context, params *store.StatsGetParams) (*st
 		if err := rows.Err(); err != nil {
 			return err
 		}
+		// Skipped and superseded (ordering "latest"): partial index
+		// deliveries_unsent (002_ordering.sql).
+		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(SUM(state = 'skipped'), 0), COALESCE(SUM(state = 'superseded'), 0)
+			FROM deliveries WHERE state IN ('skipped', 'superseded')`).Scan(&st.Skipped, &st.Superseded); err != nil {
+			return err
+		}
 		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM deliveries WHERE state = 'dead'`).Scan(&st.Dead); err != nil {
+			return err
+		}
+		if st.Throttled, err = throttledCount(ctx, tx, params.Tiers, now); err != nil {
 			return err
 		}
 		return tx.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'delivered_total'`).Scan(&st.DeliveredTotal)

@@ -43,6 +43,9 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Delivery", testDelivery},
 		{"DeadLetter", testDeadLetter},
 		{"Stats", testStats},
+		{"Ordering", testOrdering},
+		{"Retention", testRetention},
+		{"Throttle", testThrottle},
 	}
 	for _, area := range areas {
 		t.Run(area.name, func(t *testing.T) {
@@ -91,8 +94,8 @@ func newSubscription(mods ...func(*herald.Subscription)) *herald.Subscription {
 		Headers:       map[string]string{"x-tenant": "a"},
 		Ordering:      herald.OrderingNone,
 		KeyIntervalMS: 250,
-		RateLimit:     &herald.RateLimit{Max: 10, PerSeconds: 1},
-		MaxInFlight:   4,
+		RateLimit:     nil, // throttles claims: throttle.go tests it
+		MaxInFlight:   0,
 		TimeoutMS:     10_000,
 		Description:   "test subscription",
 		Metadata:      json.RawMessage(`{"team":"search"}`),

@@ -19,6 +19,7 @@ func testSubscription(t *testing.T, newStore NewStoreFunc) {
 		want := newSubscription(func(s *herald.Subscription) {
 			s.Filter = &herald.Filter{ESQuery: json.RawMessage(`{"term":{"type":"bundle.indexed"}}`)}
 			s.Ordering = herald.OrderingLatest
+			s.RateLimit, s.MaxInFlight = &herald.RateLimit{Max: 10, PerSeconds: 1}, 4
 		})
 		created, err := b.store.SubscriptionCreate(b.ctx, &store.SubscriptionCreateParams{
 			Subscription: want, Secret: "whsec_first", Now: now,

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald/internal/testdb"
+)
+
+// runBenchJSON runs herald bench with --json and decodes its output.
+func runBenchJSON(t *testing.T, args ...string) benchResult {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	err := runBench(t.Context(), append([]string{"--json", "--progress=false"}, args...), &out, &errOut)
+	require.NoError(t, err, "stderr:\n%s", errOut.String())
+	var res benchResult
+	require.NoError(t, json.Unmarshal(out.Bytes(), &res), "output:\n%s", out.String())
+	// Every field the JSON promises is present (decoding into a map
+	// catches a renamed tag that the struct decode would hide).
+	var fields map[string]any
+	require.NoError(t, json.Unmarshal(out.Bytes(), &fields))
+	for _, k := range []string{
+		"target", "mode", "concurrency", "fanout", "payload_bytes", "published", "publish_errors",
+		"events_per_second", "publish_call_p50_ms", "publish_call_p99_ms", "deliveries_expected",
+		"delivered", "dead", "deliveries_per_second", "latency_p50_ms", "latency_p95_ms", "latency_p99_ms",
+		"complete", "ceiling", "ceiling_ratio",
+	} {
+		require.Contains(t, fields, k)
+	}
+	return res
+}
+
+// requireSane checks what any successful run must satisfy, whatever the
+// machine's speed: no timing thresholds.
+func requireSane(t *testing.T, res benchResult, events, fanout int64) {
+	t.Helper()
+	require.Equal(t, events, res.Published)
+	require.Zero(t, res.PublishErrors)
+	require.Equal(t, events*fanout, res.DeliveriesWanted)
+	require.True(t, res.Complete, "%+v", res)
+	// Dead letters are possible only when the receiver fails on purpose
+	// (and then only after five failures in a row).
+	require.GreaterOrEqual(t, res.Delivered+res.Dead, res.DeliveriesWanted, "%+v", res)
+	require.Positive(t, res.EventsPerSecond)
+	require.Positive(t, res.DeliveriesPerSec)
+	require.Positive(t, res.LatencyP50Ms)
+	require.LessOrEqual(t, res.LatencyP50Ms, res.LatencyP95Ms)
+	require.LessOrEqual(t, res.LatencyP95Ms, res.LatencyP99Ms)
+	require.Positive(t, res.PublishCallP50Ms)
+	require.LessOrEqual(t, res.PublishCallP50Ms, res.PublishCallP99Ms)
+	require.Positive(t, res.Ceiling.Requests)
+	require.Positive(t, res.Ceiling.PerSecond)
+	require.Positive(t, res.CeilingRatio)
+}
+
+func TestBenchSQLite(t *testing.T) {
+	t.Parallel()
+
+	t.Run("Single", func(t *testing.T) {
+		t.Parallel()
+		res := runBenchJSON(t, "--count", "200", "--concurrency", "8", "--ceiling-time", "2s")
+		require.Equal(t, "in-process sqlite", res.Target)
+		require.Equal(t, "single", res.Mode)
+		requireSane(t, res, 200, 1)
+	})
+
+	t.Run("BatchFanout", func(t *testing.T) {
+		t.Parallel()
+		res := runBenchJSON(t, "--count", "200", "--batch", "50", "--fanout", "2", "--concurrency", "2",
+			"--sqlite-synchronous", "normal", "--ceiling-time", "2s")
+		require.Equal(t, "batch", res.Mode)
+		require.Equal(t, 50, res.Batch)
+		requireSane(t, res, 200, 2)
+	})
+
+	t.Run("FailuresAreRetried", func(t *testing.T) {
+		t.Parallel()
+		// Every 4th request fails; tiers are 0s,100ms,… so the retries
+		// land within the run and every delivery still arrives.
+		res := runBenchJSON(t, "--count", "100", "--concurrency", "4", "--fail-ratio", "0.25", "--ceiling-time", "1s")
+		requireSane(t, res, 100, 1)
+		require.Positive(t, res.FailedAttempts)
+	})
+
+	t.Run("Drain", func(t *testing.T) {
+		t.Parallel()
+		res := runBenchJSON(t, "--count", "200", "--drain", "--ceiling-time", "1s")
+		require.True(t, res.Drain)
+		requireSane(t, res, 200, 1)
+	})
+}
+
+func TestBenchRefusesNonLoopback(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"--target", "http://192.0.2.1:8080", "--token", "x"},
+		{"--target", "http://example.com", "--token", "x"},
+		{"--database-url", "postgres://db.example.com/herald"},
+		{"--target", "http://127.0.0.1:8080"}, // no token
+		{"--count", "0"},
+		{"--duration", "11m"},
+		{"--target", "http://127.0.0.1:1", "--token", "x", "--drain"},
+	} {
+		var out, errOut bytes.Buffer
+		require.Error(t, runBench(t.Context(), args, &out, &errOut), "args %v", args)
+		require.Empty(t, out.String())
+	}
+}
+
+func TestBenchPostgres(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	conn, err := pgx.Connect(ctx, testdb.URL())
+	if err != nil {
+		t.Skipf("SKIP: PostgreSQL not reachable at %s (set HERALD_TEST_DATABASE_URL): %v", testdb.URL(), err)
+	}
+	defer conn.Close(ctx)
+	benchSchemas := func() []string {
+		rows, err := conn.Query(ctx, `SELECT nspname FROM pg_namespace WHERE nspname LIKE 'herald_bench_%'`)
+		require.NoError(t, err)
+		names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		return names
+	}
+	before := benchSchemas()
+
+	res := runBenchJSON(t, "--database-url", testdb.URL(), "--count", "200", "--concurrency", "8", "--ceiling-time", "1s")
+	require.Equal(t, "in-process postgres", res.Target)
+	requireSane(t, res, 200, 1)
+	// The run's schema is dropped afterwards (others' runs may come and go
+	// meanwhile, so compare as sets: nothing new is left behind).
+	require.Subset(t, before, benchSchemas())
+}

@@ -1,0 +1,190 @@
+package metrics
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/delivery"
+	"github.com/heraldhq/herald/ingest"
+	"github.com/heraldhq/herald/store"
+)
+
+// Observer turns ingest, delivery and maintenance measurements into
+// Prometheus series. It implements ingest.Observer and delivery.Observer.
+//
+// Series:
+//
+//	herald_delivery_attempts_total{outcome,error_class}   attempts written (outcome: delivered, retry, dead, gone)
+//	herald_deliveries_total{outcome}                      deliveries finished (delivered, dead; gone counts as dead)
+//	herald_delivery_attempt_duration_seconds              request durations
+//	herald_publish_duration_seconds                       time a publish call waited for its commit
+//	herald_publish_to_delivery_seconds                    event created → delivered
+//	herald_ingest_commit_batch_size                       events per ingest commit
+//	herald_ingest_commit_duration_seconds                 ingest commit durations
+//	herald_completion_batch_size                          outcomes per completion transaction
+//	herald_completion_duration_seconds                    completion transaction durations
+//	herald_queue_stale_alarms_total{tier}                 herald.queue.stale events raised
+//	herald_retention_deleted_total{kind}                  rows deleted by retention (deliveries, dead, events)
+type Observer struct {
+	attempts        *prometheus.CounterVec
+	deliveries      *prometheus.CounterVec
+	attemptDuration prometheus.Histogram
+	publish         *prometheus.HistogramVec
+	endToEnd        prometheus.Histogram
+	commitSize      prometheus.Histogram
+	commitDuration  prometheus.Histogram
+	completeSize    prometheus.Histogram
+	completeTook    prometheus.Histogram
+	staleAlarms     *prometheus.CounterVec
+	retention       *prometheus.CounterVec
+}
+
+var (
+	_ ingest.Observer   = (*Observer)(nil)
+	_ delivery.Observer = (*Observer)(nil)
+)
+
+// batchBuckets fit group commits and completion batches (1 to 5,000).
+var batchBuckets = []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000}
+
+// NewObserver creates the series and registers them on reg (the registry
+// serve builds; no global registry).
+func NewObserver(reg prometheus.Registerer) *Observer {
+	o := &Observer{
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "herald_delivery_attempts_total",
+			Help: "Delivery attempts written, by outcome (delivered, retry, dead, gone) and error class.",
+		}, []string{"outcome", "error_class"}),
+		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "herald_deliveries_total",
+			Help: "Deliveries finished by an attempt, by outcome (delivered, dead).",
+		}, []string{"outcome"}),
+		attemptDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "herald_delivery_attempt_duration_seconds",
+			Help:    "Duration of delivery requests.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}),
+		publish: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "herald_publish_duration_seconds",
+			Help:    "Time a publish call waited for its commit, by result (ok, error).",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}, []string{"result"}),
+		endToEnd: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "herald_publish_to_delivery_seconds",
+			Help:    "Time from an event's creation to a successful delivery of it (retries included).",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 3600, 86400},
+		}),
+		commitSize: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "herald_ingest_commit_batch_size",
+			Help:    "Events per ingest group commit.",
+			Buckets: batchBuckets,
+		}),
+		commitDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "herald_ingest_commit_duration_seconds",
+			Help:    "Duration of ingest commits.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
+		}),
+		completeSize: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "herald_completion_batch_size",
+			Help:    "Outcomes per delivery completion transaction.",
+			Buckets: batchBuckets,
+		}),
+		completeTook: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "herald_completion_duration_seconds",
+			Help:    "Duration of completion transactions (store retries included).",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 5},
+		}),
+		staleAlarms: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "herald_queue_stale_alarms_total",
+			Help: "herald.queue.stale events raised, by tier.",
+		}, []string{"tier"}),
+		retention: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "herald_retention_deleted_total",
+			Help: "Rows deleted by retention, by kind (deliveries, dead, events).",
+		}, []string{"kind"}),
+	}
+	reg.MustRegister(o.attempts, o.deliveries, o.attemptDuration, o.publish, o.endToEnd,
+		o.commitSize, o.commitDuration, o.completeSize, o.completeTook, o.staleAlarms, o.retention)
+	// Pre-create the common series so they read 0 before the first event
+	// (rate() over a series that appears late misses its first increment).
+	o.attempts.WithLabelValues(delivery.OutcomeDelivered, "none")
+	o.attempts.WithLabelValues(delivery.OutcomeRetry, string(herald.ErrorHTTPStatus))
+	o.attempts.WithLabelValues(delivery.OutcomeDead, string(herald.ErrorHTTPStatus))
+	o.attempts.WithLabelValues(delivery.OutcomeGone, string(herald.ErrorGone))
+	o.deliveries.WithLabelValues("delivered")
+	o.deliveries.WithLabelValues("dead")
+	o.publish.WithLabelValues("ok")
+	for _, k := range []string{"deliveries", "dead", "events"} {
+		o.retention.WithLabelValues(k)
+	}
+	return o
+}
+
+// errorClassLabel is the error_class label: "none" for a success,
+// "unknown" for a failure without a class.
+func errorClassLabel(outcome, class string) string {
+	if class == "" && outcome != delivery.OutcomeDelivered {
+		return "unknown"
+	}
+	if class == "" {
+		return "none"
+	}
+	return class
+}
+
+// ObservePublish implements ingest.Observer.
+func (o *Observer) ObservePublish(wait time.Duration, err error) {
+	res := "ok"
+	if err != nil {
+		res = "error"
+	}
+	o.publish.WithLabelValues(res).Observe(wait.Seconds())
+}
+
+// ObserveCommit implements ingest.Observer.
+func (o *Observer) ObserveCommit(events, _ int, took time.Duration, err error) {
+	if err != nil {
+		return
+	}
+	o.commitSize.Observe(float64(events))
+	o.commitDuration.Observe(took.Seconds())
+}
+
+// ObserveAttempt implements delivery.Observer.
+func (o *Observer) ObserveAttempt(a *delivery.AttemptObservation) {
+	o.attempts.WithLabelValues(a.Outcome, errorClassLabel(a.Outcome, string(a.ErrorClass))).Inc()
+	o.attemptDuration.Observe(a.Duration.Seconds())
+	if a.Stale {
+		return // the state did not change: another node owns the delivery
+	}
+	switch a.Outcome {
+	case delivery.OutcomeDelivered:
+		o.deliveries.WithLabelValues("delivered").Inc()
+		if !a.EventCreatedAt.IsZero() {
+			o.endToEnd.Observe(max(a.FinishedAt.Sub(a.EventCreatedAt), 0).Seconds())
+		}
+	case delivery.OutcomeDead, delivery.OutcomeGone:
+		o.deliveries.WithLabelValues("dead").Inc()
+	}
+}
+
+// ObserveCompleteBatch implements delivery.Observer.
+func (o *Observer) ObserveCompleteBatch(outcomes int, took time.Duration) {
+	o.completeSize.Observe(float64(outcomes))
+	o.completeTook.Observe(took.Seconds())
+}
+
+// ObserveStaleAlarm counts one herald.queue.stale event for tier.
+func (o *Observer) ObserveStaleAlarm(tier int) {
+	o.staleAlarms.WithLabelValues(strconv.Itoa(tier)).Inc()
+}
+
+// ObserveRetention counts rows a retention sweep deleted.
+func (o *Observer) ObserveRetention(r *store.RetentionSweepResult) {
+	o.retention.WithLabelValues("deliveries").Add(float64(r.Deliveries))
+	o.retention.WithLabelValues("dead").Add(float64(r.Dead))
+	o.retention.WithLabelValues("events").Add(float64(r.Events))
+}

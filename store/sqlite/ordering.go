@@ -1,0 +1,283 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+
+	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/store"
+)
+
+// Per-key ordering (fifo, latest): the claim path of ordered
+// subscriptions, and the key-state upkeep of completion, release and
+// rescue. The rules are store/ordering.go's; PlanKey decides, this file
+// reads and writes. SQLite has one writer, so the claim transaction alone
+// serializes every decision about a key.
+
+// orderedScanPage is how many due rows an ordered claim reads per query.
+const orderedScanPage = 500
+
+// orderedClaim is the state of one DeliveryClaim's ordered part: the keys
+// it already decided (each at most once per claim).
+type orderedClaim struct {
+	params *store.DeliveryClaimParams
+	now    int64
+	done   map[string]bool // subscription id + "\x00" + key
+}
+
+func newOrderedClaim(params *store.DeliveryClaimParams) *orderedClaim {
+	return &orderedClaim{params: params, now: ms(params.Now), done: map[string]bool{}}
+}
+
+// pickDue picks up to n due deliveries of candidate c for the claim:
+// unordered subscriptions through the plain pick, fifo and latest ones
+// through the per-key path. The caller leases what it returns.
+func pickDue(ctx context.Context, tx *sql.Tx, pick *sql.Stmt, ordered **orderedClaim,
+	params *store.DeliveryClaimParams, c *claimCandidate, n int) ([]string, error) {
+	if c.ordering != herald.OrderingFIFO && c.ordering != herald.OrderingLatest {
+		return pickIDs(ctx, pick, params.Tier, c.id, ms(params.Now), n)
+	}
+	if *ordered == nil {
+		*ordered = newOrderedClaim(params)
+	}
+	return (*ordered).pick(ctx, tx, c, n)
+}
+
+// pick chooses up to n deliveries of the ordered subscription c in the
+// claimed tier: keyless ones as they come, and for each key met among the
+// due rows (oldest due first) the one delivery PlanKey allows, applying
+// its skips and supersedes; it takes the key (holder) for what it
+// returns, which the caller leases in the same transaction. Stuck keys cost a row read each; they never
+// hold back other keys.
+func (o *orderedClaim) pick(ctx context.Context, tx *sql.Tx, c *claimCandidate, n int) ([]string, error) {
+	var (
+		out      []string
+		afterAt  int64 = -1 << 62
+		afterID  string
+		interval = time.Duration(c.keyIntervalMS) * time.Millisecond
+		tier     = o.params.Tier
+	)
+	for len(out) < n {
+		rows, err := tx.QueryContext(ctx, `SELECT id, event_key, next_attempt_at FROM deliveries
+			WHERE state = 'pending' AND tier = ? AND subscription_id = ? AND next_attempt_at <= ?
+			  AND (next_attempt_at > ? OR (next_attempt_at = ? AND id > ?))
+			ORDER BY next_attempt_at, id LIMIT ?`, tier, c.id, o.now, afterAt, afterAt, afterID, orderedScanPage)
+		if err != nil {
+			return nil, err
+		}
+		type due struct {
+			id, key string
+			at      int64
+		}
+		var page []due
+		for rows.Next() {
+			var d due
+			if err := rows.Scan(&d.id, &d.key, &d.at); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			page = append(page, d)
+		}
+		if err := rows.Close(); err != nil {
+			return nil, err
+		}
+		for _, d := range page {
+			if len(out) >= n {
+				break
+			}
+			if d.key == "" {
+				out = append(out, d.id)
+				continue
+			}
+			k := c.id + "\x00" + d.key
+			if o.done[k] {
+				continue
+			}
+			o.done[k] = true
+			id, err := o.decideKey(ctx, tx, c, d.key, interval)
+			if err != nil {
+				return nil, err
+			}
+			if id != "" {
+				out = append(out, id)
+			}
+		}
+		if len(page) < orderedScanPage {
+			break
+		}
+		last := page[len(page)-1]
+		afterAt, afterID = last.at, last.id
+	}
+	return out, nil
+}
+
+// decideKey plans one key, applies skips and supersedes, and claims the
+// key's next delivery when it is claimable in this tier now. It returns
+// the claimed id or "".
+func (o *orderedClaim) decideKey(ctx context.Context, tx *sql.Tx, c *claimCandidate, key string, interval time.Duration) (string, error) {
+	st, err := readKeyState(ctx, tx, c.id, key)
+	if err != nil {
+		return "", err
+	}
+	rows, err := readKeyDeliveries(ctx, tx, c.id, key)
+	if err != nil {
+		return "", err
+	}
+	plan := store.PlanKey(c.ordering, interval, st, rows, o.params.Now)
+	if err := finishUnsent(ctx, tx, herald.DeliverySkipped, plan.Skip, o.now); err != nil {
+		return "", err
+	}
+	if err := finishUnsent(ctx, tx, herald.DeliverySuperseded, plan.Supersede, o.now); err != nil {
+		return "", err
+	}
+	if !plan.Claimable(o.params.Tier, o.params.Now) {
+		return "", nil
+	}
+	// The caller leases plan.Next in this transaction; the key records it
+	// as its holder now.
+	if _, err := tx.ExecContext(ctx, `INSERT INTO delivery_keys (subscription_id, event_key, holder, holder_owner,
+			holder_until, last_sent_at) VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (subscription_id, event_key) DO UPDATE SET holder = excluded.holder,
+			holder_owner = excluded.holder_owner, holder_until = excluded.holder_until,
+			last_sent_at = excluded.last_sent_at`,
+		c.id, key, plan.Next, o.params.LeaseOwner, c.lease, o.now); err != nil {
+		return "", err
+	}
+	return plan.Next, nil
+}
+
+// finishUnsent moves pending deliveries to skipped or superseded.
+func finishUnsent(ctx context.Context, tx *sql.Tx, state herald.DeliveryState, ids []string, now int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, `UPDATE deliveries SET state = ?, next_attempt_at = NULL, updated_at = ?
+		WHERE state = 'pending' AND id IN (`+placeholders(len(ids))+`)`,
+		append([]any{string(state), now}, anySlice(ids)...)...)
+	return err
+}
+
+// readKeyState reads a key's state; a key never claimed has a zero state.
+func readKeyState(ctx context.Context, q queryer, subID, key string) (*store.KeyState, error) {
+	var (
+		holder, posID      sql.NullString
+		version, posAt, at sql.NullInt64
+	)
+	err := q.QueryRowContext(ctx, `SELECT holder, last_version, last_pos_at, last_pos_id, last_sent_at
+		FROM delivery_keys WHERE subscription_id = ? AND event_key = ?`, subID, key).
+		Scan(&holder, &version, &posAt, &posID, &at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return &store.KeyState{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	st := &store.KeyState{Held: holder.Valid, LastSentAt: fromNullMS(at), LastPosID: posID.String}
+	if version.Valid {
+		v := version.Int64
+		st.LastVersion = &v
+	}
+	if posAt.Valid {
+		st.LastPosAt = fromMS(posAt.Int64)
+	}
+	return st, nil
+}
+
+// readKeyDeliveries reads a key's unfinished deliveries in publish order
+// (index deliveries_key_order).
+func readKeyDeliveries(ctx context.Context, q queryer, subID, key string) ([]store.KeyDelivery, error) {
+	rows, err := q.QueryContext(ctx, `SELECT id, state, tier, next_attempt_at, event_version, created_at
+		FROM deliveries WHERE subscription_id = ? AND event_key = ? AND event_key <> ''
+		  AND state IN ('pending', 'in_flight')
+		ORDER BY created_at, id`, subID, key)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.KeyDelivery
+	for rows.Next() {
+		var (
+			d         store.KeyDelivery
+			state     string
+			next, ver sql.NullInt64
+			created   int64
+		)
+		if err := rows.Scan(&d.ID, &state, &d.Tier, &next, &ver, &created); err != nil {
+			return nil, err
+		}
+		d.State, d.NextAttemptAt, d.CreatedAt = herald.DeliveryState(state), fromNullMS(next), fromMS(created)
+		if ver.Valid {
+			v := ver.Int64
+			d.Version = &v
+		}
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
+
+// keyComplete frees the key held by an applied outcome's delivery and,
+// when it was delivered, raises the key's last delivered version (never
+// lowers it) or publish position. Keys that were never claimed (unordered
+// subscriptions) have no row: the update matches nothing.
+func keyComplete(ctx context.Context, tx *sql.Tx, id, owner string, delivered bool) error {
+	_, err := tx.ExecContext(ctx, `UPDATE delivery_keys SET holder = NULL, holder_owner = NULL, holder_until = NULL,
+			last_version = CASE WHEN ? AND d.event_version IS NOT NULL
+				THEN max(COALESCE(last_version, d.event_version), d.event_version) ELSE last_version END,
+			last_pos_at = CASE WHEN ? AND d.event_version IS NULL
+				AND (last_pos_at IS NULL OR d.created_at > last_pos_at OR (d.created_at = last_pos_at AND d.id > last_pos_id))
+				THEN d.created_at ELSE last_pos_at END,
+			last_pos_id = CASE WHEN ? AND d.event_version IS NULL
+				AND (last_pos_at IS NULL OR d.created_at > last_pos_at OR (d.created_at = last_pos_at AND d.id > last_pos_id))
+				THEN d.id ELSE last_pos_id END
+		FROM (SELECT id, subscription_id, event_key, event_version, created_at FROM deliveries WHERE id = ?) AS d
+		WHERE delivery_keys.subscription_id = d.subscription_id AND delivery_keys.event_key = d.event_key
+		  AND delivery_keys.holder = d.id AND delivery_keys.holder_owner = ?`,
+		delivered, delivered, delivered, id, owner)
+	return err
+}
+
+// keysReleaseOwner frees the keys held by deliveries released by owner.
+func keysRelease(ctx context.Context, tx *sql.Tx, ids []string, owner string) error {
+	_, err := tx.ExecContext(ctx, `UPDATE delivery_keys SET holder = NULL, holder_owner = NULL, holder_until = NULL
+		WHERE holder IS NOT NULL AND holder_owner = ? AND holder IN (`+placeholders(len(ids))+`)`,
+		append([]any{owner}, anySlice(ids)...)...)
+	return err
+}
+
+// keysRescue frees the keys whose holder's lease expired before now, with
+// the rescue that makes those deliveries pending again.
+func keysRescue(ctx context.Context, tx *sql.Tx, now int64) error {
+	_, err := tx.ExecContext(ctx, `UPDATE delivery_keys SET holder = NULL, holder_owner = NULL, holder_until = NULL
+		WHERE holder IS NOT NULL AND holder_until < ?`, now)
+	return err
+}
+
+func msDuration(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
+
+// orderedPredicate selects fifo and latest subscriptions (alias s).
+const orderedPredicate = `(s.ordering IN ('fifo', 'latest'))`
+
+// orderedNextDue is DeliveryNextDue for ordered subscriptions (throttled
+// ones are throttle.go's): a due delivery whose key is blocked is not a
+// reason to wake — the completion that frees the key wakes the engine —
+// so it counts keyless deliveries, keyed ones that mature after now, and
+// the end of running key intervals.
+func orderedNextDue(ctx context.Context, q queryer, tier int, now int64) (sql.NullInt64, error) {
+	var next sql.NullInt64
+	err := q.QueryRowContext(ctx, `SELECT MIN(t) FROM (
+			SELECT (SELECT d.next_attempt_at FROM deliveries d
+				WHERE d.state = 'pending' AND d.tier = ? AND d.subscription_id = s.id
+				  AND (d.event_key = '' OR d.next_attempt_at > ?)
+				ORDER BY d.next_attempt_at LIMIT 1) AS t
+			FROM subscriptions s WHERE s.state = 'enabled' AND s.deleted_at IS NULL
+				AND `+orderedPredicate+` AND NOT `+throttledPredicate+`
+			UNION ALL
+			SELECT MIN(k.last_sent_at + s.key_interval_ms) FROM delivery_keys k
+				JOIN subscriptions s ON s.id = k.subscription_id
+			WHERE s.key_interval_ms > 0 AND k.holder IS NULL AND k.last_sent_at + s.key_interval_ms > ?
+				AND s.state = 'enabled' AND s.deleted_at IS NULL AND `+orderedPredicate+`
+				AND NOT `+throttledPredicate+`)`, tier, now, now).Scan(&next)
+	return next, err
+}

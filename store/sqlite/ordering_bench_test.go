@@ -1,0 +1,16 @@
+package sqlite_test
+
+import (
+	"testing"
+
+	"github.com/heraldhq/herald/store"
+	"github.com/heraldhq/herald/store/storetest"
+)
+
+// BenchmarkOrderingClaim: latest over 1,000 hot keys against ordering none
+// (storetest.BenchmarkOrderingClaim).
+//
+//	go test -run '^$' -bench OrderingClaim ./store/sqlite/
+func BenchmarkOrderingClaim(b *testing.B) {
+	storetest.BenchmarkOrderingClaim(b, func(b *testing.B) store.Store { return benchStore(b, "normal") })
+}
