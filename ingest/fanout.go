@@ -61,7 +61,14 @@ func (f *Fanout) Refresh(ctx context.Context) error {
 		if s.State != herald.SubscriptionEnabled {
 			continue
 		}
-		m, err := filter.Compile(s.Filter)
+		var m filter.Matcher
+		var err error
+		if !s.Filter.IsZero() {
+			// A subscription without a filter gets no matcher, so events
+			// that only meet such subscriptions never pay for building a
+			// filter.Input (decoding data, CEL conversions).
+			m, err = filter.Compile(s.Filter)
+		}
 		if err != nil {
 			// Filters are compiled at create time, so this means a filter
 			// language change made an old filter invalid. Deliver nothing

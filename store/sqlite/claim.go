@@ -50,7 +50,7 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *store.DeliveryClaimPa
 		return out, nil
 	}
 	now := ms(params.Now)
-	err := s.writeTx(ctx, "delivery claim", func(tx *sql.Tx) error {
+	err := s.queueTx(ctx, "delivery claim", func(tx *sql.Tx) error {
 		cands, err := claimCandidates(ctx, tx, params)
 		if err != nil || len(cands) == 0 {
 			return err

@@ -24,7 +24,7 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, params *store.Delivery
 	}
 	res := &store.DeliveryCompleteManyResult{Stale: []string{}}
 	now := ms(params.Now)
-	err := s.writeTx(ctx, "delivery complete many", func(tx *sql.Tx) error {
+	err := s.queueTx(ctx, "delivery complete many", func(tx *sql.Tx) error {
 		insAttempt, err := tx.PrepareContext(ctx, `INSERT INTO attempts (delivery_id, n, at, duration_ms, status,
 			error, error_message, response_excerpt, tier) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 		if err != nil {

@@ -199,7 +199,7 @@ func (s *Store) DeliveryRelease(ctx context.Context, params *store.DeliveryRelea
 	}
 	var n int64
 	now := ms(params.Now)
-	err := s.writeTx(ctx, "delivery release", func(tx *sql.Tx) error {
+	err := s.queueTx(ctx, "delivery release", func(tx *sql.Tx) error {
 		if err := keysRelease(ctx, tx, params.IDs, params.LeaseOwner); err != nil {
 			return err
 		}
@@ -221,7 +221,7 @@ func (s *Store) DeliveryRelease(ctx context.Context, params *store.DeliveryRelea
 func (s *Store) DeliveryRescue(ctx context.Context, params *store.DeliveryRescueParams) (int, error) {
 	var n int64
 	now := ms(params.Now)
-	err := s.writeTx(ctx, "delivery rescue", func(tx *sql.Tx) error {
+	err := s.queueTx(ctx, "delivery rescue", func(tx *sql.Tx) error {
 		if err := keysRescue(ctx, tx, now); err != nil {
 			return err
 		}

@@ -48,7 +48,7 @@ func (s *Store) RetentionSweep(ctx context.Context, params *store.RetentionSweep
 		cutoff := ms(params.Now.Add(-params.Events))
 		for {
 			var n int64
-			err := s.writeTx(ctx, "retention: events", func(tx *sql.Tx) error {
+			err := s.queueTx(ctx, "retention: events", func(tx *sql.Tx) error {
 				r, err := tx.ExecContext(ctx, `DELETE FROM events WHERE id IN (
 					SELECT e.id FROM events e
 					WHERE e.created_at < ?
@@ -78,7 +78,7 @@ func (s *Store) sweepDeliveries(ctx context.Context, states []string, cutoff int
 	total := 0
 	for {
 		var n int
-		err := s.writeTx(ctx, "retention: deliveries", func(tx *sql.Tx) error {
+		err := s.queueTx(ctx, "retention: deliveries", func(tx *sql.Tx) error {
 			args := append(anySlice(states), cutoff, batch)
 			rows, err := tx.QueryContext(ctx, `SELECT id FROM deliveries
 				WHERE `+finishedPredicate+` AND state IN (`+placeholders(len(states))+`) AND updated_at < ?

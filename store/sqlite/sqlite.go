@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	sqlite3 "github.com/mattn/go-sqlite3"
@@ -57,6 +58,14 @@ type Store struct {
 	rdb     *sql.DB
 	path    string
 	release func() error
+
+	// writeMu serializes write transactions (there is one writer
+	// connection anyway) so the synchronous mode set before a transaction
+	// is the one its commit uses. syncMode is the writer's current mode;
+	// durableMode is the configured one.
+	writeMu     sync.Mutex
+	syncMode    string
+	durableMode string
 }
 
 var _ store.Store = (*Store)(nil)
@@ -70,11 +79,11 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if strings.ContainsRune(cfg.Path, '?') {
 		return nil, fmt.Errorf("sqlite: path must not contain '?': %s", cfg.Path)
 	}
-	sync := "FULL"
+	syncMode := "FULL"
 	switch strings.ToLower(cfg.Synchronous) {
 	case "", "full":
 	case "normal":
-		sync = "NORMAL"
+		syncMode = "NORMAL"
 	default:
 		return nil, fmt.Errorf("sqlite: Config.Synchronous must be \"full\" or \"normal\", not %q", cfg.Synchronous)
 	}
@@ -83,10 +92,10 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{path: cfg.Path, release: release}
+	s := &Store{path: cfg.Path, release: release, syncMode: syncMode, durableMode: syncMode}
 
 	base := fmt.Sprintf("%s?_journal_mode=WAL&_busy_timeout=%d&_foreign_keys=on&_synchronous=%s",
-		cfg.Path, busyTimeout.Milliseconds(), sync)
+		cfg.Path, busyTimeout.Milliseconds(), syncMode)
 	writerDSN := fmt.Sprintf("%s&_txlock=immediate&_cache_size=-%d", base, writerCacheKiB)
 	if s.db, err = sql.Open("sqlite3", writerDSN); err != nil {
 		_ = s.Close()
@@ -163,10 +172,40 @@ func unavailable(err error) error {
 	return err
 }
 
-// writeTx runs fn in one write transaction (BEGIN IMMEDIATE on the single
-// writer connection) and commits it; any error rolls everything back, so a
-// failed call changes nothing.
+// writeTx runs fn in one durable write transaction (BEGIN IMMEDIATE on the
+// single writer connection) and commits it; any error rolls everything
+// back, so a failed call changes nothing.
 func (s *Store) writeTx(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
+	return s.writeTxMode(ctx, op, true, fn)
+}
+
+// queueTx is writeTx for queue bookkeeping — claims, completions, releases,
+// rescues, retention — whose commit need not reach the disk before it
+// returns: it runs with synchronous=NORMAL. In WAL mode that keeps the
+// database consistent through any crash; a power loss may roll back the
+// last such commits, which only means a lease or an outcome is lost and the
+// delivery is attempted again (herald is at-least-once by design). Because
+// the WAL is append-only and replayed in order, the next durable commit
+// (an ingest, under synchronous=FULL) makes every earlier queue commit
+// durable too. Event ingest — what herald acknowledges — always keeps the
+// configured mode.
+func (s *Store) queueTx(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
+	return s.writeTxMode(ctx, op, false, fn)
+}
+
+func (s *Store) writeTxMode(ctx context.Context, op string, durable bool, fn func(tx *sql.Tx) error) error {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	mode := s.durableMode
+	if !durable {
+		mode = "NORMAL"
+	}
+	if mode != s.syncMode {
+		if _, err := s.db.ExecContext(ctx, "PRAGMA synchronous = "+mode); err != nil {
+			return fmt.Errorf("sqlite: %s: set synchronous: %w", op, unavailable(err))
+		}
+		s.syncMode = mode
+	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("sqlite: %s: begin: %w", op, unavailable(err))
