@@ -742,26 +742,36 @@ func (t prefixTest) test(v any) bool {
 }
 
 func prefixQuery(body any, path string) (esNode, error) {
+	field, s, ci, err := stringPatternParams(body, path, "value")
+	if err != nil {
+		return nil, err
+	}
+	return newFieldNode(field, path, prefixTest{prefix: s, ci: ci})
+}
+
+// stringPatternParams reads the field, string value (under any of
+// valueKeys) and case_insensitive option shared by prefix and wildcard; the
+// value comes back lower-cased when case_insensitive is set.
+func stringPatternParams(body any, path string, valueKeys ...string) (field, value string, ci bool, err error) {
 	field, spec, err := fieldParams(body, path)
 	if err != nil {
-		return nil, err
+		return "", "", false, err
 	}
-	raw, opts, _, err := specObject(spec, path, field, []string{"value"}, "case_insensitive", "rewrite")
+	raw, opts, _, err := specObject(spec, path, field, valueKeys, "case_insensitive", "rewrite")
 	if err != nil {
-		return nil, err
+		return "", "", false, err
 	}
-	ci, err := boolOption(opts, "case_insensitive", path, field)
-	if err != nil {
-		return nil, err
+	if ci, err = boolOption(opts, "case_insensitive", path, field); err != nil {
+		return "", "", false, err
 	}
 	s, ok := raw.(string)
 	if !ok {
-		return nil, filterError(path, "on %q: value must be a string, not %s", field, jsonType(raw))
+		return "", "", false, filterError(path, "on %q: value must be a string, not %s", field, jsonType(raw))
 	}
 	if ci {
 		s = strings.ToLower(s)
 	}
-	return newFieldNode(field, path, prefixTest{prefix: s, ci: ci})
+	return field, s, ci, nil
 }
 
 // wildcard
@@ -783,24 +793,9 @@ func (t *wildcardTest) test(v any) bool {
 }
 
 func wildcardQuery(body any, path string) (esNode, error) {
-	field, spec, err := fieldParams(body, path)
+	field, s, ci, err := stringPatternParams(body, path, "value", "wildcard")
 	if err != nil {
 		return nil, err
-	}
-	raw, opts, _, err := specObject(spec, path, field, []string{"value", "wildcard"}, "case_insensitive", "rewrite")
-	if err != nil {
-		return nil, err
-	}
-	ci, err := boolOption(opts, "case_insensitive", path, field)
-	if err != nil {
-		return nil, err
-	}
-	s, ok := raw.(string)
-	if !ok {
-		return nil, filterError(path, "on %q: value must be a string, not %s", field, jsonType(raw))
-	}
-	if ci {
-		s = strings.ToLower(s)
 	}
 	return newFieldNode(field, path, &wildcardTest{pattern: parseWildcard(s), ci: ci})
 }
