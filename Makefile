@@ -29,7 +29,7 @@ lint: ## gofmt and go vet
 	$(GO) vet $(PKGS)
 
 .PHONY: bench
-bench: ## Run the Go benchmarks once each (figures go in docs/benchmarks.md)
+bench: ## Run the Go benchmarks (record figures with their command in docs/benchmarks.md)
 	$(GO) test -run='^$$' -bench=. -benchmem $(PKGS)
 
 .PHONY: fuzz
