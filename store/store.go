@@ -521,3 +521,21 @@ func RawJSON(v json.RawMessage) json.RawMessage {
 	}
 	return v
 }
+
+// Paging limits of the List methods.
+const (
+	DefaultPageLimit = 100
+	MaxPageLimit     = 1000
+)
+
+// PageLimit applies the List methods' paging rule: 0 (or less) means
+// DefaultPageLimit, and no page is larger than MaxPageLimit.
+func PageLimit(n int) int {
+	switch {
+	case n <= 0:
+		return DefaultPageLimit
+	case n > MaxPageLimit:
+		return MaxPageLimit
+	}
+	return n
+}

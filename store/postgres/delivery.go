@@ -100,7 +100,7 @@ func (s *Store) DeliveryList(ctx context.Context, params *store.DeliveryListPara
 	if err != nil {
 		return nil, err
 	}
-	limit := pageLimit(params.Limit)
+	limit := store.PageLimit(params.Limit)
 	// The WHERE clause is built from the filters actually set, so each
 	// combination gets a plan that uses its own index (a generic plan for
 	// "$1 = '' OR col = $1" would not).
@@ -153,11 +153,7 @@ func (s *Store) DeliveryNextDue(ctx context.Context, params *store.DeliveryNextD
 	// in the same statement.
 	err = db.QueryRow(ctx, `SELECT least((SELECT min(n.next_attempt_at)
 		FROM subscriptions s
-		CROSS JOIN LATERAL (
-			SELECT d.next_attempt_at FROM deliveries d
-			WHERE d.tier = @tier AND d.subscription_id = s.id AND d.state = 'pending'
-			ORDER BY d.next_attempt_at LIMIT 1
-		) n
+		`+tierHeadSQL+`
 		WHERE s.state = 'enabled' AND s.deleted_at IS NULL AND NOT `+throttledPredicate+`
 			AND NOT `+orderedPredicate+`), (`+throttleNextDueSQL+`))`, throttleNextDueArgs(params.Tier, params.Now)).Scan(&next)
 	if err != nil {

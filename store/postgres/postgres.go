@@ -296,14 +296,3 @@ func utcPtr(t *time.Time) *time.Time {
 	v := t.UTC()
 	return &v
 }
-
-// pageLimit applies the contract's paging defaults.
-func pageLimit(n int) int {
-	switch {
-	case n <= 0:
-		return 100
-	case n > 1000:
-		return 1000
-	}
-	return n
-}

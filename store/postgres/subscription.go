@@ -211,7 +211,7 @@ func (s *Store) SubscriptionList(ctx context.Context, params *store.Subscription
 	if err != nil {
 		return nil, err
 	}
-	limit := pageLimit(params.Limit)
+	limit := store.PageLimit(params.Limit)
 	rows, err := db.Query(ctx, "SELECT "+subscriptionColumns+` FROM subscriptions
 		WHERE deleted_at IS NULL AND id > $1 ORDER BY id LIMIT $2`, params.After, limit+1)
 	if err != nil {

@@ -182,6 +182,14 @@ func queuePauses(batch *pgx.Batch, pauses []store.SubscriptionPause) bool {
 	return true
 }
 
+// tierHeadSQL joins n.next_attempt_at: subscription s's earliest pending
+// delivery in @tier, one probe of the pending index per subscription.
+const tierHeadSQL = `CROSS JOIN LATERAL (
+	SELECT d.next_attempt_at FROM deliveries d
+	WHERE d.tier = @tier AND d.subscription_id = s.id AND d.state = 'pending'
+	ORDER BY d.next_attempt_at LIMIT 1
+) n`
+
 // throttleNextDueSQL is the earliest time a throttled subscription's pending
 // delivery of @tier can be claimed. For an ordered (fifo/latest) one with
 // budget, a due delivery the claim left behind waits for its key, and the
@@ -195,11 +203,7 @@ const throttleNextDueSQL = `SELECT min(CASE
 		WHEN b.budget > 0 THEN n.next_attempt_at
 		WHEN b.returns IS NOT NULL THEN greatest(n.next_attempt_at, b.returns) END)
 	FROM subscriptions s
-	CROSS JOIN LATERAL (
-		SELECT d.next_attempt_at FROM deliveries d
-		WHERE d.tier = @tier AND d.subscription_id = s.id AND d.state = 'pending'
-		ORDER BY d.next_attempt_at LIMIT 1
-	) n
+	` + tierHeadSQL + `
 	CROSS JOIN LATERAL (SELECT ` + throttleBudgetSQL + ` AS budget, ` + throttleReturnsSQL + ` AS returns) b
 	WHERE ` + throttledPredicate + ` AND s.state = 'enabled' AND s.deleted_at IS NULL`
 

@@ -118,7 +118,7 @@ func (s *Store) DeliveryGet(ctx context.Context, id string) (*store.DeliveryGetR
 
 // DeliveryList pages through deliveries newest first (id descending).
 func (s *Store) DeliveryList(ctx context.Context, params *store.DeliveryListParams) (*store.DeliveryListResult, error) {
-	limit := pageLimit(params.Limit)
+	limit := store.PageLimit(params.Limit)
 	var (
 		where []string
 		args  []any

@@ -289,14 +289,3 @@ func anySlice[T any](xs []T) []any {
 	}
 	return out
 }
-
-// pageLimit applies the contract's paging limits: 0 means 100, at most 1000.
-func pageLimit(n int) int {
-	switch {
-	case n <= 0:
-		return 100
-	case n > 1000:
-		return 1000
-	}
-	return n
-}

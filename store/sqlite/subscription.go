@@ -167,7 +167,7 @@ func (s *Store) SubscriptionGet(ctx context.Context, id string) (*herald.Subscri
 
 // SubscriptionList pages through subscriptions in id order.
 func (s *Store) SubscriptionList(ctx context.Context, params *store.SubscriptionListParams) (*store.SubscriptionListResult, error) {
-	limit := pageLimit(params.Limit)
+	limit := store.PageLimit(params.Limit)
 	res := &store.SubscriptionListResult{}
 	err := s.readTx(ctx, "subscription list", func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT `+subscriptionColumns+` FROM subscriptions
