@@ -164,7 +164,7 @@ func (c *completer) flush(batch []pending) {
 	}
 	for t := range retryTiers {
 		if t < len(e.tiers) {
-			e.tiers[t].signal()
+			e.tiers[t].notify()
 		}
 	}
 	if freesCap {
@@ -173,7 +173,7 @@ func (c *completer) flush(batch []pending) {
 		e.Notify()
 	}
 	if len(params.Events) > 0 {
-		e.tiers[0].signal()
+		e.tiers[0].notify()
 	}
 }
 

@@ -81,15 +81,18 @@ type Engine struct {
 	tiers []*tierRunner
 	rnd   *mrand.Rand
 
-	claimCtx    context.Context // cancelled to stop claiming
-	stopClaim   context.CancelFunc
-	sendCtx     context.Context // cancelled to abort running requests
-	abortSends  context.CancelFunc
-	loops       sync.WaitGroup // tier loops, rescuer, rebalancer
-	work        sync.WaitGroup // running requests
-	completer   *completer
-	releasedMu  sync.Mutex
-	released    []string
+	claimCtx   context.Context // cancelled to stop claiming
+	stopClaim  context.CancelFunc
+	sendCtx    context.Context // cancelled to abort running requests
+	abortSends context.CancelFunc
+	loops      sync.WaitGroup // tier loops, rescuer, rebalancer
+	work       sync.WaitGroup // running requests
+	completer  *completer
+	releasedMu sync.Mutex
+	released   []string
+	// dispatchMu orders direct-dispatch reservations (read side) against
+	// Stop (write side), so no reservation joins work after Stop waits.
+	dispatchMu  sync.RWMutex
 	started     atomic.Bool
 	stopOnce    sync.Once
 	inflightAll atomic.Int64
@@ -99,16 +102,48 @@ type tierRunner struct {
 	tier int
 	// rotate is the subscription served last (claim round-robin); only
 	// the tier's loop touches it.
-	rotate   string
-	slots    atomic.Int64
+	rotate string
+	slots  atomic.Int64
+	// inflight counts requests running plus slots reserved for a claim or
+	// a direct dispatch in progress; reserve keeps it <= slots.
 	inflight atomic.Int64
-	wake     chan struct{}
+	// gen is bumped by notify (work was committed to the tier). drained
+	// says the tier's loop is keeping up: its last claim found less than
+	// it had room for, and since then no notified work has waited for a
+	// free slot. While drained, the loop claims only when notified, at the
+	// next due time or after PollInterval (not on every freed slot), and
+	// direct dispatch may start fresh work without a claim: there is no
+	// backlog for it to overtake.
+	gen     atomic.Uint64
+	drained atomic.Bool
+	wake    chan struct{}
 }
 
+// signal wakes the tier's loop (a slot freed or slots grew).
 func (t *tierRunner) signal() {
 	select {
 	case t.wake <- struct{}{}:
 	default:
+	}
+}
+
+// notify says work may have been committed to the tier: the loop claims.
+func (t *tierRunner) notify() {
+	t.gen.Add(1)
+	t.signal()
+}
+
+// reserve takes up to n free slots and returns how many it took.
+func (t *tierRunner) reserve(n int64) int64 {
+	for {
+		in := t.inflight.Load()
+		take := min(n, t.slots.Load()-in)
+		if take <= 0 {
+			return 0
+		}
+		if t.inflight.CompareAndSwap(in, in+take) {
+			return take
+		}
 	}
 }
 
@@ -177,7 +212,7 @@ func (e *Engine) Tiers() Tiers { return e.cfg.Tiers }
 // Notify wakes the tier loops (new or redriven work was committed).
 func (e *Engine) Notify() {
 	for _, t := range e.tiers {
-		t.signal()
+		t.notify()
 	}
 }
 
@@ -206,6 +241,10 @@ func (e *Engine) Stop() {
 	}
 	e.stopOnce.Do(func() {
 		e.stopClaim()
+		// Barrier: reservations that saw the engine running have joined
+		// e.work; later ones see claimCtx cancelled and reserve nothing.
+		e.dispatchMu.Lock()
+		e.dispatchMu.Unlock() //nolint:staticcheck // empty critical section is the barrier
 		e.loops.Wait()
 		done := make(chan struct{})
 		go func() { e.work.Wait(); close(done) }()
@@ -268,11 +307,17 @@ func (e *Engine) rebalance(ctx context.Context) {
 		}
 		return
 	}
+	// A tier's weight is its due backlog plus this node's requests running
+	// in it: work that arrives by direct dispatch is never "due" in the
+	// store, yet tier 0 needs the workers it keeps busy.
 	backlog := make([]int64, len(e.tiers))
 	for _, ts := range st.Tiers {
 		if ts.Tier < len(backlog) {
 			backlog[ts.Tier] = ts.Due
 		}
+	}
+	for i, t := range e.tiers {
+		backlog[i] += max(t.inflight.Load(), 0)
 	}
 	e.applyAssignment(AssignWorkers(e.cfg.Workers, backlog, e.rnd))
 }
@@ -292,37 +337,66 @@ func (e *Engine) rescue(ctx context.Context) {
 }
 
 // tierLoop claims due work of one tier into free slots and sleeps until a
-// slot frees, work is committed, the head of the tier matures, or
-// PollInterval passes.
+// slot frees (only while the tier is not drained), work is committed, the
+// head of the tier matures, or PollInterval passes.
 func (e *Engine) tierLoop(t *tierRunner) {
 	defer e.loops.Done()
 	backoff := time.Duration(0)
+	var (
+		recheck time.Time // when a drained tier is claimed again anyway
+		seen    uint64    // gen when the last claim started
+		wait    time.Duration
+	)
 	for {
 		if e.claimCtx.Err() != nil {
 			return
 		}
-		wait := e.cfg.PollInterval
-		free := t.slots.Load() - t.inflight.Load()
-		if free > 0 {
-			limit := int(min(free, int64(e.cfg.ClaimBatch)))
-			n, next, err := e.claim(t, limit)
-			switch {
-			case err != nil:
-				if e.claimCtx.Err() != nil {
-					return
-				}
-				backoff = min(max(2*backoff, 50*time.Millisecond), 5*time.Second)
-				e.cfg.Logger.Warn("claim failed; nothing claimed", "tier", t.tier, "retry_in", backoff, "err", err)
-				wait = backoff
-			case n == limit:
-				backoff = 0
-				continue // there may be more; claim again while slots are free
-			default:
-				backoff = 0
-				if next != nil {
-					wait = min(wait, max(next.Sub(e.cfg.Now()), time.Millisecond))
-				}
+		gen := t.gen.Load()
+		if !t.drained.Load() || gen != seen || !e.cfg.Now().Before(recheck) {
+			wait = e.cfg.PollInterval
+			want := int64(e.cfg.ClaimBatch)
+			if t.drained.Load() {
+				// Keeping up, claiming only what was notified (or the
+				// periodic check): leave half the free slots to direct
+				// dispatch meanwhile, or every publish that commits during
+				// this claim would find no slot and wait for the next one.
+				want = min(want, max(1, (t.slots.Load()-t.inflight.Load())/2))
 			}
+			limit := t.reserve(want)
+			if limit == 0 && gen != seen {
+				// Notified work waits and every slot is taken: stop direct
+				// dispatch from taking the next free slot before it.
+				t.drained.Store(false)
+			}
+			if limit > 0 {
+				seen = gen
+				n, next, err := e.claim(t, int(limit))
+				switch {
+				case err != nil:
+					if e.claimCtx.Err() != nil {
+						return
+					}
+					t.drained.Store(false)
+					backoff = min(max(2*backoff, 50*time.Millisecond), 5*time.Second)
+					e.cfg.Logger.Warn("claim failed; nothing claimed", "tier", t.tier, "retry_in", backoff, "err", err)
+					wait = backoff
+				case n == int(limit):
+					backoff = 0
+					t.drained.Store(false)
+					continue // there may be more; claim again while slots are free
+				default:
+					backoff = 0
+					if next != nil {
+						wait = min(wait, max(next.Sub(e.cfg.Now()), time.Millisecond))
+					}
+					// Nothing more is claimable: keeping up. Work notified
+					// while claiming is claimed next round (gen moved).
+					t.drained.Store(true)
+				}
+				recheck = e.cfg.Now().Add(wait)
+			}
+		} else {
+			wait = max(recheck.Sub(e.cfg.Now()), time.Millisecond)
 		}
 		timer := time.NewTimer(wait)
 		select {
@@ -338,6 +412,8 @@ func (e *Engine) tierLoop(t *tierRunner) {
 
 // claim claims up to limit deliveries and starts them. When it claims fewer
 // than limit it also returns when the tier's next delivery matures.
+//
+// The caller reserved limit slots; claim gives back those it did not fill.
 func (e *Engine) claim(t *tierRunner, limit int) (int, *time.Time, error) {
 	now := e.now()
 	claimed, err := e.cfg.Store.DeliveryClaim(e.claimCtx, &store.DeliveryClaimParams{
@@ -349,12 +425,17 @@ func (e *Engine) claim(t *tierRunner, limit int) (int, *time.Time, error) {
 		LeaseMargin: e.cfg.LeaseMargin,
 		RotateAfter: t.rotate,
 	})
+	if err == nil {
+		e.cfg.Observer.ObserveClaim(len(claimed))
+	}
+	if unused := limit - len(claimed); unused > 0 {
+		t.inflight.Add(int64(-unused))
+	}
 	if err != nil {
 		return 0, nil, err
 	}
 	t.rotate = nextRotation(t.rotate, claimed)
 	for _, c := range claimed {
-		t.inflight.Add(1)
 		e.inflightAll.Add(1)
 		e.work.Add(1)
 		go e.attempt(t, c, now)

@@ -120,20 +120,24 @@ func setupIngestOnly(t *testing.T, s store.Store) *ingest.Ingester {
 	return ing
 }
 
+// setupWorkers wires an ingester and an engine as herald serve does,
+// direct dispatch included.
 func setupWorkers(t *testing.T, s store.Store, tiers delivery.Tiers, workers int) *harness {
 	t.Helper()
-	var engine *delivery.Engine
-	ing := ingest.New(ingest.Config{Store: s, Tier0Delay: tiers[0], OnCommit: func() { engine.Notify() }})
-	engine = delivery.New(delivery.Config{
+	fanout := ingest.NewFanout(s, nil)
+	engine := delivery.New(delivery.Config{
 		Store:             s,
 		Sender:            webhook.NewSender(webhook.Config{Guard: &webhook.Guard{AllowLoopback: true}}),
-		Fanout:            ing.Fanout(),
+		Fanout:            fanout,
 		Tiers:             tiers,
 		Workers:           workers,
 		LeaseMargin:       2 * time.Second,
 		PollInterval:      100 * time.Millisecond,
 		RebalanceInterval: 100 * time.Millisecond,
 		RescueInterval:    200 * time.Millisecond,
+	})
+	ing := ingest.New(ingest.Config{
+		Store: s, Fanout: fanout, Tier0Delay: tiers[0], OnCommit: engine.Notify, Dispatcher: engine,
 	})
 	ing.Start()
 	engine.Start()

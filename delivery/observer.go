@@ -43,6 +43,12 @@ type Observer interface {
 	// ObserveCompleteBatch is called after each completion transaction
 	// with its number of outcomes and its duration (retries included).
 	ObserveCompleteBatch(outcomes int, took time.Duration)
+	// ObserveClaim is called after each claim transaction with the number
+	// of deliveries it claimed (0 included).
+	ObserveClaim(claimed int)
+	// ObserveDirect is called when n deliveries start by direct dispatch
+	// (no claim).
+	ObserveDirect(n int)
 }
 
 // NopObserver is the default Observer: it does nothing.
@@ -53,6 +59,12 @@ func (NopObserver) ObserveAttempt(*AttemptObservation) {}
 
 // ObserveCompleteBatch implements Observer.
 func (NopObserver) ObserveCompleteBatch(int, time.Duration) {}
+
+// ObserveClaim implements Observer.
+func (NopObserver) ObserveClaim(int) {}
+
+// ObserveDirect implements Observer.
+func (NopObserver) ObserveDirect(int) {}
 
 // observeBatch reports a committed batch; stale lists lease-lost ids.
 func (e *Engine) observeBatch(batch []pending, stale []string, took time.Duration) {

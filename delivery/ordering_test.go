@@ -119,11 +119,6 @@ type orderedHarness struct {
 func setupOrdered(t *testing.T, stores []store.Store, tiers delivery.Tiers) *orderedHarness {
 	t.Helper()
 	h := &orderedHarness{}
-	h.ing = ingest.New(ingest.Config{Store: stores[0], Tier0Delay: tiers[0], OnCommit: func() {
-		for _, e := range h.engines {
-			e.Notify()
-		}
-	}})
 	for i, s := range stores {
 		h.engines = append(h.engines, delivery.New(delivery.Config{
 			Store:             s,
@@ -137,6 +132,13 @@ func setupOrdered(t *testing.T, stores []store.Store, tiers delivery.Tiers) *ord
 			NodeID:            fmt.Sprintf("node-%d", i),
 		}))
 	}
+	// Direct dispatch on the first node, as herald serve wires it (ordered
+	// subscriptions never use it; unordered ones may).
+	h.ing = ingest.New(ingest.Config{Store: stores[0], Tier0Delay: tiers[0], Dispatcher: h.engines[0], OnCommit: func() {
+		for _, e := range h.engines {
+			e.Notify()
+		}
+	}})
 	h.ing.Start()
 	for _, e := range h.engines {
 		e.Start()

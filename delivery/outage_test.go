@@ -126,17 +126,19 @@ func TestStoreOutageLosesNothing(t *testing.T) {
 	t.Cleanup(recv.Close)
 	createSub(t, s, recv.URL, time.Second, nil, webhook.NewSecret())
 
-	var engine *delivery.Engine
-	ing := ingest.New(ingest.Config{Store: s, OnCommit: func() { engine.Notify() }})
-	engine = delivery.New(delivery.Config{
+	// Wired as herald serve does, direct dispatch included: deliveries
+	// leased at insert must survive the outage too.
+	fanout := ingest.NewFanout(s, nil)
+	engine := delivery.New(delivery.Config{
 		Store:        s,
 		Sender:       webhook.NewSender(webhook.Config{Guard: &webhook.Guard{AllowLoopback: true}}),
-		Fanout:       ing.Fanout(),
+		Fanout:       fanout,
 		Tiers:        delivery.Tiers{0, 100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond},
 		Workers:      8,
 		LeaseMargin:  time.Second,
 		PollInterval: 50 * time.Millisecond,
 	})
+	ing := ingest.New(ingest.Config{Store: s, Fanout: fanout, OnCommit: engine.Notify, Dispatcher: engine})
 	ing.Start()
 	engine.Start()
 	t.Cleanup(func() { ing.Close(); engine.Stop() })

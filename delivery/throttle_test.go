@@ -124,7 +124,6 @@ type node struct {
 func startNode(t *testing.T, s store.Store, workers int) *node {
 	t.Helper()
 	n := &node{store: &countingStore{Store: s}}
-	n.ing = ingest.New(ingest.Config{Store: s, OnCommit: func() { n.engine.Notify() }})
 	n.engine = delivery.New(delivery.Config{
 		Store:       n.store,
 		Sender:      webhook.NewSender(webhook.Config{Guard: &webhook.Guard{AllowLoopback: true}}),
@@ -134,6 +133,7 @@ func startNode(t *testing.T, s store.Store, workers int) *node {
 		// The default poll (1s): waking when budget returns must come from
 		// DeliveryNextDue, not from polling.
 	})
+	n.ing = ingest.New(ingest.Config{Store: s, OnCommit: n.engine.Notify, Dispatcher: n.engine})
 	n.ing.Start()
 	n.engine.Start()
 	t.Cleanup(func() {

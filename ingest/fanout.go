@@ -18,6 +18,32 @@ type compiledSub struct {
 	sub        *herald.Subscription
 	matcher    filter.Matcher
 	wantSystem bool // has a pattern that names herald.* explicitly
+	// secrets are all the subscription's secrets, newest first (direct
+	// dispatch signs with the active ones).
+	secrets []herald.Secret
+	// pausedUntil is the subscription's pause (zero when none).
+	pausedUntil time.Time
+	// direct: a claim would never hold this subscription's work back
+	// (ordering none, no rate limit, no in-flight cap), so a fresh delivery
+	// may be sent without one, unless paused.
+	direct bool
+}
+
+// directAt reports whether a fresh delivery of cs may be dispatched
+// directly at now.
+func (cs *compiledSub) directAt(now time.Time) bool {
+	return cs.direct && !now.Before(cs.pausedUntil)
+}
+
+// activeSecrets returns the secrets that sign at now, newest first.
+func (cs *compiledSub) activeSecrets(now time.Time) []herald.Secret {
+	out := make([]herald.Secret, 0, len(cs.secrets))
+	for _, sec := range cs.secrets {
+		if sec.Active(now) {
+			out = append(out, sec)
+		}
+	}
+	return out
 }
 
 // Fanout matches events to subscriptions from a cache kept in step with the
@@ -77,7 +103,13 @@ func (f *Fanout) Refresh(ctx context.Context) error {
 				"subscription_id", s.ID, "err", err)
 			continue
 		}
-		cs := compiledSub{sub: s, matcher: m}
+		o := s.Ordering
+		cs := compiledSub{
+			sub: s, matcher: m,
+			secrets:     all.Secrets[s.ID],
+			pausedUntil: all.PausedUntil[s.ID],
+			direct:      (o == "" || o == herald.OrderingNone) && s.RateLimit == nil && s.MaxInFlight <= 0,
+		}
 		for _, p := range s.EventTypes {
 			if strings.HasPrefix(p, "herald.") {
 				cs.wantSystem = true
@@ -97,9 +129,18 @@ func (f *Fanout) Match(ev *herald.Event) []*herald.Subscription {
 	f.mu.RLock()
 	subs := f.subs
 	f.mu.RUnlock()
+	matched := match(subs, ev)
+	out := make([]*herald.Subscription, len(matched))
+	for i, cs := range matched {
+		out[i] = cs.sub
+	}
+	return out
+}
+
+func match(subs []compiledSub, ev *herald.Event) []*compiledSub {
 	var in *filter.Input
 	system := herald.IsSystemEventType(ev.Type)
-	var out []*herald.Subscription
+	var out []*compiledSub
 	for i := range subs {
 		cs := &subs[i]
 		if system && !cs.wantSystem {
@@ -116,7 +157,7 @@ func (f *Fanout) Match(ev *herald.Event) []*herald.Subscription {
 				continue
 			}
 		}
-		out = append(out, cs.sub)
+		out = append(out, cs)
 	}
 	return out
 }
@@ -125,7 +166,18 @@ func (f *Fanout) Match(ev *herald.Event) []*herald.Subscription {
 // in, one pending tier-0 delivery per matching subscription. Call Refresh
 // first.
 func (f *Fanout) Inserts(events []*herald.Event, now time.Time, tier0Delay time.Duration) []store.EventInsert {
+	out, _ := f.inserts(events, now, tier0Delay)
+	return out
+}
+
+// inserts is Inserts that also returns, per event, the cached subscription
+// of each delivery (same order as Deliveries).
+func (f *Fanout) inserts(events []*herald.Event, now time.Time, tier0Delay time.Duration) ([]store.EventInsert, [][]*compiledSub) {
+	f.mu.RLock()
+	subs := f.subs
+	f.mu.RUnlock()
 	out := make([]store.EventInsert, len(events))
+	targets := make([][]*compiledSub, len(events))
 	for i, ev := range events {
 		if ev.ID == "" {
 			ev.ID = herald.NewID(herald.PrefixEvent)
@@ -133,16 +185,16 @@ func (f *Fanout) Inserts(events []*herald.Event, now time.Time, tier0Delay time.
 		if ev.CreatedAt.IsZero() {
 			ev.CreatedAt = now
 		}
-		subs := f.Match(ev)
-		ins := store.EventInsert{Event: ev, Deliveries: make([]store.DeliveryInsert, len(subs))}
-		for j, s := range subs {
+		matched := match(subs, ev)
+		ins := store.EventInsert{Event: ev, Deliveries: make([]store.DeliveryInsert, len(matched))}
+		for j, cs := range matched {
 			ins.Deliveries[j] = store.DeliveryInsert{
 				ID:             herald.NewID(herald.PrefixDelivery),
-				SubscriptionID: s.ID,
+				SubscriptionID: cs.sub.ID,
 				NextAttemptAt:  now.Add(tier0Delay),
 			}
 		}
-		out[i] = ins
+		out[i], targets[i] = ins, matched
 	}
-	return out
+	return out, targets
 }

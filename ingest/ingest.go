@@ -23,6 +23,8 @@ const (
 // Config configures an Ingester.
 type Config struct {
 	Store store.Store
+	// Fanout is the subscription matcher (default a new one on Store).
+	Fanout *Fanout
 	// Tier0Delay is the maturity delay of tier 0 (normally 0).
 	Tier0Delay time.Duration
 	// MaxBatch caps events per group commit (default DefaultMaxBatch).
@@ -33,15 +35,37 @@ type Config struct {
 	FlushInterval time.Duration
 	// Committers is the number of concurrent group committers.
 	Committers int
-	// OnCommit is called after each commit that created deliveries (wakes
-	// the delivery workers in this process).
+	// OnCommit is called after each commit that created pending
+	// deliveries (wakes the delivery workers in this process).
 	OnCommit func()
+	// Dispatcher, when set, lets fresh deliveries skip the claim: they are
+	// inserted leased to this node and started right after the commit
+	// (direct dispatch; *delivery.Engine implements it). nil: every
+	// delivery is inserted pending and claimed.
+	Dispatcher Dispatcher
 	// Now is the clock (default time.Now).
 	Now    func() time.Time
 	Logger *slog.Logger
 	// Observer receives publish and commit measurements (default
 	// NopObserver).
 	Observer Observer
+}
+
+// Dispatcher starts fresh deliveries on this node without a claim. Each
+// commit reserves slots, inserts that many deliveries leased to
+// DispatchLease's owner, then starts the committed ones and cancels the
+// rest of its reservation.
+type Dispatcher interface {
+	// DispatchReserve reserves up to n slots and returns how many.
+	DispatchReserve(n int) int
+	// DispatchLease is the lease owner and end for a delivery of sub
+	// inserted at now.
+	DispatchLease(sub *herald.Subscription, now time.Time) (owner string, until time.Time)
+	// DispatchStart sends committed leased deliveries (one reservation
+	// each).
+	DispatchStart(ds []*store.ClaimedDelivery, now time.Time)
+	// DispatchCancel returns n unused reservations.
+	DispatchCancel(n int)
 }
 
 // Ingester publishes events durably.
@@ -83,9 +107,13 @@ func New(cfg Config) *Ingester {
 	if cfg.Observer == nil {
 		cfg.Observer = NopObserver{}
 	}
+	fanout := cfg.Fanout
+	if fanout == nil {
+		fanout = NewFanout(cfg.Store, cfg.Logger)
+	}
 	return &Ingester{
 		cfg:    cfg,
-		fanout: NewFanout(cfg.Store, cfg.Logger),
+		fanout: fanout,
 		reqs:   make(chan *request, cfg.MaxBatch*cfg.Committers),
 		stop:   make(chan struct{}),
 	}
@@ -153,7 +181,8 @@ func (i *Ingester) commit(ctx context.Context, events []*herald.Event) ([]store.
 		return nil, err
 	}
 	now := i.cfg.Now().UTC().Truncate(time.Millisecond)
-	inserts := i.fanout.Inserts(events, now, i.cfg.Tier0Delay)
+	inserts, targets := i.fanout.inserts(events, now, i.cfg.Tier0Delay)
+	reserved := i.leaseDirect(inserts, targets, now)
 	start := time.Now()
 	res, err := i.cfg.Store.EventInsertMany(ctx, &store.EventInsertManyParams{Events: inserts, Now: now})
 	deliveries := 0
@@ -162,17 +191,105 @@ func (i *Ingester) commit(ctx context.Context, events []*herald.Event) ([]store.
 	}
 	i.cfg.Observer.ObserveCommit(len(inserts), deliveries, time.Since(start), err)
 	if err != nil {
+		if reserved > 0 {
+			i.cfg.Dispatcher.DispatchCancel(reserved)
+		}
 		return nil, fmt.Errorf("error storing events: %w", err)
 	}
-	if i.cfg.OnCommit != nil {
-		for _, r := range res {
-			if !r.Duplicate && r.DeliveryCount > 0 {
-				i.cfg.OnCommit()
-				break
+	pending := false
+	var started []*store.ClaimedDelivery
+	for n, r := range res {
+		if r.Duplicate {
+			continue // nothing of it was inserted
+		}
+		for j, d := range inserts[n].Deliveries {
+			if d.LeaseOwner == "" {
+				pending = true
+				continue
+			}
+			started = append(started, claimedDirect(inserts[n].Event, &d, targets[n][j], now))
+		}
+	}
+	if reserved > 0 {
+		// Duplicates' reservations were not used: give them back first so
+		// the slots are free when the attempts start.
+		i.cfg.Dispatcher.DispatchCancel(reserved - len(started))
+		i.cfg.Dispatcher.DispatchStart(started, now)
+	}
+	if pending && i.cfg.OnCommit != nil {
+		i.cfg.OnCommit()
+	}
+	return res, nil
+}
+
+// leaseDirect marks as many fresh deliveries as the dispatcher has slots
+// for as leased to this node, and returns how many it reserved. Only
+// deliveries due now of subscriptions a claim would not hold back qualify.
+func (i *Ingester) leaseDirect(inserts []store.EventInsert, targets [][]*compiledSub, now time.Time) int {
+	d := i.cfg.Dispatcher
+	if d == nil || i.cfg.Tier0Delay > 0 {
+		return 0
+	}
+	want := 0
+	for n := range inserts {
+		for _, cs := range targets[n] {
+			if cs.directAt(now) {
+				want++
 			}
 		}
 	}
-	return res, nil
+	if want == 0 {
+		return 0
+	}
+	reserved := d.DispatchReserve(want)
+	left := reserved
+	for n := range inserts {
+		for j := range inserts[n].Deliveries {
+			if left == 0 {
+				return reserved
+			}
+			cs := targets[n][j]
+			if !cs.directAt(now) {
+				continue
+			}
+			di := &inserts[n].Deliveries[j]
+			di.LeaseOwner, di.LeaseUntil = d.DispatchLease(cs.sub, now)
+			left--
+		}
+	}
+	return reserved
+}
+
+// claimedDirect is what a claim would have returned for a delivery inserted
+// leased.
+func claimedDirect(ev *herald.Event, d *store.DeliveryInsert, cs *compiledSub, now time.Time) *store.ClaimedDelivery {
+	due := d.NextAttemptAt
+	// The event as the store will answer it: data "null" when absent.
+	stored := *ev
+	stored.Data = store.RawJSON(ev.Data)
+	var version *int64
+	if ev.Version != nil {
+		v := *ev.Version
+		version = &v
+	}
+	return &store.ClaimedDelivery{
+		Delivery: &herald.Delivery{
+			ID:             d.ID,
+			EventID:        ev.ID,
+			SubscriptionID: cs.sub.ID,
+			State:          herald.DeliveryInFlight,
+			NextAttemptAt:  &due,
+			EventKey:       ev.Key,
+			EventVersion:   version,
+			CreatedAt:      now,
+			UpdatedAt:      now,
+		},
+		Event:        &stored,
+		Subscription: cs.sub,
+		Secrets:      cs.activeSecrets(now),
+		Attempt:      1,
+		LeaseUntil:   d.LeaseUntil,
+	}
 }
 
 func (i *Ingester) committer() {

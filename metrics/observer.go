@@ -26,6 +26,8 @@ import (
 //	herald_ingest_commit_duration_seconds                 ingest commit durations
 //	herald_completion_batch_size                          outcomes per completion transaction
 //	herald_completion_duration_seconds                    completion transaction durations
+//	herald_claim_batch_size                               deliveries per claim transaction (0 included)
+//	herald_direct_dispatch_total                          deliveries started without a claim (direct dispatch)
 //	herald_queue_stale_alarms_total{tier}                 herald.queue.stale events raised
 //	herald_retention_deleted_total{kind}                  rows deleted by retention (deliveries, dead, events)
 type Observer struct {
@@ -38,6 +40,8 @@ type Observer struct {
 	commitDuration  prometheus.Histogram
 	completeSize    prometheus.Histogram
 	completeTook    prometheus.Histogram
+	claimSize       prometheus.Histogram
+	direct          prometheus.Counter
 	staleAlarms     *prometheus.CounterVec
 	retention       *prometheus.CounterVec
 }
@@ -97,6 +101,15 @@ func NewObserver(reg prometheus.Registerer) *Observer {
 			Help:    "Duration of completion transactions (store retries included).",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 5},
 		}),
+		claimSize: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "herald_claim_batch_size",
+			Help:    "Deliveries per claim transaction (empty claims included).",
+			Buckets: append([]float64{0}, batchBuckets...),
+		}),
+		direct: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "herald_direct_dispatch_total",
+			Help: "Deliveries started by direct dispatch: inserted leased by the publishing commit, sent without a claim.",
+		}),
 		staleAlarms: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "herald_queue_stale_alarms_total",
 			Help: "herald.queue.stale events raised, by tier.",
@@ -107,7 +120,7 @@ func NewObserver(reg prometheus.Registerer) *Observer {
 		}, []string{"kind"}),
 	}
 	reg.MustRegister(o.attempts, o.deliveries, o.attemptDuration, o.publish, o.endToEnd,
-		o.commitSize, o.commitDuration, o.completeSize, o.completeTook, o.staleAlarms, o.retention)
+		o.commitSize, o.commitDuration, o.completeSize, o.completeTook, o.claimSize, o.direct, o.staleAlarms, o.retention)
 	// Pre-create the common series so they read 0 before the first event
 	// (rate() over a series that appears late misses its first increment).
 	o.attempts.WithLabelValues(delivery.OutcomeDelivered, "none")
@@ -170,6 +183,12 @@ func (o *Observer) ObserveAttempt(a *delivery.AttemptObservation) {
 		o.deliveries.WithLabelValues("dead").Inc()
 	}
 }
+
+// ObserveClaim implements delivery.Observer.
+func (o *Observer) ObserveClaim(claimed int) { o.claimSize.Observe(float64(claimed)) }
+
+// ObserveDirect implements delivery.Observer.
+func (o *Observer) ObserveDirect(n int) { o.direct.Add(float64(n)) }
 
 // ObserveCompleteBatch implements delivery.Observer.
 func (o *Observer) ObserveCompleteBatch(outcomes int, took time.Duration) {

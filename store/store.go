@@ -54,7 +54,7 @@ type Store interface {
 	// cache loads from it.
 	SubscriptionListAll(ctx context.Context) (*SubscriptionListAllResult, error)
 	// SubscriptionsVersion returns a counter bumped by every subscription
-	// change (create, update, delete, disable, secret rotation).
+	// change (create, update, delete, disable, pause, secret rotation).
 	SubscriptionsVersion(ctx context.Context) (int64, error)
 	// SubscriptionUpdate replaces the mutable fields of a subscription (the
 	// caller merges a PATCH) and bumps the version. ErrNotFound if absent.
@@ -202,6 +202,14 @@ type SubscriptionListResult struct {
 type SubscriptionListAllResult struct {
 	Subscriptions []*herald.Subscription
 	Version       int64
+	// Secrets holds every secret of the listed subscriptions (expired ones
+	// included; callers filter with Secret.Active), newest first, keyed by
+	// subscription id. Direct dispatch signs from it without a read.
+	Secrets map[string][]herald.Secret
+	// PausedUntil holds the paused_until of listed subscriptions that have
+	// one (set by a Retry-After; see DeliveryCompleteManyParams). A pause
+	// bumps the version, so a cache loaded from this result learns of it.
+	PausedUntil map[string]time.Time
 }
 
 // SubscriptionUpdateParams carry the merged subscription; ID selects the
@@ -239,12 +247,22 @@ type EventInsert struct {
 	Deliveries []DeliveryInsert
 }
 
-// DeliveryInsert is one new delivery, pending in tier 0.
+// DeliveryInsert is one new delivery in tier 0: pending, or already
+// leased when LeaseOwner is set.
 type DeliveryInsert struct {
 	ID             string
 	SubscriptionID string
 	// NextAttemptAt is when tier 0 matures (normally Now + tier 0 delay).
 	NextAttemptAt time.Time
+	// LeaseOwner, when set, inserts the delivery in_flight under this
+	// owner until LeaseUntil, exactly as if DeliveryClaim had just claimed
+	// it: the inserting node sends it straight away without a claim
+	// (direct dispatch), and if that node dies the lease expires and
+	// DeliveryRescue makes it pending again. Only for subscriptions with
+	// ordering none and no throttling, which a claim would not have held
+	// back.
+	LeaseOwner string
+	LeaseUntil time.Time
 }
 
 // EventInsertResult answers one EventInsert, in input order.
@@ -374,6 +392,8 @@ type DeliveryCompleteManyParams struct {
 	// Retry-After): each subscription's paused_until becomes the later of
 	// its current value and Until, and no node claims its deliveries
 	// before then. Applied even when the outcome that caused it is stale.
+	// A pause bumps the subscriptions version, so fan-out caches (and the
+	// direct dispatch they drive) see it.
 	PauseSubscriptions []SubscriptionPause
 	// Events are inserted in the same transaction (system events), with
 	// the same rules as EventInsertMany.

@@ -44,6 +44,7 @@ type benchFlags struct {
 	tiers                   string
 	ingestCommitters        int
 	ingestFlush             time.Duration
+	direct                  bool
 	rate                    float64
 	count                   int64
 	duration                time.Duration
@@ -94,6 +95,8 @@ type benchResult struct {
 	// the run's events and outcomes took (group commit and batch sizes).
 	IngestCommits     int64               `json:"ingest_commits,omitempty"`
 	CompletionTxs     int64               `json:"completion_transactions,omitempty"`
+	ClaimTxs          int64               `json:"claim_transactions,omitempty"`
+	DirectDispatched  int64               `json:"direct_dispatched,omitempty"`
 	IngestCommitMs    float64             `json:"ingest_commit_mean_ms,omitempty"`
 	Complete          bool                `json:"complete"` // every expected delivery arrived or died before --wait ran out
 	Ceiling           bench.CeilingResult `json:"ceiling"`
@@ -117,6 +120,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&f.tiers, "tiers", "0s,100ms,500ms,1s,2s", "in-process node: retry tiers (short, so --fail-ratio runs finish)")
 	fs.IntVar(&f.ingestCommitters, "ingest-committers", 0, "in-process node: group committers (default as serve)")
 	fs.DurationVar(&f.ingestFlush, "ingest-flush-interval", 0, "in-process node: group commit wait")
+	fs.BoolVar(&f.direct, "direct-dispatch", true, "in-process node: send fresh deliveries without a claim when workers are free")
 	fs.Float64Var(&f.rate, "rate", 0, "events per second to publish (0: as fast as possible)")
 	fs.Int64Var(&f.count, "count", 10000, "events to publish (with --duration: at most this many; default then 10,000,000)")
 	fs.DurationVar(&f.duration, "duration", 0, "publish for this long instead of a fixed count (at most 10m)")
@@ -268,7 +272,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	q = recv.Latency().Quantiles(0.5, 0.95, 0.99)
 	res.LatencyP50Ms, res.LatencyP95Ms, res.LatencyP99Ms = q[0], q[1], q[2]
-	res.IngestCommits, res.CompletionTxs, res.IngestCommitMs = api.commitCounts(ctx)
+	tx := api.commitCounts(ctx)
+	res.IngestCommits, res.CompletionTxs, res.IngestCommitMs = tx.ingest, tx.completion, tx.ingestMeanMs
+	res.ClaimTxs, res.DirectDispatched = tx.claims, tx.direct
 	if msg, ok := p.firstErr.Load().(string); ok {
 		res.FirstPublishError = msg
 	}
@@ -371,6 +377,7 @@ func (f *benchFlags) startInProcess(ctx context.Context, stderr io.Writer) (*her
 	c.DatabaseURL, c.SQLiteSync = f.databaseURL, f.sqliteSync
 	c.Workers, c.Tiers = f.workers, f.tiers
 	c.IngestWorkers, c.IngestFlush = f.ingestCommitters, f.ingestFlush
+	c.Direct = f.direct
 	c.ShutdownWait = 2 * time.Second
 	c.holdDelivery = f.drain
 	if f.databaseURL != "" {
@@ -569,6 +576,8 @@ func printBench(w io.Writer, r *benchResult) {
 		fmt.Fprintf(w, "transactions        %d ingest commits (%.1f events, %.2f ms each), %d completion transactions (%.1f outcomes each)\n",
 			r.IngestCommits, float64(r.Published)/float64(max(r.IngestCommits, 1)), r.IngestCommitMs,
 			r.CompletionTxs, float64(r.Delivered+r.FailedAttempts)/float64(max(r.CompletionTxs, 1)))
+		fmt.Fprintf(w, "starts              %d by direct dispatch, the rest from %d claim transactions\n",
+			r.DirectDispatched, r.ClaimTxs)
 	}
 	if r.Drain {
 		fmt.Fprintln(w, "drain               delivery was held until publishing ended: deliveries/s is delivery alone; latency includes the hold")
@@ -668,14 +677,20 @@ func (a *benchAPI) publishBatch(ctx context.Context, body []byte) (accepted, del
 
 // commitCounts reads the ingest commit and completion transaction counts
 // from /metrics (zeros when the node does not export them).
-func (a *benchAPI) commitCounts(ctx context.Context) (ingest, completion int64, ingestMeanMs float64) {
+// txCounts are the node's transaction counters from /metrics.
+type txCounts struct {
+	ingest, completion, claims, direct int64
+	ingestMeanMs                       float64
+}
+
+func (a *benchAPI) commitCounts(ctx context.Context) (c txCounts) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.base+"/metrics", nil)
 	if err != nil {
-		return 0, 0, 0
+		return c
 	}
 	resp, err := a.client.Do(req)
 	if err != nil {
-		return 0, 0, 0
+		return c
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
@@ -690,17 +705,21 @@ func (a *benchAPI) commitCounts(ctx context.Context) (ingest, completion int64, 
 		}
 		switch name {
 		case "herald_ingest_commit_batch_size_count":
-			ingest = int64(v)
+			c.ingest = int64(v)
 		case "herald_completion_batch_size_count":
-			completion = int64(v)
+			c.completion = int64(v)
+		case "herald_claim_batch_size_count":
+			c.claims = int64(v)
+		case "herald_direct_dispatch_total":
+			c.direct = int64(v)
 		case "herald_ingest_commit_duration_seconds_sum":
-			ingestMeanMs = v * 1000
+			c.ingestMeanMs = v * 1000
 		}
 	}
-	if ingest > 0 {
-		ingestMeanMs /= float64(ingest)
+	if c.ingest > 0 {
+		c.ingestMeanMs /= float64(c.ingest)
 	}
-	return ingest, completion, ingestMeanMs
+	return c
 }
 
 // stats reports whether herald has no pending or in-flight delivery left,

@@ -38,6 +38,7 @@ type config struct {
 	IngestBatch   int
 	IngestFlush   time.Duration
 	IngestWorkers int
+	Direct        bool
 	LeaseMargin   time.Duration
 	PollInterval  time.Duration
 	ShutdownWait  time.Duration
@@ -85,6 +86,7 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.IngestBatch, "ingest-max-batch", 1000, "most events in one group commit")
 	fs.DurationVar(&c.IngestFlush, "ingest-flush-interval", 0, "how long a group commit waits for more events (0: flush when the committer is free)")
 	fs.IntVar(&c.IngestWorkers, "ingest-committers", 0, "concurrent group committers (default 1 on SQLite, 4 on PostgreSQL)")
+	fs.BoolVar(&c.Direct, "direct-dispatch", true, "send fresh deliveries of unordered, unthrottled subscriptions without a claim when workers are free")
 	fs.DurationVar(&c.LeaseMargin, "lease-margin", delivery.DefaultLeaseMargin, "added to a delivery's timeout to size its lease")
 	fs.DurationVar(&c.PollInterval, "poll-interval", delivery.DefaultPollInterval, "longest a tier sleeps without checking the store")
 	fs.DurationVar(&c.ShutdownWait, "shutdown-timeout", delivery.DefaultShutdownTimeout, "how long shutdown waits for running deliveries")

@@ -202,21 +202,13 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 	reg := prometheus.NewRegistry()
 	obs := metrics.NewObserver(reg)
 
-	var engine *delivery.Engine
-	ing := ingest.New(ingest.Config{
-		Store:         s,
-		Tier0Delay:    c.tiers[0],
-		MaxBatch:      c.IngestBatch,
-		FlushInterval: c.IngestFlush,
-		Committers:    committers,
-		OnCommit:      func() { engine.Notify() },
-		Logger:        logger,
-		Observer:      obs,
-	})
-	engine = delivery.New(delivery.Config{
+	// The fan-out cache is shared: ingest routes published events with it,
+	// the engine routes system events (alerts).
+	fanout := ingest.NewFanout(s, logger)
+	engine := delivery.New(delivery.Config{
 		Store:           s,
 		Sender:          sender,
-		Fanout:          ing.Fanout(),
+		Fanout:          fanout,
 		Tiers:           c.tiers,
 		Workers:         c.Workers,
 		LeaseMargin:     c.LeaseMargin,
@@ -225,6 +217,22 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 		NodeID:          c.NodeID,
 		Logger:          logger,
 		Observer:        obs,
+	})
+	var dispatcher ingest.Dispatcher
+	if c.Direct {
+		dispatcher = engine
+	}
+	ing := ingest.New(ingest.Config{
+		Store:         s,
+		Fanout:        fanout,
+		Tier0Delay:    c.tiers[0],
+		MaxBatch:      c.IngestBatch,
+		FlushInterval: c.IngestFlush,
+		Committers:    committers,
+		OnCommit:      engine.Notify,
+		Dispatcher:    dispatcher,
+		Logger:        logger,
+		Observer:      obs,
 	})
 	maint := maintenance.New(maintenance.Config{
 		Store:      s,

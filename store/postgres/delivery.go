@@ -259,6 +259,11 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, params *store.Delivery
 		batch.Queue(disableSQL, ids, reasons, now)
 	}
 	paused := queuePauses(batch, params.PauseSubscriptions) // throttle.go
+	if paused {
+		// Fan-out caches drive direct dispatch; the bump makes them reload
+		// and see the pause.
+		batch.Queue(`UPDATE subscriptions_version SET version = version + 1`)
+	}
 	var events *eventBatch
 	if len(params.Events) > 0 {
 		events = newEventBatch(params.Events, params.Now)
@@ -302,8 +307,10 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, params *store.Delivery
 			}
 		}
 		if paused {
-			if _, err := br.Exec(); err != nil {
-				return err
+			for range 2 { // pauseSQL, version bump
+				if _, err := br.Exec(); err != nil {
+					return err
+				}
 			}
 		}
 		if events != nil {

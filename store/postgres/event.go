@@ -24,11 +24,12 @@ WITH ins AS (
 	RETURNING id, key, version
 ), dl AS (
 	INSERT INTO deliveries (id, event_id, subscription_id, state, tier, next_attempt_at,
-		event_key, event_version, created_at, updated_at)
-	SELECT d.id, d.event_id, d.subscription_id, 'pending', 0, d.next_attempt_at,
-		ins.key, ins.version, $11, $11
-	FROM unnest($8::text[], $9::text[], $10::text[], $12::timestamptz[])
-		AS d(id, event_id, subscription_id, next_attempt_at)
+		event_key, event_version, lease_owner, lease_until, created_at, updated_at)
+	SELECT d.id, d.event_id, d.subscription_id,
+		CASE WHEN d.lease_owner IS NULL THEN 'pending' ELSE 'in_flight' END, 0, d.next_attempt_at,
+		ins.key, ins.version, d.lease_owner, d.lease_until, $11, $11
+	FROM unnest($8::text[], $9::text[], $10::text[], $12::timestamptz[], $13::text[], $14::timestamptz[])
+		AS d(id, event_id, subscription_id, next_attempt_at, lease_owner, lease_until)
 	JOIN ins ON ins.id = d.event_id
 )
 SELECT id FROM ins`
@@ -54,6 +55,9 @@ func newEventBatch(events []store.EventInsert, now time.Time) *eventBatch {
 		counts                  []int32
 		dIDs, dEvents, dSubs    []string
 		dNext                   []time.Time
+		// Leased at insert (direct dispatch) when the owner is set.
+		dOwners []*string
+		dUntil  []*time.Time
 	)
 	for i, in := range events {
 		ev := in.Event
@@ -76,9 +80,16 @@ func newEventBatch(events []store.EventInsert, now time.Time) *eventBatch {
 			dEvents = append(dEvents, ev.ID)
 			dSubs = append(dSubs, d.SubscriptionID)
 			dNext = append(dNext, ms(d.NextAttemptAt))
+			if d.LeaseOwner != "" {
+				owner, until := d.LeaseOwner, ms(d.LeaseUntil)
+				dOwners, dUntil = append(dOwners, &owner), append(dUntil, &until)
+			} else {
+				dOwners, dUntil = append(dOwners, nil), append(dUntil, nil)
+			}
 		}
 	}
-	b.args = []any{ids, types, keys, versions, datas, created, counts, dIDs, dEvents, dSubs, ms(now), dNext}
+	b.args = []any{ids, types, keys, versions, datas, created, counts, dIDs, dEvents, dSubs, ms(now), dNext,
+		dOwners, dUntil}
 	return b
 }
 
@@ -170,7 +181,7 @@ func (s *Store) EventInsertMany(ctx context.Context, params *store.EventInsertMa
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
-	s.notifyInserted(res) // wake other nodes (notify.go)
+	s.notifyInserted(params.Events, res) // wake other nodes (notify.go)
 	return res, nil
 }
 

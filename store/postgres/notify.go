@@ -95,12 +95,19 @@ func (w *workNotifier) close() {
 	w.wg.Wait()
 }
 
-// notifyInserted notifies when an EventInsertMany stored new deliveries.
-func (s *Store) notifyInserted(res []store.EventInsertResult) {
-	for _, r := range res {
-		if !r.Duplicate && r.DeliveryCount > 0 {
-			s.notifyWork()
-			return
+// notifyInserted notifies when an EventInsertMany stored new pending
+// deliveries. Deliveries leased at insert (direct dispatch) are already
+// being sent by their node: nobody needs waking for them.
+func (s *Store) notifyInserted(events []store.EventInsert, res []store.EventInsertResult) {
+	for i, r := range res {
+		if r.Duplicate {
+			continue
+		}
+		for _, d := range events[i].Deliveries {
+			if d.LeaseOwner == "" {
+				s.notifyWork()
+				return
+			}
 		}
 	}
 }

@@ -245,13 +245,66 @@ func (s *Store) SubscriptionListAll(ctx context.Context) (*store.SubscriptionLis
 			if err != nil {
 				return err
 			}
-			res.Subscriptions, err = collectSubscriptions(rows)
+			if res.Subscriptions, err = collectSubscriptions(rows); err != nil {
+				return err
+			}
+			if res.Secrets, err = listAllSecrets(ctx, tx); err != nil {
+				return err
+			}
+			res.PausedUntil, err = listAllPauses(ctx, tx)
 			return err
 		})
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
 	return res, nil
+}
+
+// listAllSecrets reads every secret of live subscriptions, newest first.
+func listAllSecrets(ctx context.Context, tx pgx.Tx) (map[string][]herald.Secret, error) {
+	rows, err := tx.Query(ctx, `SELECT x.subscription_id, x.value, x.created_at, x.expires_at
+		FROM subscription_secrets x JOIN subscriptions s ON s.id = x.subscription_id
+		WHERE s.deleted_at IS NULL
+		ORDER BY x.subscription_id, x.created_at DESC, x.id DESC`)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]herald.Secret{}
+	var (
+		subID     string
+		sec       herald.Secret
+		expiresAt *time.Time
+	)
+	_, err = pgx.ForEachRow(rows, []any{&subID, &sec.Value, &sec.CreatedAt, &expiresAt}, func() error {
+		v := sec
+		v.CreatedAt = v.CreatedAt.UTC()
+		if expiresAt != nil {
+			t := expiresAt.UTC()
+			v.ExpiresAt = &t
+		}
+		out[subID] = append(out[subID], v)
+		return nil
+	})
+	return out, err
+}
+
+// listAllPauses reads paused_until of live subscriptions that have one.
+func listAllPauses(ctx context.Context, tx pgx.Tx) (map[string]time.Time, error) {
+	rows, err := tx.Query(ctx, `SELECT id, paused_until FROM subscriptions
+		WHERE deleted_at IS NULL AND paused_until IS NOT NULL`)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]time.Time{}
+	var (
+		id    string
+		until time.Time
+	)
+	_, err = pgx.ForEachRow(rows, []any{&id, &until}, func() error {
+		out[id] = until.UTC()
+		return nil
+	})
+	return out, err
 }
 
 // SubscriptionsVersion returns the subscriptions change counter.

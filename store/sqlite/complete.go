@@ -116,6 +116,13 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, params *store.Delivery
 				return err
 			}
 		}
+		// Fan-out caches drive direct dispatch; the bump makes them
+		// reload and see the pause.
+		if len(params.PauseSubscriptions) > 0 && !disabled {
+			if err := bumpSubscriptionsVersion(ctx, tx); err != nil {
+				return err
+			}
+		}
 
 		_, err = insertEvents(ctx, tx, params.Events, params.Now)
 		return err

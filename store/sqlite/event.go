@@ -183,18 +183,25 @@ type deliveryRow struct {
 }
 
 func insertDeliveryRows(ctx context.Context, tx *sql.Tx, dls []deliveryRow, nowMS int64) error {
-	const cols = 8
+	const cols = 10
 	var q strings.Builder
 	q.Grow(200 + len(dls)*32)
 	q.WriteString(`INSERT INTO deliveries (id, event_id, subscription_id, state, tier,
-		next_attempt_at, event_key, event_version, created_at, updated_at) VALUES `)
+		next_attempt_at, event_key, event_version, lease_owner, lease_until, created_at, updated_at) VALUES `)
 	args := make([]any, 0, len(dls)*cols)
 	for n, r := range dls {
 		if n > 0 {
 			q.WriteByte(',')
 		}
-		q.WriteString(`(?,?,?,'pending',0,?,?,?,?,?)`)
-		args = append(args, r.d.ID, r.eventID, r.d.SubscriptionID, ms(r.d.NextAttemptAt), r.key, r.version, nowMS, nowMS)
+		// Leased at insert (direct dispatch): in_flight, as a claim would
+		// leave it.
+		state, owner, until := "pending", any(nil), any(nil)
+		if r.d.LeaseOwner != "" {
+			state, owner, until = "in_flight", r.d.LeaseOwner, ms(r.d.LeaseUntil)
+		}
+		q.WriteString(`(?,?,?,?,0,?,?,?,?,?,?,?)`)
+		args = append(args, r.d.ID, r.eventID, r.d.SubscriptionID, state, ms(r.d.NextAttemptAt), r.key, r.version,
+			owner, until, nowMS, nowMS)
 	}
 	if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
 		return fmt.Errorf("inserting deliveries: %w", err)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/store"
@@ -213,13 +214,67 @@ func (s *Store) SubscriptionListAll(ctx context.Context) (*store.SubscriptionLis
 		if err != nil {
 			return err
 		}
-		res.Subscriptions, err = scanSubscriptions(rows)
+		if res.Subscriptions, err = scanSubscriptions(rows); err != nil {
+			return err
+		}
+		res.Secrets, err = listAllSecrets(ctx, tx)
+		if err != nil {
+			return err
+		}
+		res.PausedUntil, err = listAllPauses(ctx, tx)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	return res, nil
+}
+
+// listAllSecrets reads every secret of live subscriptions, newest first.
+func listAllSecrets(ctx context.Context, tx *sql.Tx) (map[string][]herald.Secret, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT x.subscription_id, x.secret, x.created_at, x.expires_at
+		FROM subscription_secrets x JOIN subscriptions s ON s.id = x.subscription_id
+		WHERE s.deleted_at IS NULL
+		ORDER BY x.subscription_id, x.created_at DESC, x.id DESC`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string][]herald.Secret{}
+	for rows.Next() {
+		var (
+			subID     string
+			sec       herald.Secret
+			createdAt int64
+			expiresAt sql.NullInt64
+		)
+		if err := rows.Scan(&subID, &sec.Value, &createdAt, &expiresAt); err != nil {
+			return nil, err
+		}
+		sec.CreatedAt, sec.ExpiresAt = fromMS(createdAt), fromNullMS(expiresAt)
+		out[subID] = append(out[subID], sec)
+	}
+	return out, rows.Err()
+}
+
+// listAllPauses reads paused_until of live subscriptions that have one.
+func listAllPauses(ctx context.Context, tx *sql.Tx) (map[string]time.Time, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT id, paused_until FROM subscriptions
+		WHERE deleted_at IS NULL AND paused_until IS NOT NULL`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]time.Time{}
+	for rows.Next() {
+		var id string
+		var until int64
+		if err := rows.Scan(&id, &until); err != nil {
+			return nil, err
+		}
+		out[id] = fromMS(until)
+	}
+	return out, rows.Err()
 }
 
 // SubscriptionsVersion returns the subscription change counter.

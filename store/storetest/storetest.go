@@ -46,6 +46,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Ordering", testOrdering},
 		{"Retention", testRetention},
 		{"Throttle", testThrottle},
+		{"Direct", testDirect},
 	}
 	for _, area := range areas {
 		t.Run(area.name, func(t *testing.T) {
