@@ -30,7 +30,25 @@ const (
 	// several times slower. Readers get readerCacheKiB each.
 	writerCacheKiB = 64 << 10
 	readerCacheKiB = 16 << 10
+	// checkpointEvery is how often the background checkpointer copies the
+	// WAL into the database file (see checkpointLoop).
+	checkpointEvery = 100 * time.Millisecond
+	// writerAutoCheckpoint is the writer's own checkpoint threshold in WAL
+	// pages (SQLite's default is 1,000, about 4 MB). The background
+	// checkpointer normally keeps the WAL far below it; it is the backstop
+	// that bounds the WAL if the checkpointer falls behind.
+	writerAutoCheckpoint = 16000
 )
+
+// writerDriver is go-sqlite3 with the writer connection's setup: SQLite's
+// default runs a checkpoint inside the commit that crosses 1,000 WAL pages,
+// stalling that commit (and every publish queued behind the single writer)
+// while the database file is written and synced — tens of milliseconds on a
+// busy disk, every second or so under load. The writer's threshold is
+// raised instead and a separate connection checkpoints in the background.
+const writerDriver = "herald-sqlite3-writer"
+
+var registerWriter sync.Once
 
 // ErrLocked is returned (wrapped, with the holder's pid and the lock file's
 // path) by Open when another Store holds the data directory.
@@ -66,6 +84,12 @@ type Store struct {
 	writeMu     sync.Mutex
 	syncMode    string
 	durableMode string
+
+	// ckdb is the background checkpointer's connection; stopCheckpoint
+	// ends checkpointLoop and checkpointDone says it ended.
+	ckdb           *sql.DB
+	stopCheckpoint chan struct{}
+	checkpointDone chan struct{}
 }
 
 var _ store.Store = (*Store)(nil)
@@ -97,7 +121,13 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	base := fmt.Sprintf("%s?_journal_mode=WAL&_busy_timeout=%d&_foreign_keys=on&_synchronous=%s",
 		cfg.Path, busyTimeout.Milliseconds(), syncMode)
 	writerDSN := fmt.Sprintf("%s&_txlock=immediate&_cache_size=-%d", base, writerCacheKiB)
-	if s.db, err = sql.Open("sqlite3", writerDSN); err != nil {
+	registerWriter.Do(func() {
+		sql.Register(writerDriver, &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
+			_, err := c.Exec(fmt.Sprintf("PRAGMA wal_autocheckpoint = %d", writerAutoCheckpoint), nil)
+			return err
+		}})
+	})
+	if s.db, err = sql.Open(writerDriver, writerDSN); err != nil {
 		_ = s.Close()
 		return nil, fmt.Errorf("sqlite: open: %w", err)
 	}
@@ -121,12 +151,51 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	s.rdb.SetMaxOpenConns(readConns)
 	s.rdb.SetMaxIdleConns(readConns)
 	s.rdb.SetConnMaxIdleTime(0)
+
+	if s.ckdb, err = sql.Open("sqlite3", base); err != nil {
+		_ = s.Close()
+		return nil, fmt.Errorf("sqlite: open: %w", err)
+	}
+	s.ckdb.SetMaxOpenConns(1)
+	s.ckdb.SetMaxIdleConns(1)
+	s.ckdb.SetConnMaxIdleTime(0)
+	s.stopCheckpoint, s.checkpointDone = make(chan struct{}), make(chan struct{})
+	go s.checkpointLoop()
 	return s, nil
+}
+
+// checkpointLoop copies committed WAL frames into the database file every
+// checkpointEvery, on its own connection, so commits never wait for it. A
+// PASSIVE checkpoint takes no lock writers or readers wait on: it copies
+// what no reader still needs and stops; the writer then restarts the WAL
+// from the beginning once everything was copied, which keeps the file
+// small. Errors are not fatal (the writer's own threshold is the backstop);
+// the next tick tries again.
+func (s *Store) checkpointLoop() {
+	defer close(s.checkpointDone)
+	t := time.NewTicker(checkpointEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stopCheckpoint:
+			return
+		case <-t.C:
+			_, _ = s.ckdb.Exec("PRAGMA wal_checkpoint(PASSIVE)")
+		}
+	}
 }
 
 // Close releases the connections and the data directory lock.
 func (s *Store) Close() error {
 	var errs []error
+	if s.stopCheckpoint != nil {
+		close(s.stopCheckpoint)
+		<-s.checkpointDone
+		s.stopCheckpoint = nil
+	}
+	if s.ckdb != nil {
+		errs = append(errs, s.ckdb.Close())
+	}
 	if s.rdb != nil {
 		errs = append(errs, s.rdb.Close())
 	}

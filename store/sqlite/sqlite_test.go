@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -118,4 +119,32 @@ func TestClosedStoreUnavailable(t *testing.T) {
 	require.ErrorIs(t, err, herald.ErrStoreUnavailable)
 	_, err = s.EventInsertMany(t.Context(), &store.EventInsertManyParams{Now: time.Now()})
 	require.ErrorIs(t, err, herald.ErrStoreUnavailable)
+}
+
+// The background checkpointer copies the WAL into the database file with no
+// further write: the 1.2 MB written here stays under both the writer's own
+// threshold and SQLite's default one, so only the checkpointer can move it.
+func TestBackgroundCheckpoint(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "herald.db")
+	s := openPath(t, path)
+	size := func() int64 {
+		fi, err := os.Stat(path)
+		require.NoError(t, err)
+		return fi.Size()
+	}
+	before := size()
+
+	data := []byte(`{"blob":"` + strings.Repeat("x", 4000) + `"}`)
+	events := make([]store.EventInsert, 300)
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	for i := range events {
+		events[i] = store.EventInsert{Event: &herald.Event{
+			ID: herald.NewID(herald.PrefixEvent), Type: "ckpt.test", Data: data, CreatedAt: now,
+		}}
+	}
+	_, err := s.EventInsertMany(t.Context(), &store.EventInsertManyParams{Events: events, Now: now})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return size() >= before+1_000_000 }, 10*time.Second, 10*time.Millisecond,
+		"the database file did not grow: the WAL was not checkpointed")
 }
