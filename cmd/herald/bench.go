@@ -34,6 +34,7 @@ const (
 	benchMaxFanout      = 100
 	benchMaxPayload     = 256 << 10
 	benchMaxBatch       = 1000 // the batch API's limit
+	benchMaxBacklog     = 1_000_000
 )
 
 type benchFlags struct {
@@ -45,6 +46,7 @@ type benchFlags struct {
 	ingestCommitters        int
 	ingestFlush             time.Duration
 	direct                  bool
+	backlog                 int64
 	rate                    float64
 	count                   int64
 	duration                time.Duration
@@ -71,6 +73,11 @@ type benchResult struct {
 	Concurrency int     `json:"concurrency"`
 	Workers     int     `json:"workers,omitempty"`
 	Fanout      int     `json:"fanout"`
+	// Backlog is --backlog; BacklogAttempts counts the failing endpoint's
+	// requests during the measured run.
+	Backlog         int64 `json:"backlog,omitempty"`
+	BacklogAttempts int64 `json:"backlog_failed_attempts,omitempty"`
+	backlogAttempts func() int64
 	PayloadB    int     `json:"payload_bytes"`
 	FailRatio   float64 `json:"fail_ratio"`
 	DelayMs     float64 `json:"delay_ms"`
@@ -129,6 +136,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&f.batch, "batch", 0, "publish through the batch API, N events per call (0: single publishes)")
 	fs.IntVar(&f.fanout, "fanout", 1, "subscriptions matching every event (deliveries per event)")
 	fs.Float64Var(&f.failRatio, "fail-ratio", 0, "share of deliveries the receiver answers 500 (0..0.9)")
+	fs.Int64Var(&f.backlog, "backlog", 0, "head-of-line test: first publish this many events to a second subscription whose endpoint always answers 500, so they go through the retry tiers during the run (the measured subscription is unaffected; 0..1,000,000)")
 	fs.DurationVar(&f.delay, "delay", 0, "receiver response delay")
 	fs.DurationVar(&f.wait, "wait", time.Minute, "how long to wait for deliveries after publishing ends")
 	fs.DurationVar(&f.ceilingMax, "ceiling-time", 5*time.Second, "longest raw HTTP ceiling run (0 skips it)")
@@ -217,6 +225,19 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}()
 	}
 
+	if f.backlog > 0 {
+		failing, err := bench.NewReceiver(bench.ReceiverConfig{FailRatio: 1})
+		if err != nil {
+			return fmt.Errorf("error starting the failing receiver: %w", err)
+		}
+		defer failing.Close()
+		if err := publishBacklog(ctx, api, failing, "bench."+runID+".backlog", f.backlog, stderr, f.progress); err != nil {
+			return err
+		}
+		res.Backlog = f.backlog
+		res.backlogAttempts = failing.Failed
+	}
+
 	_, deadBefore, err := api.stats(ctx)
 	if err != nil {
 		return fmt.Errorf("error reading stats: %w", err)
@@ -225,6 +246,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var stopProgress func()
 	if f.progress {
 		stopProgress = progressLine(stderr, p, recv)
+	}
+	var backlogBefore int64
+	if res.backlogAttempts != nil {
+		backlogBefore = res.backlogAttempts()
 	}
 	start := time.Now()
 	p.run(ctx, start)
@@ -262,13 +287,21 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	q := p.calls.Quantiles(0.5, 0.99)
 	res.PublishCallP50Ms, res.PublishCallP99Ms = q[0], q[1]
 	res.DeliveriesWanted, res.Delivered, res.FailedAttempts = p.wanted.Load(), recv.Delivered(), recv.Failed()
-	if _, dead, err := api.stats(ctx); err == nil {
+	if f.backlog > 0 {
+		// The backlog's dead letters are not the measured subscriptions'.
+		if dead, err := api.deadCount(ctx, subIDs); err == nil {
+			res.Dead = dead
+		}
+	} else if _, dead, err := api.stats(ctx); err == nil {
 		res.Dead = dead - deadBefore
 	}
 	res.Complete = res.Delivered+res.Dead >= res.DeliveriesWanted
 	if last := recv.LastDelivered(); !last.IsZero() {
 		res.DeliverSeconds = last.Sub(deliverStart).Seconds()
 		res.DeliveriesPerSec = float64(res.Delivered) / res.DeliverSeconds
+	}
+	if res.backlogAttempts != nil {
+		res.BacklogAttempts = res.backlogAttempts() - backlogBefore
 	}
 	q = recv.Latency().Quantiles(0.5, 0.95, 0.99)
 	res.LatencyP50Ms, res.LatencyP95Ms, res.LatencyP99Ms = q[0], q[1], q[2]
@@ -324,6 +357,8 @@ func (f *benchFlags) validate() error {
 		return fmt.Errorf("--batch must be 0..%d", benchMaxBatch)
 	case f.failRatio < 0 || f.failRatio > 0.9:
 		return errors.New("--fail-ratio must be 0..0.9")
+	case f.backlog < 0 || f.backlog > benchMaxBacklog:
+		return fmt.Errorf("--backlog must be 0..%d", benchMaxBacklog)
 	case f.rate < 0:
 		return errors.New("--rate must not be negative")
 	case f.wait < 0 || f.wait > benchMaxDuration:
@@ -517,6 +552,45 @@ func (p *publisher) publish(ctx context.Context, n int, stamp time.Time) {
 	p.wanted.Add(deliveries)
 }
 
+// publishBacklog subscribes a second endpoint that answers every request
+// 500 to its own event type, publishes n events to it through the batch
+// API, and returns once they are stored: their deliveries then go through
+// the retry tiers while the measured run publishes (head-of-line test).
+func publishBacklog(ctx context.Context, api *benchAPI, failing *bench.Receiver, eventType string, n int64, stderr io.Writer, progress bool) error {
+	if _, err := api.createSubscription(ctx, failing.URL()+"/hook", eventType); err != nil {
+		return err
+	}
+	body := bench.EventBody(eventType, time.Now(), "")
+	var buf bytes.Buffer
+	for done := int64(0); done < n; {
+		k := min(n-done, benchMaxBatch)
+		buf.Reset()
+		buf.WriteString(`{"events":[`)
+		for i := range k {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			buf.Write(body)
+		}
+		buf.WriteString(`]}`)
+		accepted, _, err := api.publishBatch(ctx, buf.Bytes())
+		if err != nil {
+			return fmt.Errorf("error publishing the backlog: %w", err)
+		}
+		if accepted != k {
+			return fmt.Errorf("error publishing the backlog: %d of %d events accepted", accepted, k)
+		}
+		done += k
+		if progress {
+			fmt.Fprintf(stderr, "\rbacklog %d/%d", done, n)
+		}
+	}
+	if progress {
+		fmt.Fprintln(stderr)
+	}
+	return nil
+}
+
 func progressLine(w io.Writer, p *publisher, recv *bench.Receiver) (stop func()) {
 	done := make(chan struct{})
 	finished := make(chan struct{})
@@ -578,6 +652,10 @@ func printBench(w io.Writer, r *benchResult) {
 			r.CompletionTxs, float64(r.Delivered+r.FailedAttempts)/float64(max(r.CompletionTxs, 1)))
 		fmt.Fprintf(w, "starts              %d by direct dispatch, the rest from %d claim transactions\n",
 			r.DirectDispatched, r.ClaimTxs)
+	}
+	if r.Backlog > 0 {
+		fmt.Fprintf(w, "backlog             %d events to an endpoint that always fails; %d failed attempts during the run\n",
+			r.Backlog, r.BacklogAttempts)
 	}
 	if r.Drain {
 		fmt.Fprintln(w, "drain               delivery was held until publishing ended: deliveries/s is delivery alone; latency includes the hold")
@@ -742,6 +820,33 @@ func (a *benchAPI) stats(ctx context.Context) (idle bool, dead int64, err error)
 		}
 	}
 	return idle, st.Dead, nil
+}
+
+// deadCount counts the dead letters of the given subscriptions.
+func (a *benchAPI) deadCount(ctx context.Context, subIDs []string) (int64, error) {
+	var n int64
+	for _, id := range subIDs {
+		cursor := ""
+		for {
+			var page struct {
+				Data       []json.RawMessage `json:"data"`
+				NextCursor *string           `json:"next_cursor"`
+			}
+			path := "/v1/deliveries?state=dead&limit=1000&subscription_id=" + url.QueryEscape(id)
+			if cursor != "" {
+				path += "&cursor=" + url.QueryEscape(cursor)
+			}
+			if err := a.do(ctx, http.MethodGet, path, nil, &page); err != nil {
+				return 0, err
+			}
+			n += int64(len(page.Data))
+			if page.NextCursor == nil || *page.NextCursor == "" {
+				break
+			}
+			cursor = *page.NextCursor
+		}
+	}
+	return n, nil
 }
 
 func randomHex(n int) string {

@@ -86,6 +86,35 @@ func TestBenchSQLite(t *testing.T) {
 		require.Positive(t, res.FailedAttempts)
 	})
 
+	t.Run("Backlog", func(t *testing.T) {
+		t.Parallel()
+		// 300 events to an endpoint that always fails, retried every
+		// 100 ms: the measured subscription's deliveries all arrive, the
+		// failing endpoint is hit during the run, and none of its requests
+		// count as the measured subscription's.
+		res := runBenchJSON(t, "--count", "200", "--concurrency", "4", "--backlog", "300",
+			"--tiers", "0s,100ms,100ms", "--ceiling-time", "1s")
+		requireSane(t, res, 200, 1)
+		require.EqualValues(t, 300, res.Backlog)
+		require.Positive(t, res.BacklogAttempts)
+		require.Zero(t, res.FailedAttempts)
+		require.Zero(t, res.Dead, "the backlog's dead letters are not the measured subscription's")
+	})
+
+	t.Run("DirectDispatchCounted", func(t *testing.T) {
+		t.Parallel()
+		// A paced run keeps tier 0 drained: most deliveries skip the claim.
+		// Off, none do.
+		on := runBenchJSON(t, "--count", "100", "--rate", "200", "--concurrency", "4", "--ceiling-time", "1s")
+		requireSane(t, on, 100, 1)
+		require.Positive(t, on.DirectDispatched)
+		off := runBenchJSON(t, "--count", "100", "--rate", "200", "--concurrency", "4", "--ceiling-time", "1s",
+			"--direct-dispatch=false")
+		requireSane(t, off, 100, 1)
+		require.Zero(t, off.DirectDispatched)
+		require.Positive(t, off.ClaimTxs)
+	})
+
 	t.Run("Drain", func(t *testing.T) {
 		t.Parallel()
 		res := runBenchJSON(t, "--count", "200", "--drain", "--ceiling-time", "1s")
