@@ -78,9 +78,9 @@ type benchResult struct {
 	Backlog         int64 `json:"backlog,omitempty"`
 	BacklogAttempts int64 `json:"backlog_failed_attempts,omitempty"`
 	backlogAttempts func() int64
-	PayloadB    int     `json:"payload_bytes"`
-	FailRatio   float64 `json:"fail_ratio"`
-	DelayMs     float64 `json:"delay_ms"`
+	PayloadB        int     `json:"payload_bytes"`
+	FailRatio       float64 `json:"fail_ratio"`
+	DelayMs         float64 `json:"delay_ms"`
 
 	Published        int64   `json:"published"`
 	PublishErrors    int64   `json:"publish_errors"`
