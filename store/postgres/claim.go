@@ -42,13 +42,33 @@ import (
 //
 // The lease is max(@lease_until, @now + subscription timeout + @margin_ms),
 // so a subscription with a long timeout never outlives its lease.
-const claimSQL = `
+//
+// claimPlainSQL is the same claim for when no subscription had a rate
+// limit or an in-flight cap (orderedCache): it leaves such subscriptions
+// out altogether, so it never spends a budget and needs no throttle lock
+// (one limited since, on another node, is claimed by claimSQL once the
+// cache sees it, within orderedCacheTTL), and a paused one while its pause
+// lasts; it has none of the budget arithmetic to plan or run.
+var (
+	claimSQL      = claimStatement(true)
+	claimPlainSQL = claimStatement(false)
+)
+
+func claimStatement(throttled bool) string {
+	capJoin, started := "", ""
+	capFilter := "\n\t  AND NOT " + limitedPredicate + " AND (s.paused_until IS NULL OR s.paused_until <= @now::timestamptz)"
+	if throttled {
+		capJoin = `
+	-- The throttle's cap (throttle.go): @limit unless throttled.
+	CROSS JOIN LATERAL (SELECT ` + claimCapSQL + ` AS cap) b`
+		capFilter = "\n\t  AND c.rnk_in_sub <= b.cap"
+		started = ", " + throttleStartedSQL
+	}
+	return `
 WITH ranked AS (
 	SELECT c.id, c.subscription_id, c.next_attempt_at,
 		row_number() OVER (PARTITION BY c.subscription_id ORDER BY c.next_attempt_at, c.id) AS rnk
-	FROM subscriptions s
-	-- The throttle's cap (throttle.go): @limit unless throttled.
-	CROSS JOIN LATERAL (SELECT ` + claimCapSQL + ` AS cap) b
+	FROM subscriptions s` + capJoin + `
 	CROSS JOIN LATERAL (
 		SELECT d.id, d.subscription_id, d.next_attempt_at,
 			row_number() OVER (ORDER BY d.next_attempt_at, d.id) AS rnk_in_sub
@@ -59,8 +79,7 @@ WITH ranked AS (
 		LIMIT @limit
 	) c
 	-- fifo and latest subscriptions are claimed per key (ordering.go).
-	WHERE s.state = 'enabled' AND s.deleted_at IS NULL AND NOT ` + orderedPredicate + `
-	  AND c.rnk_in_sub <= b.cap
+	WHERE s.state = 'enabled' AND s.deleted_at IS NULL AND NOT ` + orderedPredicate + capFilter + `
 ), picked AS (
 	SELECT id, row_number() OVER (ORDER BY rnk,
 		CASE WHEN @rotate_after = '' THEN NULL ELSE subscription_id <= @rotate_after END,
@@ -93,9 +112,23 @@ WITH ranked AS (
 		d.next_attempt_at, d.event_key, d.event_version, d.last_status, d.last_error, d.last_message,
 		d.created_at, d.updated_at, d.lease_until,
 		e.id AS e_id, e.type, e.key, e.version, e.data::text AS data, e.created_at AS e_created_at
-), ` + throttleStartedSQL + `
+)` + started + `
 SELECT n.candidates, c.*
 FROM (SELECT count(*) AS candidates FROM ranked) n LEFT JOIN claimed c ON true`
+}
+
+// customPlansSQL is the first statement of every claim transaction (it
+// rides in the first pipeline, throttleLockSQLs): every statement of the
+// claim is planned for the table as it is now, never with a cached generic
+// plan. A generic plan is made once per connection, after five executions,
+// and kept until the table is next analyzed: made while a fresh schema was
+// nearly empty, it read deliveries and events with sequential scans, so
+// every claim cost time proportional to the whole table (herald bench on
+// PostgreSQL: 700 deliveries/s and falling as the table grew). Planning
+// the claim costs well under a millisecond.
+const customPlansSQL = `SET LOCAL plan_cache_mode = force_custom_plan`
+
+const asyncCommitSQL = `SET LOCAL synchronous_commit = off`
 
 // claimTries bounds the claim statements one DeliveryClaim runs when it
 // loses races to concurrent claims.
@@ -125,33 +158,38 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *store.DeliveryClaimPa
 		out = nil
 		subIDs := map[string]bool{}
 		// With ordered subscriptions, whose deliveries are claimed first,
-		// the throttle locks (throttle.go) come before anything else;
-		// otherwise they ride in claimSQL's round trip.
-		lockFirst, err := s.orderedExist(ctx, tx)
+		// the throttle locks (throttle.go) come before anything else, in
+		// the ordered claim's first round trip; otherwise they ride in
+		// claimSQL's.
+		kinds, err := s.subscriptionKinds(ctx, tx)
 		if err != nil {
 			return err
 		}
-		if lockFirst {
-			if err := throttleLock(ctx, tx, params); err != nil {
+		var ordered *orderedClaim
+		if kinds.exists {
+			// Ordered subscriptions first, up to a fair share each
+			// (ordering.go).
+			o, first, err := s.claimOrdered(ctx, tx, params, kinds.limited)
+			if err != nil {
 				return err
 			}
+			ordered = o
+			out = addClaimed(out, first, subIDs)
 		}
-		// Ordered subscriptions first, up to a fair share each (ordering.go).
-		ordered, first, err := s.claimOrdered(ctx, tx, params)
-		if err != nil {
-			return err
-		}
-		out = addClaimed(out, first, subIDs)
+		locked := ordered != nil
+		// Nothing unordered was due when the ordered claim looked: no
+		// claimSQL round trip (work published since is the next claim's).
+		unordered := ordered == nil || len(ordered.subs) == 0 || ordered.unorderedDue
 		// Claims racing on the same rows skip each other's locks; when this
 		// one came back short only because of that, the racing claims have
 		// usually committed by the next statement (a fresh snapshot), which
 		// then sees fresh candidates. Bounded: a short claim is still a
 		// correct answer.
-		for try := 0; try < claimTries && len(out) < params.Limit; try++ {
+		for try := 0; unordered && try < claimTries && len(out) < params.Limit; try++ {
 			want := params.Limit - len(out)
 			// The first statement also locks the throttled subscriptions
 			// (throttle.go), in the same round trip.
-			rows, err := claimQuery(ctx, tx, try == 0 && !lockFirst, pgx.NamedArgs{
+			rows, err := claimQuery(ctx, tx, try == 0 && !locked, kinds.limited, pgx.NamedArgs{
 				"tier":               params.Tier,
 				"now":                now,
 				"limit":              want,

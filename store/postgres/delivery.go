@@ -230,8 +230,11 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, params *store.Delivery
 	}
 	now := ms(params.Now)
 	batch := &pgx.Batch{}
-	n := len(params.Outcomes)
-	if n > 0 {
+	// Rounds never repeat a delivery id (see store.OutcomeChunks); almost
+	// always there is one.
+	rounds := store.OutcomeChunks(params.Outcomes, 0)
+	for _, round := range rounds {
+		n := len(round)
 		var (
 			ids, owners, states, errs, msgs, excerpts = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 			tiers, status, nums, attTiers             = make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n)
@@ -239,7 +242,7 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, params *store.Delivery
 			at                                        = make([]time.Time, n)
 			durations                                 = make([]int64, n)
 		)
-		for i, o := range params.Outcomes {
+		for i, o := range round {
 			ids[i], owners[i], states[i] = o.DeliveryID, o.LeaseOwner, string(o.State)
 			tiers[i], next[i] = int32(o.Tier), msPtr(o.NextAttemptAt)
 			a := o.Attempt
@@ -275,7 +278,7 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, params *store.Delivery
 	}
 	br := db.SendBatch(ctx, batch)
 	err = func() error {
-		if n > 0 {
+		for _, round := range rounds {
 			if _, err := br.Exec(); err != nil {
 				return err
 			}
@@ -291,8 +294,8 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, params *store.Delivery
 			for _, id := range applied {
 				done[id] = true
 			}
-			res.Applied = len(applied)
-			for _, o := range params.Outcomes {
+			res.Applied += len(applied)
+			for _, o := range round {
 				if !done[o.DeliveryID] {
 					res.Stale = append(res.Stale, o.DeliveryID)
 				}

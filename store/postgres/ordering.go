@@ -25,7 +25,7 @@ import (
 // transaction that completes, releases or rescues the delivery) keeps the
 // key taken while its delivery is in flight. Key rows are created (INSERT …
 // ON CONFLICT DO NOTHING) the
-// first time a key has due work (createKeyRows).
+// first time a key has due work (createKeyRowsQuery).
 //
 // Unordered subscriptions never come here: claimSQL leaves fifo and latest
 // subscriptions out, and whether any exist is cached (orderedCacheTTL), so
@@ -44,10 +44,13 @@ const orderedKeyChunk = 256
 // orderedPredicate selects fifo and latest subscriptions (alias s).
 const orderedPredicate = `(s.ordering IN ('fifo', 'latest'))`
 
-// orderedCache remembers whether ordered subscriptions exist.
+// orderedCache remembers whether ordered subscriptions exist, and limited
+// ones (limitedPredicate: claimPlainSQL and no throttle lock without).
+// Subscription changes on this node invalidate it (orderedInvalidate).
 type orderedCache struct {
 	checkedAt time.Time // wall clock; zero = unknown
 	exists    bool
+	limited   bool
 }
 
 func (s *Store) orderedInvalidate() {
@@ -59,24 +62,34 @@ func (s *Store) orderedInvalidate() {
 // orderedExist reports whether any fifo or latest subscription exists,
 // asking the database at most once per orderedCacheTTL.
 func (s *Store) orderedExist(ctx context.Context, tx querier) (bool, error) {
+	c, err := s.subscriptionKinds(ctx, tx)
+	return c.exists, err
+}
+
+// subscriptionKinds reports whether ordered and limited subscriptions
+// exist, asking the database at most once per orderedCacheTTL. A
+// subscription limited since on another node is left out of claims until
+// then: claimPlainSQL never claims a limited one.
+func (s *Store) subscriptionKinds(ctx context.Context, tx querier) (orderedCache, error) {
 	s.orderedMu.Lock()
 	c := s.ordered
 	s.orderedMu.Unlock()
 	if !c.checkedAt.IsZero() && time.Since(c.checkedAt) < orderedCacheTTL {
-		return c.exists, nil
+		return c, nil
 	}
 	started := time.Now()
-	var exists bool
-	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM subscriptions s
-		WHERE `+orderedPredicate+` AND s.deleted_at IS NULL)`).Scan(&exists); err != nil {
-		return false, err
+	c = orderedCache{checkedAt: started}
+	if err := tx.QueryRow(ctx, `SELECT
+		EXISTS (SELECT 1 FROM subscriptions s WHERE `+orderedPredicate+` AND s.deleted_at IS NULL),
+		EXISTS (SELECT 1 FROM subscriptions s WHERE `+limitedPredicate+` AND s.deleted_at IS NULL)`).Scan(&c.exists, &c.limited); err != nil {
+		return orderedCache{}, err
 	}
 	s.orderedMu.Lock()
 	if s.ordered.checkedAt.IsZero() || s.ordered.checkedAt.Before(started) {
-		s.ordered = orderedCache{checkedAt: started, exists: exists}
+		s.ordered = c
 	}
 	s.orderedMu.Unlock()
-	return exists, nil
+	return c, nil
 }
 
 // orderedSub is an ordered subscription with due work in the claimed tier.
@@ -88,75 +101,232 @@ type orderedSub struct {
 	keys     []string // keys with due work, oldest due first ("" = keyless)
 	next     int      // keys[:next] are decided
 	got      int
+	// Discovery paging: the last due row read, and whether more may follow.
+	afterAt time.Time
+	afterID string
+	more    bool
+	seen    map[string]bool
 	// cap is the throttle budget left in this claim (-1: not throttled);
-	// set by throttleOrderedCaps, spent by throttleOrderedClaimed
-	// (throttle.go).
+	// read with the discovery (after the throttle locks), spent by
+	// throttleOrderedClaimed (throttle.go).
 	cap int
 }
 
 // orderedClaim is the ordered part of one DeliveryClaim.
 type orderedClaim struct {
-	params *store.DeliveryClaimParams
-	now    time.Time
-	subs   []*orderedSub
-	ids    []string
-	leases map[string]time.Time
+	params  *store.DeliveryClaimParams
+	now     time.Time
+	subs    []*orderedSub
+	claimed []*store.ClaimedDelivery
+	// keyRows: the delivery_keys rows of the discovered keys are still to
+	// be created; the first key-lock round trip does it first.
+	keyRows bool
+	// unorderedDue: an unordered subscription had due work when the
+	// claim started (claimSQL has something to do).
+	unorderedDue bool
+	// limited: a subscription may be rate- or in-flight-limited
+	// (subscriptionKinds), so the throttle locks were taken; without,
+	// limited ones are left out.
+	limited bool
+}
+
+// orderedPage is how many due rows of a subscription one discovery round
+// trip reads, and orderedKeysWanted how many claimable-looking keys the
+// discovery wants before it stops paging: enough for a claim of limit when
+// a few keys turn out blocked or taken by another claim.
+func orderedPage(limit int) int       { return max(4*orderedKeysWanted(limit), 256) }
+func orderedKeysWanted(limit int) int { return limit + limit/2 + 16 }
+
+// discoverPageSQL is the next page of a subscription's due rows (alias s),
+// in claim order, from the pending index.
+const discoverPageSQL = `SELECT d.event_key, d.next_attempt_at, d.id FROM deliveries d
+		WHERE d.tier = @tier AND d.subscription_id = s.id AND d.state = 'pending' AND d.next_attempt_at <= @now::timestamptz
+		  AND (@after_id = '' OR (d.next_attempt_at, d.id) > (@after_at::timestamptz, @after_id))
+		ORDER BY d.next_attempt_at, d.id LIMIT @page`
+
+// discoverSQL finds the ordered subscriptions with due work in the tier
+// (all of them, or @sub), with their throttle budget (-1: not throttled;
+// read after the throttle locks) and one page of their due rows: the page's
+// size and last row, and its keys in order of first due row. Keys that
+// cannot be claimed now are left out: keys held by a delivery in flight or
+// inside their key interval (PlanKey's Blocked), and fifo keys whose head
+// (earliest unfinished delivery) is not a due pending one of this tier. So
+// the keys of the first pages are claimable but for races, and a claim that
+// comes back short has seen every due row (keyless ones included): the
+// engine's NextDue then has no due delivery the claim left behind to wake
+// for. The skips and supersedes of a key left out wait for the claim that
+// examines it. The cost is one page of the pending index per subscription
+// and two index probes per key, never the backlog.
+const discoverSQL = `SELECT s.id, s.ordering, s.key_interval_ms, s.timeout_ms, b.cap, pg.n, pg.last_at, pg.last_id, ks.keys
+FROM subscriptions s
+CROSS JOIN LATERAL (SELECT CASE WHEN ` + limitedPredicate + ` OR s.paused_until > @now::timestamptz
+	THEN ` + throttleBudgetSQL + ` ELSE -1 END AS cap) b
+CROSS JOIN LATERAL (
+	SELECT count(*) AS n,
+		(array_agg(r.next_attempt_at ORDER BY r.next_attempt_at DESC, r.id DESC))[1] AS last_at,
+		(array_agg(r.id ORDER BY r.next_attempt_at DESC, r.id DESC))[1] AS last_id
+	FROM (` + discoverPageSQL + `) r
+) pg
+CROSS JOIN LATERAL (
+	SELECT coalesce(array_agg(g.event_key ORDER BY g.at, g.id), '{}') AS keys
+	FROM (SELECT r.event_key, min(r.next_attempt_at) AS at, min(r.id) AS id
+		FROM (` + discoverPageSQL + `) r GROUP BY r.event_key) g
+	WHERE g.event_key = '' OR (
+		NOT EXISTS (SELECT 1 FROM delivery_keys k
+			WHERE k.subscription_id = s.id AND k.event_key = g.event_key AND (k.holder IS NOT NULL
+				OR (s.key_interval_ms > 0 AND k.last_sent_at + s.key_interval_ms * interval '1 millisecond' > @now::timestamptz)))
+		AND (s.ordering <> 'fifo' OR coalesce((
+			SELECT h.state = 'pending' AND h.tier = @tier AND h.next_attempt_at <= @now::timestamptz
+			FROM deliveries h
+			WHERE h.subscription_id = s.id AND h.event_key = g.event_key AND h.event_key <> ''
+			  AND h.state IN ('pending', 'in_flight')
+			ORDER BY h.created_at, h.id LIMIT 1), false)))
+) ks
+WHERE s.state = 'enabled' AND s.deleted_at IS NULL AND ` + orderedPredicate + `
+  AND (@sub = '' OR s.id = @sub) AND pg.n > 0
+  -- Without the throttle locks (no subscription was limited), a limited
+  -- subscription is left out, as in claimPlainSQL.
+  AND (@limited OR NOT ` + limitedPredicate + `)
+ORDER BY s.id`
+
+// unorderedDueSQL: does an unordered subscription have due work in @tier?
+const unorderedDueSQL = `SELECT EXISTS (SELECT 1 FROM subscriptions s
+	CROSS JOIN LATERAL (SELECT 1 FROM deliveries d
+		WHERE d.tier = @tier AND d.subscription_id = s.id AND d.state = 'pending' AND d.next_attempt_at <= @now::timestamptz
+		LIMIT 1) n
+	WHERE s.state = 'enabled' AND s.deleted_at IS NULL AND NOT ` + orderedPredicate + `)`
+
+// discoverArgs are the named arguments of discoverSQL.
+func (o *orderedClaim) discoverArgs(sub *orderedSub) pgx.NamedArgs {
+	args := pgx.NamedArgs{"tier": o.params.Tier, "now": o.now, "page": orderedPage(o.params.Limit),
+		"throttle_margin_ms": store.ThrottleMargin.Milliseconds(), "sub": "", "after_at": time.Time{}, "after_id": "",
+		"limited": o.limited}
+	if sub != nil {
+		args["sub"], args["after_at"], args["after_id"] = sub.id, sub.afterAt, sub.afterID
+	}
+	return args
+}
+
+// readDiscovery reads discoverSQL's rows: it creates the orderedSubs when
+// subs is nil, else adds the page to the matching one.
+func (o *orderedClaim) readDiscovery(rows pgx.Rows) error {
+	defer rows.Close()
+	params := o.params
+	for rows.Next() {
+		var (
+			id, ordering        string
+			intervalMS, timeout int64
+			cap                 int
+			n                   int
+			lastAt              time.Time
+			lastID              string
+			keys                []string
+		)
+		if err := rows.Scan(&id, &ordering, &intervalMS, &timeout, &cap, &n, &lastAt, &lastID, &keys); err != nil {
+			return err
+		}
+		var sub *orderedSub
+		for _, s := range o.subs {
+			if s.id == id {
+				sub = s
+			}
+		}
+		if sub == nil {
+			sub = &orderedSub{id: id, ordering: herald.Ordering(ordering), interval: msDuration(intervalMS),
+				cap: cap, seen: map[string]bool{}}
+			subTimeout := (&herald.Subscription{TimeoutMS: timeout}).Timeout()
+			lease := o.now.Add(subTimeout + params.LeaseMargin)
+			if params.LeaseUntil.After(lease) {
+				lease = ms(params.LeaseUntil)
+			}
+			sub.lease = lease
+			o.subs = append(o.subs, sub)
+		}
+		sub.afterAt, sub.afterID, sub.more = lastAt, lastID, n >= orderedPage(params.Limit)
+		for _, k := range keys {
+			if !sub.seen[k] {
+				sub.seen[k] = true
+				sub.keys = append(sub.keys, k)
+			}
+		}
+	}
+	return rows.Err()
+}
+
+// discoverMore pages on, before any key is locked, for the subscriptions
+// whose first page held too few keys (many rows per key, or keys left out).
+func (o *orderedClaim) discoverMore(ctx context.Context, tx pgx.Tx) error {
+	wanted := orderedKeysWanted(o.params.Limit)
+	for range 8 {
+		batch := &pgx.Batch{}
+		for _, sub := range o.subs {
+			if sub.more && len(sub.keys) < wanted {
+				batch.Queue(discoverSQL, o.discoverArgs(sub))
+				// Until its page says otherwise (an empty page has no row).
+				sub.more = false
+			}
+		}
+		if batch.Len() == 0 {
+			return nil
+		}
+		br := tx.SendBatch(ctx, batch)
+		for range batch.Len() {
+			rows, err := br.Query()
+			if err == nil {
+				err = o.readDiscovery(rows)
+			}
+			if err != nil {
+				br.Close()
+				return err
+			}
+		}
+		if err := br.Close(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // newOrderedClaim finds the ordered subscriptions with due work in the
-// tier and their keys, or returns nil when there are none.
-func (s *Store) newOrderedClaim(ctx context.Context, tx pgx.Tx, params *store.DeliveryClaimParams) (*orderedClaim, error) {
-	exist, err := s.orderedExist(ctx, tx)
-	if err != nil || !exist {
+// tier and their keys (a bounded discovery, discoverSQL), or returns nil
+// when there are none. One round trip takes the throttle locks
+// (throttleLockSQLs, which come before anything else), asks whether
+// unordered subscriptions have due work, and reads the first page of every
+// ordered subscription.
+func (s *Store) newOrderedClaim(ctx context.Context, tx pgx.Tx, params *store.DeliveryClaimParams, limited bool) (*orderedClaim, error) {
+	o := &orderedClaim{params: params, now: ms(params.Now), keyRows: true, limited: limited}
+	lockArgs := pgx.NamedArgs{"tier": params.Tier, "now": o.now, "throttle_margin_ms": store.ThrottleMargin.Milliseconds()}
+	batch := &pgx.Batch{}
+	locks := claimLockSQLs(limited)
+	for _, q := range locks {
+		batch.Queue(q, lockArgs)
+	}
+	batch.Queue(unorderedDueSQL, lockArgs)
+	batch.Queue(discoverSQL, o.discoverArgs(nil))
+	br := tx.SendBatch(ctx, batch)
+	defer br.Close()
+	for range locks {
+		if _, err := br.Exec(); err != nil {
+			return nil, err
+		}
+	}
+	if err := br.QueryRow().Scan(&o.unorderedDue); err != nil {
 		return nil, err
 	}
-	now := ms(params.Now)
-	rows, err := tx.Query(ctx, `SELECT s.id, s.ordering, s.key_interval_ms, s.timeout_ms,
-			ARRAY(SELECT d.event_key FROM deliveries d
-				WHERE d.tier = $1 AND d.subscription_id = s.id AND d.state = 'pending' AND d.next_attempt_at <= $2
-				GROUP BY d.event_key ORDER BY min(d.next_attempt_at), d.event_key)
-		FROM subscriptions s
-		WHERE s.state = 'enabled' AND s.deleted_at IS NULL AND `+orderedPredicate+`
-		ORDER BY s.id`, params.Tier, now)
+	rows, err := br.Query()
 	if err != nil {
 		return nil, err
 	}
-	o := &orderedClaim{params: params, now: now, leases: map[string]time.Time{}}
-	for rows.Next() {
-		var (
-			sub                 orderedSub
-			ordering            string
-			intervalMS, timeout int64
-		)
-		if err := rows.Scan(&sub.id, &ordering, &intervalMS, &timeout, &sub.keys); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		if len(sub.keys) == 0 {
-			continue
-		}
-		sub.ordering = herald.Ordering(ordering)
-		sub.interval = msDuration(intervalMS)
-		subTimeout := (&herald.Subscription{TimeoutMS: timeout}).Timeout()
-		lease := now.Add(subTimeout + params.LeaseMargin)
-		if params.LeaseUntil.After(lease) {
-			lease = ms(params.LeaseUntil)
-		}
-		sub.lease = lease
-		o.subs = append(o.subs, &sub)
+	if err := o.readDiscovery(rows); err != nil {
+		return nil, err
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	if err := br.Close(); err != nil {
 		return nil, err
 	}
 	if len(o.subs) == 0 {
-		return nil, nil
+		return o, nil
 	}
-	// Throttled ordered subscriptions claim no more than their budget.
-	if err := throttleOrderedCaps(ctx, tx, o.subs, params.Now); err != nil {
-		return nil, err
-	}
-	if err := createKeyRows(ctx, tx, o.subs); err != nil {
+	if err := o.discoverMore(ctx, tx); err != nil {
 		return nil, err
 	}
 	// Round-robin like the unordered claim: subscriptions after
@@ -224,20 +394,20 @@ func (o *orderedClaim) claimSub(ctx context.Context, tx pgx.Tx, sub *orderedSub,
 	for got < want && sub.next < len(sub.keys) {
 		if sub.keys[sub.next] == "" {
 			need := want - got
-			ids, err := o.claimKeyless(ctx, tx, sub, need)
+			n, err := o.claimKeyless(ctx, tx, sub, need)
 			if err != nil {
 				return got, err
 			}
-			got += len(ids)
-			if len(ids) < need {
+			got += n
+			if n < need {
 				sub.next++ // keyless exhausted
 			}
 			continue
 		}
 		end := sub.next
-		// Keys are decided in chunks a little larger than what is still
-		// wanted (some keys are blocked), up to orderedKeyChunk.
-		chunkLen := min(max(2*(want-got), 16), orderedKeyChunk)
+		// Discovery left out the keys known to be blocked, so a chunk a
+		// little larger than what is still wanted usually fills it.
+		chunkLen := min(want-got+(want-got)/4+4, orderedKeyChunk)
 		for end < len(sub.keys) && end-sub.next < chunkLen && sub.keys[end] != "" {
 			end++
 		}
@@ -252,82 +422,117 @@ func (o *orderedClaim) claimSub(ctx context.Context, tx pgx.Tx, sub *orderedSub,
 	return got, nil
 }
 
+// claimedColumns are the columns of a claimed delivery and its event
+// (scanClaimed), from aliases l (the leased delivery) and e.
+const claimedColumns = `l.id, l.event_id, l.subscription_id, l.state, l.tier, l.attempt_count,
+	l.next_attempt_at, l.event_key, l.event_version, l.last_status, l.last_error, l.last_message,
+	l.created_at, l.updated_at, l.lease_until, e.id, e.type, e.key, e.version, e.data::text, e.created_at`
+
+// scanClaimed reads rows of claimedColumns.
+func scanClaimed(rows pgx.Rows) ([]*store.ClaimedDelivery, error) {
+	defer rows.Close()
+	var out []*store.ClaimedDelivery
+	for rows.Next() {
+		var (
+			lease time.Time
+			ev    herald.Event
+			data  string
+		)
+		d, err := scanDelivery(rows, &lease, &ev.ID, &ev.Type, &ev.Key, &ev.Version, &data, &ev.CreatedAt)
+		if err != nil {
+			return nil, err
+		}
+		ev.Data, ev.CreatedAt = []byte(data), ev.CreatedAt.UTC()
+		out = append(out, &store.ClaimedDelivery{Delivery: d, Event: &ev, Attempt: d.AttemptCount + 1, LeaseUntil: lease.UTC()})
+	}
+	return out, rows.Err()
+}
+
 // claimKeyless leases keyless due deliveries (unordered in every mode).
-func (o *orderedClaim) claimKeyless(ctx context.Context, tx pgx.Tx, sub *orderedSub, n int) ([]string, error) {
-	rows, err := tx.Query(ctx, `UPDATE deliveries SET state = 'in_flight', lease_owner = $4, lease_until = $5, updated_at = $3
-		WHERE id = ANY (ARRAY(SELECT d.id FROM deliveries d
-			WHERE d.tier = $1 AND d.subscription_id = $2 AND d.state = 'pending' AND d.next_attempt_at <= $3
-			  AND d.event_key = ''
-			ORDER BY d.next_attempt_at, d.id LIMIT $6 FOR UPDATE SKIP LOCKED)) AND state = 'pending'
-		RETURNING id`, o.params.Tier, sub.id, o.now, o.params.LeaseOwner, sub.lease, n)
+func (o *orderedClaim) claimKeyless(ctx context.Context, tx pgx.Tx, sub *orderedSub, n int) (int, error) {
+	rows, err := tx.Query(ctx, `WITH l AS (
+			UPDATE deliveries SET state = 'in_flight', lease_owner = $4, lease_until = $5, updated_at = $3
+			WHERE id = ANY (ARRAY(SELECT d.id FROM deliveries d
+				WHERE d.tier = $1 AND d.subscription_id = $2 AND d.state = 'pending' AND d.next_attempt_at <= $3
+				  AND d.event_key = ''
+				ORDER BY d.next_attempt_at, d.id LIMIT $6 FOR UPDATE SKIP LOCKED)) AND state = 'pending'
+			RETURNING *)
+		SELECT `+claimedColumns+` FROM l JOIN events e ON e.id = l.event_id`,
+		o.params.Tier, sub.id, o.now, o.params.LeaseOwner, sub.lease, n)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	claimed, err := scanClaimed(rows)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
-	return ids, o.add(ctx, tx, sub, ids)
+	return len(claimed), o.add(ctx, tx, sub, claimed)
 }
 
 // add records leased deliveries (and spends the throttle budget).
-func (o *orderedClaim) add(ctx context.Context, tx pgx.Tx, sub *orderedSub, ids []string) error {
-	o.ids = append(o.ids, ids...)
-	if len(ids) > 0 {
-		o.leases[sub.id] = sub.lease
+func (o *orderedClaim) add(ctx context.Context, tx pgx.Tx, sub *orderedSub, claimed []*store.ClaimedDelivery) error {
+	o.claimed = append(o.claimed, claimed...)
+	if sub.cap < 0 || len(claimed) == 0 {
+		return nil
+	}
+	ids := make([]string, len(claimed))
+	for i, c := range claimed {
+		ids[i] = c.Delivery.ID
 	}
 	return throttleOrderedClaimed(ctx, tx, sub, ids, o.now)
 }
 
+// keyLockSQL locks the key rows no other claim holds (the rest is another
+// node's to decide) and returns their state.
+const keyLockSQL = `SELECT event_key, holder, last_version, last_pos_at, last_pos_id, last_sent_at
+	FROM delivery_keys WHERE subscription_id = $1 AND event_key = ANY($2)
+	ORDER BY event_key FOR UPDATE SKIP LOCKED`
+
 // claimKeys decides a chunk of keys (sorted for locking), claiming at most
 // n deliveries; it returns how many it claimed and how many keys of the
-// chunk it decided (a prefix, in chunk order).
+// chunk it decided (a prefix, in chunk order). Two round trips: the key
+// locks with the read of the keys' deliveries (pipelined: the read is a
+// later statement, so its snapshot has every commit of the previous lock
+// holders), then the decisions, whose claim statement returns the claimed
+// deliveries with their events. The read covers the whole chunk; only the
+// locked keys' rows are used.
 func (o *orderedClaim) claimKeys(ctx context.Context, tx pgx.Tx, sub *orderedSub, chunk []string, n int) (int, int, error) {
 	sorted := append([]string(nil), chunk...)
 	sort.Strings(sorted)
-	// Lock what no other claim holds; the rest is another node's to decide.
-	rows, err := tx.Query(ctx, `SELECT event_key, holder, last_version, last_pos_at, last_pos_id, last_sent_at
-		FROM delivery_keys WHERE subscription_id = $1 AND event_key = ANY($2)
-		ORDER BY event_key FOR UPDATE SKIP LOCKED`, sub.id, sorted)
-	if err != nil {
-		return 0, 0, err
+	batch := &pgx.Batch{}
+	if o.keyRows {
+		// Every discovered key's row, before the first key lock.
+		o.keyRows = false
+		if q, args := createKeyRowsQuery(o.subs); q != "" {
+			batch.Queue(q, args...)
+		}
 	}
-	states := map[string]*store.KeyState{}
-	for rows.Next() {
-		var (
-			key    string
-			holder *string
-			st     store.KeyState
-			posAt  *time.Time
-			posID  *string
-		)
-		if err := rows.Scan(&key, &holder, &st.LastVersion, &posAt, &posID, &st.LastSentAt); err != nil {
-			rows.Close()
+	batch.Queue(keyLockSQL, sub.id, sorted)
+	batch.Queue(readKeyDeliveriesSQL, sub.id, sorted)
+	br := tx.SendBatch(ctx, batch)
+	for range batch.Len() - 2 {
+		if _, err := br.Exec(); err != nil {
+			br.Close()
 			return 0, 0, err
 		}
-		st.Held = holder != nil
-		if posAt != nil {
-			st.LastPosAt = posAt.UTC()
-		}
-		if posID != nil {
-			st.LastPosID = *posID
-		}
-		states[key] = &st
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	states := map[string]*store.KeyState{}
+	rows, err := br.Query()
+	if err == nil {
+		err = scanKeyStates(rows, states)
+	}
+	var byKey map[string][]store.KeyDelivery
+	if err == nil {
+		rows, err = br.Query()
+		if err == nil {
+			byKey, err = scanKeyDeliveries(rows)
+		}
+	}
+	if err != nil {
+		br.Close()
 		return 0, 0, err
 	}
-	var locked []string
-	for k, st := range states {
-		if !st.Held { // a held key has nothing to claim; skip/supersede waits for its turn
-			locked = append(locked, k)
-		}
-	}
-	// A statement after the locks: its snapshot has every commit of the
-	// previous lock holders.
-	byKey, err := readKeyDeliveries(ctx, tx, sub.id, locked)
-	if err != nil {
+	if err := br.Close(); err != nil {
 		return 0, 0, err
 	}
 	var skip, supersede, claim []string
@@ -338,7 +543,7 @@ func (o *orderedClaim) claimKeys(ctx context.Context, tx pgx.Tx, sub *orderedSub
 		}
 		used++
 		st := states[k]
-		if st == nil || st.Held {
+		if st == nil || st.Held { // a held key has nothing to claim; skip/supersede waits for its turn
 			continue
 		}
 		plan := store.PlanKey(sub.ordering, sub.interval, st, byKey[k], o.now)
@@ -348,7 +553,7 @@ func (o *orderedClaim) claimKeys(ctx context.Context, tx pgx.Tx, sub *orderedSub
 			claim = append(claim, plan.Next)
 		}
 	}
-	batch := &pgx.Batch{}
+	batch = &pgx.Batch{}
 	if len(skip) > 0 {
 		batch.Queue(finishUnsentSQL, skip, string(herald.DeliverySkipped), o.now)
 	}
@@ -357,16 +562,19 @@ func (o *orderedClaim) claimKeys(ctx context.Context, tx pgx.Tx, sub *orderedSub
 	}
 	if len(claim) > 0 {
 		// Lease and take the key in one statement; only what was leased
-		// (still pending) counts, whatever was decided.
-		batch.Queue(`WITH leased AS (
+		// (still pending) and took its key counts, whatever was decided.
+		batch.Queue(`WITH l AS (
 				UPDATE deliveries SET state = 'in_flight', lease_owner = $2, lease_until = $3, updated_at = $4
 				WHERE id = ANY($1) AND state = 'pending' AND subscription_id = $5
-				RETURNING id, event_key)
-			UPDATE delivery_keys k SET holder = l.id, holder_owner = $2, holder_until = $3, last_sent_at = $4
-			FROM leased l WHERE k.subscription_id = $5 AND k.event_key = l.event_key
-			RETURNING l.id`, claim, o.params.LeaseOwner, sub.lease, o.now, sub.id)
+				RETURNING *),
+			k AS (
+				UPDATE delivery_keys k SET holder = l.id, holder_owner = $2, holder_until = $3, last_sent_at = $4
+				FROM l WHERE k.subscription_id = $5 AND k.event_key = l.event_key
+				RETURNING k.holder)
+			SELECT `+claimedColumns+` FROM l JOIN k ON k.holder = l.id JOIN events e ON e.id = l.event_id`,
+			claim, o.params.LeaseOwner, sub.lease, o.now, sub.id)
 	}
-	var leased []string
+	var claimed []*store.ClaimedDelivery
 	if batch.Len() > 0 {
 		br := tx.SendBatch(ctx, batch)
 		for i := 0; i < batch.Len()-1; i++ {
@@ -378,7 +586,7 @@ func (o *orderedClaim) claimKeys(ctx context.Context, tx pgx.Tx, sub *orderedSub
 		if len(claim) > 0 {
 			rows, err := br.Query()
 			if err == nil {
-				leased, err = pgx.CollectRows(rows, pgx.RowTo[string])
+				claimed, err = scanClaimed(rows)
 			}
 			if err != nil {
 				br.Close()
@@ -392,37 +600,72 @@ func (o *orderedClaim) claimKeys(ctx context.Context, tx pgx.Tx, sub *orderedSub
 			return 0, 0, err
 		}
 	}
-	if err := o.add(ctx, tx, sub, leased); err != nil {
+	if err := o.add(ctx, tx, sub, claimed); err != nil {
 		return 0, 0, err
 	}
-	return len(leased), used, nil
+	return len(claimed), used, nil
+}
+
+// scanKeyStates reads keyLockSQL's rows into states.
+func scanKeyStates(rows pgx.Rows, states map[string]*store.KeyState) error {
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			key    string
+			holder *string
+			st     store.KeyState
+			posAt  *time.Time
+			posID  *string
+		)
+		if err := rows.Scan(&key, &holder, &st.LastVersion, &posAt, &posID, &st.LastSentAt); err != nil {
+			return err
+		}
+		st.Held = holder != nil
+		if posAt != nil {
+			st.LastPosAt = posAt.UTC()
+		}
+		if posID != nil {
+			st.LastPosID = *posID
+		}
+		states[key] = &st
+	}
+	return rows.Err()
 }
 
 // finishUnsentSQL moves pending deliveries to skipped or superseded.
 const finishUnsentSQL = `UPDATE deliveries SET state = $2, next_attempt_at = NULL, updated_at = $3
 	WHERE id = ANY($1) AND state = 'pending'`
 
+// readKeyDeliveriesSQL reads the unfinished deliveries of keys ($2) of a
+// subscription ($1), each key's in publish order: one index range per key
+// (LATERAL, index deliveries_key_order_idx), whatever the planner thinks of
+// the table — a key's unfinished deliveries are a handful of rows, the
+// subscription's history may be millions.
+const readKeyDeliveriesSQL = `SELECT k.key, d.id, d.state, d.tier, d.next_attempt_at, d.event_version, d.created_at
+	FROM unnest($2::text[]) AS k(key)
+	CROSS JOIN LATERAL (
+		SELECT d.id, d.state, d.tier, d.next_attempt_at, d.event_version, d.created_at FROM deliveries d
+		WHERE d.subscription_id = $1 AND d.event_key = k.key AND d.event_key <> ''
+		  AND d.state IN ('pending', 'in_flight')
+		ORDER BY d.created_at, d.id) d`
+
 // readKeyDeliveries reads the unfinished deliveries of keys, each key's in
-// publish order (index deliveries_key_order_idx).
+// publish order.
 func readKeyDeliveries(ctx context.Context, q querier, subID string, keys []string) (map[string][]store.KeyDelivery, error) {
-	out := map[string][]store.KeyDelivery{}
 	if len(keys) == 0 {
-		return out, nil
+		return map[string][]store.KeyDelivery{}, nil
 	}
-	// One index range per key (LATERAL), whatever the planner thinks of
-	// the table: a key's unfinished deliveries are a handful of rows, the
-	// subscription's history may be millions.
-	rows, err := q.Query(ctx, `SELECT k.key, d.id, d.state, d.tier, d.next_attempt_at, d.event_version, d.created_at
-		FROM unnest($2::text[]) AS k(key)
-		CROSS JOIN LATERAL (
-			SELECT d.id, d.state, d.tier, d.next_attempt_at, d.event_version, d.created_at FROM deliveries d
-			WHERE d.subscription_id = $1 AND d.event_key = k.key AND d.event_key <> ''
-			  AND d.state IN ('pending', 'in_flight')
-			ORDER BY d.created_at, d.id) d`, subID, keys)
+	rows, err := q.Query(ctx, readKeyDeliveriesSQL, subID, keys)
 	if err != nil {
 		return nil, err
 	}
+	return scanKeyDeliveries(rows)
+}
+
+// scanKeyDeliveries reads readKeyDeliveriesSQL's rows.
+func scanKeyDeliveries(rows pgx.Rows) (map[string][]store.KeyDelivery, error) {
 	defer rows.Close()
+	out := map[string][]store.KeyDelivery{}
 	for rows.Next() {
 		var (
 			key   string
@@ -464,49 +707,25 @@ func readKeyState(ctx context.Context, q querier, subID, key string) (*store.Key
 	return &st, nil
 }
 
-// loadOrderedClaimed reads the claimed deliveries with their events.
-func loadOrderedClaimed(ctx context.Context, tx pgx.Tx, ids []string) ([]*store.ClaimedDelivery, error) {
-	rows, err := tx.Query(ctx, `SELECT d.id, d.event_id, d.subscription_id, d.state, d.tier, d.attempt_count,
-			d.next_attempt_at, d.event_key, d.event_version, d.last_status, d.last_error, d.last_message,
-			d.created_at, d.updated_at, d.lease_until, e.id, e.type, e.key, e.version, e.data::text, e.created_at
-		FROM deliveries d JOIN events e ON e.id = d.event_id WHERE d.id = ANY($1)`, ids)
-	if err != nil {
-		return nil, err
+// claimOrdered runs the ordered part of a claim: it takes the throttle
+// locks (newOrderedClaim), then up to a fair share for each ordered
+// subscription — the unordered ones, when any has due work, count as one
+// more in the split and get the rest in the caller's claimSQL — and, through
+// rest, whatever budget that left.
+func (s *Store) claimOrdered(ctx context.Context, tx pgx.Tx, params *store.DeliveryClaimParams, limited bool) (*orderedClaim, []*store.ClaimedDelivery, error) {
+	o, err := s.newOrderedClaim(ctx, tx, params, limited)
+	if err != nil || len(o.subs) == 0 {
+		return o, nil, err
 	}
-	defer rows.Close()
-	var out []*store.ClaimedDelivery
-	for rows.Next() {
-		var (
-			lease time.Time
-			ev    herald.Event
-			data  string
-		)
-		d, err := scanDelivery(rows, &lease, &ev.ID, &ev.Type, &ev.Key, &ev.Version, &data, &ev.CreatedAt)
-		if err != nil {
-			return nil, err
-		}
-		ev.Data, ev.CreatedAt = []byte(data), ev.CreatedAt.UTC()
-		out = append(out, &store.ClaimedDelivery{Delivery: d, Event: &ev, Attempt: d.AttemptCount + 1, LeaseUntil: lease.UTC()})
+	parts := len(o.subs)
+	if o.unorderedDue {
+		parts++
 	}
-	return out, rows.Err()
-}
-
-// claimOrdered runs the ordered part of a claim: first up to a fair share
-// for each ordered subscription (the unordered ones get the rest), the
-// caller's unordered claim, then — through claimOrderedRest — whatever
-// budget that left. It adds the claimed subscriptions to subIDs.
-func (s *Store) claimOrdered(ctx context.Context, tx pgx.Tx, params *store.DeliveryClaimParams) (*orderedClaim, []*store.ClaimedDelivery, error) {
-	o, err := s.newOrderedClaim(ctx, tx, params)
-	if err != nil || o == nil {
-		return nil, nil, err
-	}
-	// The unordered subscriptions count as one more in the split.
-	share := max(1, (params.Limit+len(o.subs))/(len(o.subs)+1))
+	share := max(1, (params.Limit+parts-1)/parts)
 	if err := o.claim(ctx, tx, params.Limit, share); err != nil {
 		return nil, nil, err
 	}
-	out, err := o.take(ctx, tx)
-	return o, out, err
+	return o, o.take(), nil
 }
 
 // rest claims up to budget more after the unordered claim.
@@ -517,17 +736,14 @@ func (o *orderedClaim) rest(ctx context.Context, tx pgx.Tx, budget int) ([]*stor
 	if err := o.claim(ctx, tx, budget, 0); err != nil {
 		return nil, err
 	}
-	return o.take(ctx, tx)
+	return o.take(), nil
 }
 
-// take loads the deliveries claimed since the last take.
-func (o *orderedClaim) take(ctx context.Context, tx pgx.Tx) ([]*store.ClaimedDelivery, error) {
-	if len(o.ids) == 0 {
-		return nil, nil
-	}
-	ids := o.ids
-	o.ids = nil
-	return loadOrderedClaimed(ctx, tx, ids)
+// take returns the deliveries claimed since the last take.
+func (o *orderedClaim) take() []*store.ClaimedDelivery {
+	out := o.claimed
+	o.claimed = nil
+	return out
 }
 
 // keysCompleteSQL frees the keys held by applied outcomes ($1 ids, $2
@@ -606,7 +822,11 @@ func prefixedColumns(alias, columns string) string {
 	return strings.Join(parts, ", ")
 }
 
-// createKeyRows creates the missing delivery_keys rows of the keys with due
+// createKeyRowsQuery is the statement creating the missing delivery_keys
+// rows of the discovered keys (createKeyRows), run first in the round trip
+// of the first key locks.
+//
+// createKeyRows: it creates the missing delivery_keys rows of the keys with due
 // work, in one statement, in (subscription, key) order, before the claim
 // takes any key lock. Rows that exist are filtered out by the snapshot
 // (NOT EXISTS) rather than by ON CONFLICT: the conflict check of an insert
@@ -614,7 +834,7 @@ func prefixedColumns(alias, columns string) string {
 // the key), and such a wait from a claim holding key locks could close a
 // deadlock. Done first and in one sorted statement, the only waits left
 // are on other claims inserting the same new keys, in the same order.
-func createKeyRows(ctx context.Context, tx pgx.Tx, subs []*orderedSub) error {
+func createKeyRowsQuery(subs []*orderedSub) (string, []any) {
 	var subIDs, keys []string
 	for _, sub := range subs {
 		for _, k := range sub.keys {
@@ -624,12 +844,11 @@ func createKeyRows(ctx context.Context, tx pgx.Tx, subs []*orderedSub) error {
 		}
 	}
 	if len(keys) == 0 {
-		return nil
+		return "", nil
 	}
-	_, err := tx.Exec(ctx, `INSERT INTO delivery_keys (subscription_id, event_key)
+	return `INSERT INTO delivery_keys (subscription_id, event_key)
 		SELECT x.sub, x.key FROM unnest($1::text[], $2::text[]) AS x(sub, key)
 		WHERE NOT EXISTS (SELECT 1 FROM delivery_keys k WHERE k.subscription_id = x.sub AND k.event_key = x.key)
 		ORDER BY x.sub, x.key
-		ON CONFLICT (subscription_id, event_key) DO NOTHING`, subIDs, keys)
-	return err
+		ON CONFLICT (subscription_id, event_key) DO NOTHING`, []any{subIDs, keys}
 }

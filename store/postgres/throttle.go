@@ -97,6 +97,8 @@ const limitedDueSQL = `FROM subscription_throttle x JOIN subscriptions s ON s.id
 // create missing throttle rows, lock them, prune start rows no longer
 // needed (outside the window and not in flight).
 var throttleLockSQLs = []string{
+	customPlansSQL,
+	asyncCommitSQL,
 	`INSERT INTO subscription_throttle (subscription_id)
 	SELECT s.id FROM subscriptions s
 	WHERE ` + limitedPredicate + ` AND s.state = 'enabled' AND s.deleted_at IS NULL
@@ -106,6 +108,16 @@ var throttleLockSQLs = []string{
 	`DELETE FROM throttle_starts t USING (SELECT s.id, ` + rateWindowSQL + ` AS w ` + limitedDueSQL + `) l
 	WHERE t.subscription_id = l.id AND t.at <= @now::timestamptz - l.w
 	  AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.id = t.delivery_id AND d.state = 'in_flight')`,
+}
+
+// claimLockSQLs are the statements before a claim's first: the
+// transaction settings, and the throttle locks when a subscription may be
+// limited (without, claimPlainSQL claims none, so no lock is needed).
+func claimLockSQLs(limited bool) []string {
+	if limited {
+		return throttleLockSQLs
+	}
+	return throttleLockSQLs[:2]
 }
 
 // batchRows is the claimSQL result read from a pipeline: closing it closes
@@ -137,19 +149,25 @@ func (r *batchRows) Err() error {
 }
 
 // claimQuery runs claimSQL; the first time in a transaction (lock) it runs
-// throttleLockSQLs before it, in the same round trip.
-func claimQuery(ctx context.Context, tx pgx.Tx, lock bool, args pgx.NamedArgs) (pgx.Rows, error) {
+// throttleLockSQLs before it, in the same round trip. (With ordered
+// subscriptions, newOrderedClaim sends throttleLockSQLs instead, in its
+// first round trip, and reads their budget there.)
+func claimQuery(ctx context.Context, tx pgx.Tx, lock, limited bool, args pgx.NamedArgs) (pgx.Rows, error) {
 	args["throttle_margin_ms"] = store.ThrottleMargin.Milliseconds()
+	q := claimSQL
+	if !limited {
+		q = claimPlainSQL
+	}
 	if !lock {
-		return tx.Query(ctx, claimSQL, args)
+		return tx.Query(ctx, q, args)
 	}
 	batch := &pgx.Batch{}
-	for _, q := range throttleLockSQLs {
-		batch.Queue(q, args)
+	for _, l := range claimLockSQLs(limited) {
+		batch.Queue(l, args)
 	}
-	batch.Queue(claimSQL, args)
+	batch.Queue(q, args)
 	br := tx.SendBatch(ctx, batch)
-	for range throttleLockSQLs {
+	for range batch.Len() - 1 {
 		if _, err := br.Exec(); err != nil {
 			br.Close()
 			return nil, err
@@ -259,59 +277,6 @@ func throttleWaitingFor(ctx context.Context, q querier, subID string, now time.T
 		return store.WaitingForInFlightCap, nil
 	}
 	return store.WaitingForNothing, nil
-}
-
-// throttleLock runs throttleLockSQLs on their own round trip: for claims
-// with ordered subscriptions (ordering.go), whose deliveries are claimed
-// before claimSQL, so the locks must come first.
-func throttleLock(ctx context.Context, tx pgx.Tx, params *store.DeliveryClaimParams) error {
-	args := pgx.NamedArgs{"tier": params.Tier, "now": ms(params.Now),
-		"throttle_margin_ms": store.ThrottleMargin.Milliseconds()}
-	batch := &pgx.Batch{}
-	for _, q := range throttleLockSQLs {
-		batch.Queue(q, args)
-	}
-	br := tx.SendBatch(ctx, batch)
-	for range throttleLockSQLs {
-		if _, err := br.Exec(); err != nil {
-			br.Close()
-			return err
-		}
-	}
-	return br.Close()
-}
-
-// throttleOrderedCaps sets the throttle budget of ordered subscriptions
-// about to be claimed (cap -1: not throttled). Their throttle rows are
-// already locked (throttleLock).
-func throttleOrderedCaps(ctx context.Context, tx pgx.Tx, subs []*orderedSub, now time.Time) error {
-	ids := make([]string, len(subs))
-	for i, sub := range subs {
-		ids[i], sub.cap = sub.id, -1
-	}
-	rows, err := tx.Query(ctx, `SELECT s.id, `+throttleBudgetSQL+` FROM subscriptions s
-		WHERE s.id = ANY (@ids) AND (`+limitedPredicate+` OR s.paused_until > @now::timestamptz)`,
-		pgx.NamedArgs{"ids": ids, "now": ms(now), "throttle_margin_ms": store.ThrottleMargin.Milliseconds()})
-	if err != nil {
-		return err
-	}
-	caps := map[string]int{}
-	var (
-		id  string
-		cap int
-	)
-	if _, err := pgx.ForEachRow(rows, []any{&id, &cap}, func() error {
-		caps[id] = cap
-		return nil
-	}); err != nil {
-		return err
-	}
-	for _, sub := range subs {
-		if c, ok := caps[sub.id]; ok {
-			sub.cap = c
-		}
-	}
-	return nil
 }
 
 // throttleOrderedClaimed records the starts of an ordered subscription's

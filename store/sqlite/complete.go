@@ -3,8 +3,8 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/store"
@@ -16,6 +16,129 @@ import (
 // An outcome whose delivery no longer exists (removed by retention) is
 // reported in Stale and its attempt is not recorded: there is no row to
 // attach it to, and failing the whole batch for it would lose the others.
+// completeChunkRows caps the outcomes of one statement: the attempt insert
+// binds 9 parameters per row and SQLite allows 32,766.
+const completeChunkRows = 250
+
+// completeChunk applies outcomes for distinct deliveries with three
+// statements whatever their number — read which exist (and have a key),
+// insert their attempts, update the states whose lease is still held —
+// instead of three per outcome: per-statement driver overhead (a cgo call
+// and a context watcher each) dominated completion transactions. It returns
+// how many became delivered.
+func completeChunk(ctx context.Context, tx *sql.Tx, outcomes []store.DeliveryOutcome, now int64, res *store.DeliveryCompleteManyResult) (int, error) {
+	ids := make([]any, len(outcomes))
+	for i, o := range outcomes {
+		ids[i] = o.DeliveryID
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT id, event_key <> '' FROM deliveries WHERE id IN (`+placeholders(len(ids))+`)`, ids...)
+	if err != nil {
+		return 0, err
+	}
+	keyed := make(map[string]bool, len(outcomes))
+	for rows.Next() {
+		var id string
+		var k bool
+		if err := rows.Scan(&id, &k); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		keyed[id] = k
+	}
+	if err := rows.Close(); err != nil {
+		return 0, err
+	}
+
+	var (
+		attempts strings.Builder
+		updates  strings.Builder
+		aArgs    = make([]any, 0, 9*len(outcomes))
+		uArgs    = make([]any, 0, 8*len(outcomes)+1)
+		present  = 0
+	)
+	attempts.WriteString(`INSERT INTO attempts (delivery_id, n, at, duration_ms, status, error, error_message,
+		response_excerpt, tier) VALUES `)
+	// VALUES columns: column1 id, column2 owner, column3 state, column4 tier,
+	// column5 next_attempt_at, column6 status, column7 error, column8 message.
+	updates.WriteString(`UPDATE deliveries SET state = v.column3, tier = v.column4,
+		attempt_count = attempt_count + 1, next_attempt_at = v.column5, lease_owner = NULL, lease_until = NULL,
+		last_status = v.column6, last_error = v.column7, last_message = v.column8, updated_at = ?
+		FROM (VALUES `)
+	uArgs = append(uArgs, now)
+	for _, o := range outcomes {
+		if _, ok := keyed[o.DeliveryID]; !ok {
+			// Removed by retention: no row to attach the attempt to.
+			res.Stale = append(res.Stale, o.DeliveryID)
+			continue
+		}
+		if present > 0 {
+			attempts.WriteByte(',')
+			updates.WriteByte(',')
+		}
+		present++
+		a := o.Attempt
+		attempts.WriteString(`(?,?,?,?,?,?,?,?,?)`)
+		aArgs = append(aArgs, o.DeliveryID, a.N, ms(a.At), a.DurationMS, a.Status,
+			string(a.Error), a.ErrorMessage, a.ResponseExcerpt, a.Tier)
+		var next any
+		if o.State == herald.DeliveryPending {
+			next = now
+			if o.NextAttemptAt != nil {
+				next = ms(*o.NextAttemptAt)
+			}
+		}
+		updates.WriteString(`(?,?,?,?,?,?,?,?)`)
+		uArgs = append(uArgs, o.DeliveryID, o.LeaseOwner, string(o.State), o.Tier, next, a.Status,
+			string(a.Error), a.ErrorMessage)
+	}
+	if present == 0 {
+		return 0, nil
+	}
+	if _, err := tx.ExecContext(ctx, attempts.String(), aArgs...); err != nil {
+		return 0, fmt.Errorf("recording attempts: %w", err)
+	}
+	updates.WriteString(`) AS v
+		WHERE deliveries.id = v.column1 AND deliveries.state = 'in_flight' AND deliveries.lease_owner = v.column2
+		RETURNING deliveries.id`)
+	rows, err = tx.QueryContext(ctx, updates.String(), uArgs...)
+	if err != nil {
+		return 0, fmt.Errorf("applying outcomes: %w", err)
+	}
+	applied := make(map[string]bool, present)
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		applied[id] = true
+	}
+	if err := rows.Close(); err != nil {
+		return 0, err
+	}
+
+	delivered := 0
+	for _, o := range outcomes {
+		if _, ok := keyed[o.DeliveryID]; !ok {
+			continue // already reported stale
+		}
+		if !applied[o.DeliveryID] {
+			res.Stale = append(res.Stale, o.DeliveryID)
+			continue
+		}
+		res.Applied++
+		if keyed[o.DeliveryID] {
+			if err := keyComplete(ctx, tx, o.DeliveryID, o.LeaseOwner, o.State == herald.DeliveryDelivered); err != nil {
+				return 0, fmt.Errorf("delivery %s key: %w", o.DeliveryID, err)
+			}
+		}
+		if o.State == herald.DeliveryDelivered {
+			delivered++
+		}
+	}
+	return delivered, nil
+}
+
 func (s *Store) DeliveryCompleteMany(ctx context.Context, params *store.DeliveryCompleteManyParams) (*store.DeliveryCompleteManyResult, error) {
 	for _, o := range params.Outcomes {
 		if !o.State.Valid() || o.State == herald.DeliveryInFlight {
@@ -25,67 +148,16 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, params *store.Delivery
 	res := &store.DeliveryCompleteManyResult{Stale: []string{}}
 	now := ms(params.Now)
 	err := s.queueTx(ctx, "delivery complete many", func(tx *sql.Tx) error {
-		insAttempt, err := tx.PrepareContext(ctx, `INSERT INTO attempts (delivery_id, n, at, duration_ms, status,
-			error, error_message, response_excerpt, tier) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
-		if err != nil {
-			return err
-		}
-		defer insAttempt.Close()
-		apply, err := tx.PrepareContext(ctx, `UPDATE deliveries SET state = ?, tier = ?,
-			attempt_count = attempt_count + 1, next_attempt_at = ?, lease_owner = NULL, lease_until = NULL,
-			last_status = ?, last_error = ?, last_message = ?, updated_at = ?
-			WHERE id = ? AND state = 'in_flight' AND lease_owner = ?`)
-		if err != nil {
-			return err
-		}
-		defer apply.Close()
-		// keyed is 1 for a delivery with an event key: its key may be held
-		// (ordering.go) and is freed with the outcome.
-		exists, err := tx.PrepareContext(ctx, `SELECT event_key <> '' FROM deliveries WHERE id = ?`)
-		if err != nil {
-			return err
-		}
-		defer exists.Close()
-
 		delivered := 0
-		for _, o := range params.Outcomes {
-			var keyed int
-			if err := exists.QueryRowContext(ctx, o.DeliveryID).Scan(&keyed); errors.Is(err, sql.ErrNoRows) {
-				res.Stale = append(res.Stale, o.DeliveryID)
-				continue
-			} else if err != nil {
+		// Chunks never repeat a delivery id, so an outcome sees the state
+		// left by an earlier outcome for the same delivery (which makes it
+		// stale), as if applied one by one.
+		for _, chunk := range store.OutcomeChunks(params.Outcomes, completeChunkRows) {
+			n, err := completeChunk(ctx, tx, chunk, now, res)
+			if err != nil {
 				return err
 			}
-			a := o.Attempt
-			if _, err := insAttempt.ExecContext(ctx, o.DeliveryID, a.N, ms(a.At), a.DurationMS, a.Status,
-				string(a.Error), a.ErrorMessage, a.ResponseExcerpt, a.Tier); err != nil {
-				return fmt.Errorf("delivery %s attempt: %w", o.DeliveryID, err)
-			}
-			var next any
-			if o.State == herald.DeliveryPending {
-				next = now
-				if o.NextAttemptAt != nil {
-					next = ms(*o.NextAttemptAt)
-				}
-			}
-			r, err := apply.ExecContext(ctx, string(o.State), o.Tier, next, a.Status, string(a.Error),
-				a.ErrorMessage, now, o.DeliveryID, o.LeaseOwner)
-			if err != nil {
-				return fmt.Errorf("delivery %s: %w", o.DeliveryID, err)
-			}
-			if n, _ := r.RowsAffected(); n == 0 {
-				res.Stale = append(res.Stale, o.DeliveryID)
-				continue
-			}
-			res.Applied++
-			if keyed == 1 {
-				if err := keyComplete(ctx, tx, o.DeliveryID, o.LeaseOwner, o.State == herald.DeliveryDelivered); err != nil {
-					return fmt.Errorf("delivery %s key: %w", o.DeliveryID, err)
-				}
-			}
-			if o.State == herald.DeliveryDelivered {
-				delivered++
-			}
+			delivered += n
 		}
 		if delivered > 0 {
 			if _, err := tx.ExecContext(ctx, `UPDATE meta SET value = value + ? WHERE key = 'delivered_total'`, delivered); err != nil {
@@ -124,7 +196,7 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, params *store.Delivery
 			}
 		}
 
-		_, err = insertEvents(ctx, tx, params.Events, params.Now)
+		_, err := insertEvents(ctx, tx, params.Events, params.Now)
 		return err
 	})
 	if err != nil {

@@ -170,6 +170,56 @@ func testDeliveryComplete(t *testing.T, newStore NewStoreFunc) {
 		b.requireState(t, herald.DeliveryInFlight, ids[2])
 	})
 
+	t.Run("SameDeliveryTwiceInOneBatch", func(t *testing.T) {
+		t.Parallel()
+		// Outcomes apply in order: the second finds the lease gone and is
+		// stale; both attempts are recorded.
+		b := setup(t, newStore)
+		sub := b.createSub(t)
+		_, ids := b.publish(t, now, sub.ID)
+		c := b.claimOne(t, 0, ownerA, now, ids[0])
+		res := b.complete(t, now,
+			retried(c, ownerA, now, now.Add(time.Minute)),
+			delivered(c, ownerA, now.Add(time.Second)),
+		)
+		require.Equal(t, 1, res.Applied)
+		require.Equal(t, []string{ids[0]}, res.Stale)
+		d := b.delivery(t, ids[0])
+		require.Equal(t, herald.DeliveryPending, d.State)
+		require.Equal(t, 1, d.Tier)
+		require.Equal(t, 1, d.AttemptCount)
+		require.Len(t, b.attempts(t, ids[0]), 2)
+	})
+
+	t.Run("LargeBatch", func(t *testing.T) {
+		t.Parallel()
+		// More outcomes than one statement carries (chunks of 250 on
+		// SQLite), mixed applied and stale, in one call.
+		b := setup(t, newStore)
+		sub := b.createSub(t)
+		const n = 600
+		b.publishMany(t, n, sub.ID, func(int) time.Time { return now })
+		var outcomes []store.DeliveryOutcome
+		for len(outcomes) < n {
+			claimed := b.claim(t, store.DeliveryClaimParams{Limit: 100})
+			require.NotEmpty(t, claimed)
+			for _, c := range claimed {
+				owner := ownerA
+				if len(outcomes)%3 == 0 {
+					owner = ownerB // stale
+				}
+				outcomes = append(outcomes, delivered(c, owner, now))
+			}
+		}
+		res := b.complete(t, now, outcomes...)
+		require.Equal(t, n-n/3, res.Applied)
+		require.Len(t, res.Stale, n/3)
+		st, err := b.store.StatsGet(b.ctx, &store.StatsGetParams{Tiers: 1, Now: now})
+		require.NoError(t, err)
+		require.EqualValues(t, n-n/3, st.DeliveredTotal)
+		require.EqualValues(t, n/3, st.Tiers[0].InFlight)
+	})
+
 	t.Run("DisableSubscriptions", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, newStore)
