@@ -19,13 +19,18 @@ import (
 //
 // Serialization across nodes: the claim locks each key's delivery_keys row
 // (FOR UPDATE SKIP LOCKED: a key another node is deciding right now is left
-// to it) before it reads the key's deliveries in a later statement, so under
-// READ COMMITTED it sees everything committed by the previous holder of the
-// lock. The holder column (set in the claim transaction, cleared by the
+// to it) before it reads the key's deliveries in a later statement (sent in
+// the same pipeline, one round trip), so under READ COMMITTED it sees
+// everything committed by the previous holder of the lock. The holder column (set in the claim transaction, cleared by the
 // transaction that completes, releases or rescues the delivery) keeps the
 // key taken while its delivery is in flight. Key rows are created (INSERT …
-// ON CONFLICT DO NOTHING) the
-// first time a key has due work (createKeyRowsQuery).
+// ON CONFLICT DO NOTHING) the first time a key has due work
+// (createKeyRowsQuery), before the claim takes any key lock.
+//
+// Cost: a claim reads a bounded page of each ordered subscription's due
+// rows (discoverSQL), not its backlog, and then needs two round trips per
+// chunk of keys: locks with the keys' deliveries, then the decisions, whose
+// claim statement returns the claimed deliveries with their events.
 //
 // Unordered subscriptions never come here: claimSQL leaves fifo and latest
 // subscriptions out, and whether any exist is cached (orderedCacheTTL), so

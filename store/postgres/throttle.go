@@ -38,7 +38,9 @@ import (
 // COMMITTED), so it sees every start committed by the previous holder: two
 // nodes cannot both spend the last budget. The lock statements are sent in
 // the same round trip as the claim (a pipeline), so they cost no extra
-// round trip.
+// round trip. While no subscription has a rate limit or an in-flight cap
+// (cached, orderedCache), the locks are not taken and claimPlainSQL leaves
+// limited subscriptions out instead.
 
 // throttledPredicate selects the subscriptions the throttle looks at.
 const throttledPredicate = `(s.rate_limit_max IS NOT NULL OR s.max_in_flight > 0 OR s.paused_until IS NOT NULL)`
