@@ -111,8 +111,20 @@ func (r *Recorder) Add(d time.Duration) {
 // Quantiles returns the latencies at each q (0..1), in milliseconds; zeros
 // when nothing was recorded.
 func (r *Recorder) Quantiles(qs ...float64) []float64 {
+	return r.QuantilesSince(0, qs...)
+}
+
+// Mark is a position in the recorded samples, for QuantilesSince.
+func (r *Recorder) Mark() int {
 	r.mu.Lock()
-	s := slices.Clone(r.samples)
+	defer r.mu.Unlock()
+	return len(r.samples)
+}
+
+// QuantilesSince is Quantiles over the samples recorded after mark.
+func (r *Recorder) QuantilesSince(mark int, qs ...float64) []float64 {
+	r.mu.Lock()
+	s := slices.Clone(r.samples[min(mark, len(r.samples)):])
 	r.mu.Unlock()
 	out := make([]float64, len(qs))
 	if len(s) == 0 {

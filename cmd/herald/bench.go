@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"strings"
 	"sync"
@@ -61,6 +62,7 @@ type benchFlags struct {
 	jsonOut, progress, keep bool
 	drain                   bool
 	cpuProfile              string
+	sample                  time.Duration
 }
 
 // benchResult is what `herald bench --json` prints.
@@ -75,8 +77,11 @@ type benchResult struct {
 	Fanout      int     `json:"fanout"`
 	// Backlog is --backlog; BacklogAttempts counts the failing endpoint's
 	// requests during the measured run.
-	Backlog         int64 `json:"backlog,omitempty"`
-	BacklogAttempts int64 `json:"backlog_failed_attempts,omitempty"`
+	Backlog int64 `json:"backlog,omitempty"`
+	// Samples (with --sample) show the run over time: throughput decay or
+	// growing memory show up as trends.
+	Samples         []benchSample `json:"samples,omitempty"`
+	BacklogAttempts int64         `json:"backlog_failed_attempts,omitempty"`
 	backlogAttempts func() int64
 	PayloadB        int     `json:"payload_bytes"`
 	FailRatio       float64 `json:"fail_ratio"`
@@ -144,6 +149,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.BoolVar(&f.progress, "progress", isTerminal(os.Stderr), "progress line on stderr every 500ms (default when stderr is a terminal)")
 	fs.BoolVar(&f.drain, "drain", false, "in-process only: hold delivery until everything is published, then measure delivery alone (burn-down; latency then includes the hold)")
 	fs.BoolVar(&f.keep, "keep", false, "keep the in-process node's data directory or PostgreSQL schema")
+	fs.DurationVar(&f.sample, "sample", 0, "record throughput, latency and memory every interval (long-run stability; 0: off; at least 1s)")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (publisher, node and receiver) to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -252,6 +258,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		backlogBefore = res.backlogAttempts()
 	}
 	start := time.Now()
+	var stopSampling func() []benchSample
+	if f.sample > 0 {
+		stopSampling = sampleRun(f.sample, start, p, recv)
+	}
 	p.run(ctx, start)
 	published := time.Now()
 	res.Drain = f.drain
@@ -277,6 +287,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if stopProgress != nil {
 		stopProgress()
+	}
+	if stopSampling != nil {
+		res.Samples = stopSampling()
 	}
 
 	res.Published, res.PublishErrors = p.accepted.Load(), p.errors.Load()
@@ -357,6 +370,8 @@ func (f *benchFlags) validate() error {
 		return fmt.Errorf("--batch must be 0..%d", benchMaxBatch)
 	case f.failRatio < 0 || f.failRatio > 0.9:
 		return errors.New("--fail-ratio must be 0..0.9")
+	case f.sample != 0 && (f.sample < time.Second || f.sample > benchMaxDuration):
+		return fmt.Errorf("--sample must be 0 or 1s..%s", benchMaxDuration)
 	case f.backlog < 0 || f.backlog > benchMaxBacklog:
 		return fmt.Errorf("--backlog must be 0..%d", benchMaxBacklog)
 	case f.rate < 0:
@@ -591,6 +606,79 @@ func publishBacklog(ctx context.Context, api *benchAPI, failing *bench.Receiver,
 	return nil
 }
 
+// benchSample is one --sample interval.
+type benchSample struct {
+	// AtS is the end of the interval, in seconds since publishing began.
+	AtS float64 `json:"at_s"`
+	// Published and Delivered per second over the interval.
+	PublishedPerS float64 `json:"published_per_s"`
+	DeliveredPerS float64 `json:"delivered_per_s"`
+	// Backlog is deliveries accepted but not yet received.
+	Backlog int64 `json:"backlog"`
+	// LatencyP99Ms is the publish→delivery p99 of the interval's deliveries.
+	LatencyP99Ms float64 `json:"latency_p99_ms"`
+	// HeapMB is the Go heap in use and RSSMB the process's resident set
+	// (publisher, node and receiver share the process).
+	HeapMB float64 `json:"heap_mb"`
+	RSSMB  float64 `json:"rss_mb"`
+}
+
+// sampleRun records a benchSample every interval until the returned stop.
+func sampleRun(every time.Duration, start time.Time, p *publisher, recv *bench.Receiver) (stop func() []benchSample) {
+	done := make(chan struct{})
+	var out []benchSample
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		tk := time.NewTicker(every)
+		defer tk.Stop()
+		lastPub, lastDel, last := int64(0), int64(0), start
+		mark := recv.Latency().Mark()
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-tk.C:
+				pub, del := p.accepted.Load(), recv.Delivered()
+				dt := now.Sub(last).Seconds()
+				var ms runtime.MemStats
+				runtime.ReadMemStats(&ms)
+				p99 := recv.Latency().QuantilesSince(mark, 0.99)[0]
+				mark = recv.Latency().Mark()
+				out = append(out, benchSample{
+					AtS:           now.Sub(start).Seconds(),
+					PublishedPerS: float64(pub-lastPub) / dt,
+					DeliveredPerS: float64(del-lastDel) / dt,
+					Backlog:       p.wanted.Load() - del,
+					LatencyP99Ms:  p99,
+					HeapMB:        float64(ms.HeapInuse) / (1 << 20),
+					RSSMB:         rssMB(),
+				})
+				lastPub, lastDel, last = pub, del, now
+			}
+		}
+	}()
+	return func() []benchSample { close(done); <-finished; return out }
+}
+
+// rssMB reads this process's resident set from /proc (0 where there is no
+// /proc).
+func rssMB() float64 {
+	raw, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			var kb float64
+			if _, err := fmt.Sscan(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), &kb); err == nil {
+				return kb / 1024
+			}
+		}
+	}
+	return 0
+}
+
 func progressLine(w io.Writer, p *publisher, recv *bench.Receiver) (stop func()) {
 	done := make(chan struct{})
 	finished := make(chan struct{})
@@ -652,6 +740,13 @@ func printBench(w io.Writer, r *benchResult) {
 			r.CompletionTxs, float64(r.Delivered+r.FailedAttempts)/float64(max(r.CompletionTxs, 1)))
 		fmt.Fprintf(w, "starts              %d by direct dispatch, the rest from %d claim transactions\n",
 			r.DirectDispatched, r.ClaimTxs)
+	}
+	if len(r.Samples) > 0 {
+		fmt.Fprintln(w, "samples             at_s  published/s  delivered/s  backlog  p99_ms  heap_mb  rss_mb")
+		for _, sm := range r.Samples {
+			fmt.Fprintf(w, "                    %5.0f  %11.0f  %11.0f  %7d  %6.1f  %7.1f  %6.1f\n",
+				sm.AtS, sm.PublishedPerS, sm.DeliveredPerS, sm.Backlog, sm.LatencyP99Ms, sm.HeapMB, sm.RSSMB)
+		}
 	}
 	if r.Backlog > 0 {
 		fmt.Fprintf(w, "backlog             %d events to an endpoint that always fails; %d failed attempts during the run\n",

@@ -115,6 +115,22 @@ func TestBenchSQLite(t *testing.T) {
 		require.Positive(t, off.ClaimTxs)
 	})
 
+	t.Run("Samples", func(t *testing.T) {
+		t.Parallel()
+		res := runBenchJSON(t, "--duration", "2s", "--rate", "100", "--concurrency", "4", "--sample", "1s",
+			"--ceiling-time", "1s")
+		require.NotEmpty(t, res.Samples)
+		for i, sm := range res.Samples {
+			require.Positive(t, sm.AtS)
+			require.Positive(t, sm.PublishedPerS, "sample %d", i)
+			require.Positive(t, sm.HeapMB)
+			require.Positive(t, sm.RSSMB)
+			if i > 0 {
+				require.Greater(t, sm.AtS, res.Samples[i-1].AtS)
+			}
+		}
+	})
+
 	t.Run("Drain", func(t *testing.T) {
 		t.Parallel()
 		res := runBenchJSON(t, "--count", "200", "--drain", "--ceiling-time", "1s")
