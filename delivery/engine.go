@@ -198,7 +198,14 @@ func New(cfg Config) *Engine {
 	for i := range cfg.Tiers {
 		e.tiers = append(e.tiers, &tierRunner{tier: i, wake: make(chan struct{}, 1)})
 	}
-	e.applyAssignment(AssignWorkers(cfg.Workers, make([]int64, len(cfg.Tiers)), e.rnd))
+	// Until the first rebalance knows the backlog, weigh tier 0 as if it
+	// held a full load: fresh work arrives there, and an even spread would
+	// leave it a ninth of the workers (with the default tiers) for the
+	// first RebalanceInterval — enough to make a node that starts under
+	// load fall behind and queue its first second of events.
+	initial := make([]int64, len(cfg.Tiers))
+	initial[0] = int64(cfg.Workers) * int64(len(cfg.Tiers))
+	e.applyAssignment(AssignWorkers(cfg.Workers, initial, e.rnd))
 	e.completer = newCompleter(e)
 	return e
 }

@@ -151,6 +151,7 @@ func TestStoreOutageLosesNothing(t *testing.T) {
 			res, err := ing.PublishOne(pctx, &herald.Event{Type: "outage.test", Data: json.RawMessage(`{}`)})
 			cancel()
 			if err != nil {
+				t.Logf("publish refused: %v", err)
 				failed++
 				continue
 			}

@@ -31,7 +31,9 @@ type Config struct {
 	// Schema, when set, is created if missing and used as the search_path
 	// of every connection (tests give each test its own schema).
 	Schema string
-	// MaxConns caps the pool; 0 means the pgx default.
+	// MaxConns caps the pool; 0 means the pgx default (pool_max_conns in
+	// the URL, else max(4, CPUs): measured on 2 cores, a pool of 16 was
+	// slower — more backends competing for the same cores).
 	MaxConns int32
 }
 
@@ -48,6 +50,36 @@ type Store struct {
 	leader leaderSession
 	// work debounces pg_notify on committed work (notify.go).
 	work workNotifier
+	// broken is when (unix nanos) a pooled connection last broke in use.
+	broken *atomic.Int64
+}
+
+// brokenPingWindow: for this long after a pooled connection broke, every
+// connection is pinged when acquired, not only those idle over a second
+// (pgx's default). A database outage or restart breaks every pooled
+// connection at once, but the idle ones only show it when next used: without
+// the ping, the first calls after the database is back (publishes among
+// them) would each fail on one of them.
+const brokenPingWindow = 10 * time.Second
+
+// brokenTracer notes when a connection comes back to the pool broken (the
+// pool destroys it without calling AfterRelease, hence a ReleaseTracer).
+// Its query hooks, required by pgx.QueryTracer, do nothing.
+type brokenTracer struct{ at *atomic.Int64 }
+
+// TraceQueryStart implements pgx.QueryTracer.
+func (brokenTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	return ctx
+}
+
+// TraceQueryEnd implements pgx.QueryTracer.
+func (brokenTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// TraceRelease implements pgxpool.ReleaseTracer.
+func (b brokenTracer) TraceRelease(_ *pgxpool.Pool, d pgxpool.TraceReleaseData) {
+	if d.Conn.IsClosed() {
+		b.at.Store(time.Now().UnixNano())
+	}
 }
 
 var _ store.Store = (*Store)(nil)
@@ -70,11 +102,26 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		// connection the pool ever opens gets it, with no extra round trip.
 		pcfg.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{schema}.Sanitize()
 	}
+	// herald's statements are few and hot, and their best plans depend on
+	// table sizes that change by orders of magnitude (a fresh schema
+	// fills in seconds): a generic plan cached per connection while a table
+	// was nearly empty kept scanning whole tables long after (measured:
+	// claims at 49 ms, EventInsertMany's read-back at 21 ms). Planning each
+	// execution costs well under a millisecond. An operator's own setting
+	// in the URL wins.
+	if _, ok := pcfg.ConnConfig.RuntimeParams["plan_cache_mode"]; !ok {
+		pcfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
+	}
+	broken := &atomic.Int64{}
+	pcfg.ConnConfig.Tracer = brokenTracer{broken}
+	pcfg.ShouldPing = func(_ context.Context, p pgxpool.ShouldPingParams) bool {
+		return p.IdleDuration > time.Second || time.Since(time.Unix(0, broken.Load())) < brokenPingWindow
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, mapErr("error creating pool", err)
 	}
-	s := &Store{pool: pool, schema: schema}
+	s := &Store{pool: pool, schema: schema, broken: broken}
 	if schema != "" {
 		_, err = pool.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{schema}.Sanitize())
 		// Two nodes creating the same schema at once can still collide on
