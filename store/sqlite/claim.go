@@ -286,22 +286,8 @@ func loadClaimed(ctx context.Context, tx *sql.Tx, ids []string, leases map[strin
 	if err != nil {
 		return nil, err
 	}
-	defer secRows.Close()
-	secrets := map[string][]herald.Secret{}
-	for secRows.Next() {
-		var (
-			subID     string
-			sec       herald.Secret
-			createdAt int64
-			expiresAt sql.NullInt64
-		)
-		if err := secRows.Scan(&subID, &sec.Value, &createdAt, &expiresAt); err != nil {
-			return nil, err
-		}
-		sec.CreatedAt, sec.ExpiresAt = fromMS(createdAt), fromNullMS(expiresAt)
-		secrets[subID] = append(secrets[subID], sec)
-	}
-	if err := secRows.Err(); err != nil {
+	secrets, err := scanSecretsBySubscription(secRows)
+	if err != nil {
 		return nil, err
 	}
 	for _, c := range out {

@@ -239,6 +239,12 @@ func listAllSecrets(ctx context.Context, tx *sql.Tx) (map[string][]herald.Secret
 	if err != nil {
 		return nil, err
 	}
+	return scanSecretsBySubscription(rows)
+}
+
+// scanSecretsBySubscription reads (subscription_id, secret, created_at,
+// expires_at) rows, keeping their order per subscription, and closes rows.
+func scanSecretsBySubscription(rows *sql.Rows) (map[string][]herald.Secret, error) {
 	defer rows.Close()
 	out := map[string][]herald.Secret{}
 	for rows.Next() {
