@@ -270,21 +270,7 @@ func listAllSecrets(ctx context.Context, tx pgx.Tx) (map[string][]herald.Secret,
 		return nil, err
 	}
 	out := map[string][]herald.Secret{}
-	var (
-		subID     string
-		sec       herald.Secret
-		expiresAt *time.Time
-	)
-	_, err = pgx.ForEachRow(rows, []any{&subID, &sec.Value, &sec.CreatedAt, &expiresAt}, func() error {
-		v := sec
-		v.CreatedAt = v.CreatedAt.UTC()
-		if expiresAt != nil {
-			t := expiresAt.UTC()
-			v.ExpiresAt = &t
-		}
-		out[subID] = append(out[subID], v)
-		return nil
-	})
+	_, err = collectSecrets(rows, out)
 	return out, err
 }
 
