@@ -16,6 +16,11 @@ const (
 	DefaultLeaderInterval = 5 * time.Second
 	DefaultSweepInterval  = time.Minute
 	DefaultSweepBatch     = 1000
+	// DefaultVacuumInterval is how often the leader vacuums the queue
+	// tables of a store that needs it (PostgreSQL). At 1,000 deliveries/s
+	// that is ~20,000 dead row versions per run, a few tens of
+	// milliseconds of work on a table of a few hundred live rows.
+	DefaultVacuumInterval = 10 * time.Second
 	// maxStaleCheckInterval caps how often staleness is checked when the
 	// threshold is long.
 	maxStaleCheckInterval = 30 * time.Second
@@ -33,6 +38,7 @@ type Publisher interface {
 type Observer interface {
 	ObserveStaleAlarm(tier int)
 	ObserveRetention(r *store.RetentionSweepResult)
+	ObserveVacuum(d time.Duration, err error)
 }
 
 // Retention is how long finished rows are kept (zero or less: for ever).
@@ -65,6 +71,10 @@ type Config struct {
 	SweepInterval time.Duration
 	// SweepBatch caps rows per delete transaction (default 1000).
 	SweepBatch int
+	// VacuumInterval is how often the leader runs the store's
+	// QueueVacuum, when the store implements store.Vacuumer; 0 never
+	// (main passes DefaultVacuumInterval unless told otherwise).
+	VacuumInterval time.Duration
 	// LeaderInterval is how often leadership is attempted or confirmed
 	// (default 5s).
 	LeaderInterval time.Duration
@@ -81,6 +91,10 @@ type Maintainer struct {
 
 	mu        sync.Mutex
 	lastAlarm map[int]time.Time // per tier, while it stays stale
+
+	// swept is set when a retention sweep deleted rows, so the next
+	// vacuum cleans the archive tables too.
+	swept atomic.Bool
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -138,6 +152,16 @@ func (m *Maintainer) Start() {
 			}
 			if _, err := m.Sweep(ctx); err != nil && ctx.Err() == nil {
 				m.cfg.Logger.Warn("retention sweep failed", "err", err)
+			}
+		})
+	}
+	if v, ok := m.cfg.Store.(store.Vacuumer); ok && m.cfg.VacuumInterval > 0 {
+		m.run(ctx, m.cfg.VacuumInterval, func(ctx context.Context) {
+			if !m.IsLeader() {
+				return
+			}
+			if err := m.Vacuum(ctx, v); err != nil && ctx.Err() == nil {
+				m.cfg.Logger.Warn("queue vacuum failed", "err", err)
 			}
 		})
 	}

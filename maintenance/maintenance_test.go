@@ -48,6 +48,8 @@ func (o *staleObserver) ObserveStaleAlarm(tier int) {
 
 func (o *staleObserver) ObserveRetention(*store.RetentionSweepResult) {}
 
+func (o *staleObserver) ObserveVacuum(time.Duration, error) {}
+
 func createSub(t *testing.T, s store.Store, types ...string) *herald.Subscription {
 	t.Helper()
 	sub, err := s.SubscriptionCreate(t.Context(), &store.SubscriptionCreateParams{

@@ -122,7 +122,7 @@ func TestSeriesMoveWhenEventsFlow(t *testing.T) {
 	fams := gather(t, reg)
 	for _, name := range []string{
 		"herald_delivery_attempts_total", "herald_deliveries_total", "herald_publish_duration_seconds",
-		"herald_retention_deleted_total", "herald_queue_pending", "herald_queue_in_flight",
+		"herald_retention_deleted_total", "herald_queue_vacuum_duration_seconds", "herald_queue_pending", "herald_queue_in_flight",
 		"herald_queue_due", "herald_queue_oldest_pending_age_seconds", "herald_deliveries_dead", "herald_store_up",
 	} {
 		require.Contains(t, fams, name)

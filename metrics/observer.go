@@ -30,6 +30,7 @@ import (
 //	herald_direct_dispatch_total                          deliveries started without a claim (direct dispatch)
 //	herald_queue_stale_alarms_total{tier}                 herald.queue.stale events raised
 //	herald_retention_deleted_total{kind}                  rows deleted by retention (deliveries, dead, events)
+//	herald_queue_vacuum_duration_seconds{result}          queue vacuums run by the leader (PostgreSQL; result: ok, error)
 type Observer struct {
 	attempts        *prometheus.CounterVec
 	deliveries      *prometheus.CounterVec
@@ -44,6 +45,7 @@ type Observer struct {
 	direct          prometheus.Counter
 	staleAlarms     *prometheus.CounterVec
 	retention       *prometheus.CounterVec
+	vacuum          *prometheus.HistogramVec
 }
 
 var (
@@ -118,9 +120,14 @@ func NewObserver(reg prometheus.Registerer) *Observer {
 			Name: "herald_retention_deleted_total",
 			Help: "Rows deleted by retention, by kind (deliveries, dead, events).",
 		}, []string{"kind"}),
+		vacuum: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "herald_queue_vacuum_duration_seconds",
+			Help:    "Duration of the leader's vacuums of the queue tables (PostgreSQL), by result (ok, error).",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}, []string{"result"}),
 	}
 	reg.MustRegister(o.attempts, o.deliveries, o.attemptDuration, o.publish, o.endToEnd,
-		o.commitSize, o.commitDuration, o.completeSize, o.completeTook, o.claimSize, o.direct, o.staleAlarms, o.retention)
+		o.commitSize, o.commitDuration, o.completeSize, o.completeTook, o.claimSize, o.direct, o.staleAlarms, o.retention, o.vacuum)
 	// Pre-create the common series so they read 0 before the first event
 	// (rate() over a series that appears late misses its first increment).
 	o.attempts.WithLabelValues(delivery.OutcomeDelivered, "none")
@@ -130,6 +137,7 @@ func NewObserver(reg prometheus.Registerer) *Observer {
 	o.deliveries.WithLabelValues("delivered")
 	o.deliveries.WithLabelValues("dead")
 	o.publish.WithLabelValues("ok")
+	o.vacuum.WithLabelValues("ok")
 	for _, k := range []string{"deliveries", "dead", "events"} {
 		o.retention.WithLabelValues(k)
 	}
@@ -199,6 +207,15 @@ func (o *Observer) ObserveCompleteBatch(outcomes int, took time.Duration) {
 // ObserveStaleAlarm counts one herald.queue.stale event for tier.
 func (o *Observer) ObserveStaleAlarm(tier int) {
 	o.staleAlarms.WithLabelValues(strconv.Itoa(tier)).Inc()
+}
+
+// ObserveVacuum records how long a queue vacuum took.
+func (o *Observer) ObserveVacuum(d time.Duration, err error) {
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	o.vacuum.WithLabelValues(result).Observe(d.Seconds())
 }
 
 // ObserveRetention counts rows a retention sweep deleted.

@@ -102,7 +102,12 @@ type Store interface {
 	// is accounted for: a paused subscription counts from its paused_until,
 	// a rate-limited one out of budget from when its budget returns, and
 	// one at its max_in_flight not at all (a completion frees it; the
-	// engine wakes then).
+	// engine wakes then). For fifo and latest subscriptions a due keyed
+	// delivery does not count either (its key is taken or it would have
+	// been claimed; the completion freeing the key wakes the engine), and
+	// only the first OrderedNextDueWindow due deliveries are looked at for
+	// a keyless one, so the answer costs the same however many keyed
+	// deliveries wait.
 	DeliveryNextDue(ctx context.Context, params *DeliveryNextDueParams) (*time.Time, error)
 	// DeliveryCompleteMany applies attempt outcomes in ONE transaction: each
 	// outcome records its attempt and moves the delivery to its new state —
@@ -166,6 +171,31 @@ type Notifier interface {
 	// called once each time the listener is (re)established, since
 	// notifications may have been missed meanwhile. onWork must not block.
 	Listen(ctx context.Context, onWork func()) error
+}
+
+// Vacuumer is implemented by stores whose queue tables keep dead row
+// versions until something cleans them up (PostgreSQL's MVCC). Every claim
+// and completion leaves one behind; left alone they slow every claim down.
+// Run it from the leader only (see LeaderAttempt).
+type Vacuumer interface {
+	// QueueVacuum cleans up the tables that claims and completions churn.
+	// It is cheap when they are small, which is what they are meant to be
+	// (finished deliveries live elsewhere).
+	QueueVacuum(ctx context.Context, params *QueueVacuumParams) (*QueueVacuumResult, error)
+}
+
+// QueueVacuumParams are the inputs of QueueVacuum.
+type QueueVacuumParams struct {
+	// Archive also cleans the tables retention deletes from (finished
+	// deliveries, attempts, events), where the store's own background
+	// cleaner is not running. Set it after a sweep deleted rows.
+	Archive bool
+}
+
+// QueueVacuumResult says what QueueVacuum did.
+type QueueVacuumResult struct {
+	// Tables are the tables it cleaned, in order.
+	Tables []string
 }
 
 // APITokenCreateParams are the inputs of APITokenCreate.
@@ -250,6 +280,11 @@ type EventInsert struct {
 // DeliveryInsert is one new delivery in tier 0: pending, or already
 // leased when LeaseOwner is set.
 type DeliveryInsert struct {
+	// ID must be new: callers generate it (herald.NewID, random enough
+	// that it never repeats). Stores reject an id they hold in the same
+	// state class, but need not check every delivery ever stored:
+	// PostgreSQL's key is per partition of deliveries (unfinished,
+	// finished; migration 005).
 	ID             string
 	SubscriptionID string
 	// NextAttemptAt is when tier 0 matures (normally Now + tier 0 delay).
@@ -300,6 +335,14 @@ type DeliveryListResult struct {
 	Deliveries []*herald.Delivery
 	More       bool
 }
+
+// OrderedNextDueWindow is how many of an ordered subscription's earliest
+// due deliveries DeliveryNextDue examines for a keyless one. A keyless due
+// delivery further back cannot have been left behind by a claim that came
+// back short (such a claim saw every due row), so the engine, which asks
+// only after a short claim, is not missing work; one inserted since was
+// notified.
+const OrderedNextDueWindow = 256
 
 // ThrottleMargin widens the rate window of throttled subscriptions.
 //

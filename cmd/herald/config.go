@@ -14,6 +14,7 @@ import (
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/delivery"
+	"github.com/heraldhq/herald/maintenance"
 )
 
 // config is every setting of herald serve/migrate. Each field has a flag
@@ -49,6 +50,7 @@ type config struct {
 	RetentionDelivered time.Duration
 	RetentionDead      time.Duration
 	RetentionEvents    time.Duration
+	VacuumInterval     time.Duration
 
 	tiers []time.Duration
 	allow []netip.Prefix
@@ -96,6 +98,7 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.RetentionDelivered, "retention-delivered", 72*time.Hour, "keep delivered, skipped, superseded and cancelled deliveries (and attempts) this long (0: for ever)")
 	fs.DurationVar(&c.RetentionDead, "retention-dead", 30*24*time.Hour, "keep dead letters this long (0: for ever)")
 	fs.DurationVar(&c.RetentionEvents, "retention-events", 7*24*time.Hour, "keep events with no delivery left this long; also the duplicate-id window (0: for ever)")
+	fs.DurationVar(&c.VacuumInterval, "vacuum-interval", maintenance.DefaultVacuumInterval, "PostgreSQL: how often the leader vacuums the queue tables (0: never; leave it to autovacuum)")
 }
 
 // envName maps a flag name to its environment variable.
@@ -194,6 +197,7 @@ func (c *config) validate() error {
 	for name, d := range map[string]time.Duration{
 		"--stale-after": c.StaleAfter, "--retention-delivered": c.RetentionDelivered,
 		"--retention-dead": c.RetentionDead, "--retention-events": c.RetentionEvents,
+		"--vacuum-interval": c.VacuumInterval,
 	} {
 		if d < 0 {
 			return fmt.Errorf("%s must not be negative (0 disables it), got %s", name, d)

@@ -244,8 +244,9 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 			Dead:      c.RetentionDead,
 			Events:    c.RetentionEvents,
 		},
-		Observer: obs,
-		Logger:   logger,
+		VacuumInterval: c.VacuumInterval,
+		Observer:       obs,
+		Logger:         logger,
 	})
 
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

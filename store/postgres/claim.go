@@ -94,7 +94,9 @@ WITH ranked AS (
 	-- The re-check is spelled so the partial pending index cannot serve
 	-- it: on a table without statistics yet, the planner otherwise walks
 	-- that index for every candidate instead of one primary-key lookup.
-	WHERE d.state IS NOT DISTINCT FROM 'pending' AND d.tier = @tier AND d.next_attempt_at <= @now
+	-- "IN" confines it to the active partition of deliveries.
+	WHERE d.state IN ('pending', 'in_flight') AND d.state IS NOT DISTINCT FROM 'pending'
+	  AND d.tier = @tier AND d.next_attempt_at <= @now
 	ORDER BY p.ord
 	LIMIT @limit
 	FOR UPDATE OF d SKIP LOCKED
@@ -106,15 +108,25 @@ WITH ranked AS (
 			+ ((CASE WHEN s.timeout_ms > 0 THEN s.timeout_ms ELSE @default_timeout_ms END) + @margin_ms)
 			* interval '1 millisecond'),
 		updated_at = @now
-	FROM subscriptions s, events e
-	WHERE d.id = ANY (ARRAY(SELECT id FROM locked)) AND s.id = d.subscription_id AND e.id = d.event_id
+	FROM subscriptions s
+	-- state = 'pending' (the rows are locked, so still pending) confines
+	-- the update to the active partition of deliveries at plan time.
+	WHERE d.id = ANY (ARRAY(SELECT id FROM locked)) AND d.state = 'pending' AND s.id = d.subscription_id
 	RETURNING d.id, d.event_id, d.subscription_id, d.state, d.tier, d.attempt_count,
 		d.next_attempt_at, d.event_key, d.event_version, d.last_status, d.last_error, d.last_message,
-		d.created_at, d.updated_at, d.lease_until,
-		e.id AS e_id, e.type, e.key, e.version, e.data::text AS data, e.created_at AS e_created_at
+		d.created_at, d.updated_at, d.lease_until
 )` + started + `
-SELECT n.candidates, c.*
-FROM (SELECT count(*) AS candidates FROM ranked) n LEFT JOIN claimed c ON true`
+SELECT n.candidates, c.*, e.*
+FROM (SELECT count(*) AS candidates FROM ranked) n
+LEFT JOIN claimed c ON true
+-- Each claimed row's event by primary key. A LATERAL … LIMIT 1 is always
+-- run per row: joined plainly, a planner without fresh statistics on
+-- events (a server with autovacuum off never gathers them) hashed the
+-- whole table for every claim.
+LEFT JOIN LATERAL (
+	SELECT e.id AS e_id, e.type, e.key, e.version, e.data::text AS data, e.created_at AS e_created_at
+	FROM events e WHERE e.id = c.event_id LIMIT 1
+) e ON true`
 }
 
 // customPlansSQL is the first statement of every claim transaction (it

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/store"
@@ -276,61 +277,86 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, params *store.Delivery
 	if batch.Len() == 0 {
 		return res, nil
 	}
-	br := db.SendBatch(ctx, batch)
-	err = func() error {
-		for _, round := range rounds {
-			if _, err := br.Exec(); err != nil {
-				return err
-			}
-			rows, err := br.Query()
-			if err != nil {
-				return err
-			}
-			applied, err := pgx.CollectRows(rows, pgx.RowTo[string])
-			if err != nil {
-				return err
-			}
-			done := make(map[string]bool, len(applied))
-			for _, id := range applied {
-				done[id] = true
-			}
-			res.Applied += len(applied)
-			for _, o := range round {
-				if !done[o.DeliveryID] {
-					res.Stale = append(res.Stale, o.DeliveryID)
-				}
-			}
-			if _, err := br.Exec(); err != nil { // keysCompleteSQL
-				return err
-			}
+	// The batch is one implicit transaction: when a row it waited for
+	// moved partition (retryMoved) nothing was applied, and it runs again.
+	tries := 0
+	err = retryMoved(ctx, func() error {
+		res.Applied, res.Stale = 0, res.Stale[:0]
+		if tries++; tries > 1 {
+			batch = rebatch(batch)
 		}
-		if len(params.DisableSubscriptions) > 0 {
-			if _, err := br.Exec(); err != nil {
-				return err
-			}
+		br := db.SendBatch(ctx, batch)
+		err := completeRead(br, rounds, res, len(params.DisableSubscriptions) > 0, paused, events, params.Events)
+		if cerr := br.Close(); err == nil {
+			err = cerr
 		}
-		if paused {
-			for range 2 { // pauseSQL, version bump
-				if _, err := br.Exec(); err != nil {
-					return err
-				}
-			}
-		}
-		if events != nil {
-			if _, err := events.read(br, params.Events); err != nil {
-				return err
-			}
-		}
-		return nil
-	}()
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
+		return err
+	})
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
 	s.notifyCompleted(params) // wake other nodes (notify.go)
 	return res, nil
+}
+
+// rebatch copies b's queries into a new batch. A batch cannot be sent
+// twice: sending it records, in each queued query, the prepared statement
+// it used on that connection, and a retry may run on another one.
+func rebatch(b *pgx.Batch) *pgx.Batch {
+	out := &pgx.Batch{}
+	for _, q := range b.QueuedQueries {
+		out.Queue(q.SQL, q.Arguments...)
+	}
+	return out
+}
+
+// completeRead reads the answers of DeliveryCompleteMany's batch.
+func completeRead(br pgx.BatchResults, rounds [][]store.DeliveryOutcome, res *store.DeliveryCompleteManyResult,
+	disables, paused bool, events *eventBatch, evs []store.EventInsert) error {
+	for _, round := range rounds {
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		applied, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		done := make(map[string]bool, len(applied))
+		for _, id := range applied {
+			done[id] = true
+		}
+		res.Applied += len(applied)
+		for _, o := range round {
+			if !done[o.DeliveryID] {
+				res.Stale = append(res.Stale, o.DeliveryID)
+			}
+		}
+		if _, err := br.Exec(); err != nil { // keysCompleteSQL
+			return err
+		}
+	}
+	if disables {
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+	}
+	if paused {
+		for range 2 { // pauseSQL, version bump
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+		}
+	}
+	if events != nil {
+		if _, err := events.read(br, evs); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // DeliveryRelease makes in_flight deliveries held by Owner pending again,
@@ -345,11 +371,15 @@ func (s *Store) DeliveryRelease(ctx context.Context, params *store.DeliveryRelea
 		return 0, err
 	}
 	// The keys they held are freed in the same statement (ordering.go).
-	tag, err := db.Exec(ctx, `WITH freed AS (`+keysReleaseSQL+`)
+	var tag pgconn.CommandTag
+	err = retryMoved(ctx, func() (err error) {
+		tag, err = db.Exec(ctx, `WITH freed AS (`+keysReleaseSQL+`)
 		UPDATE deliveries SET state = 'pending', next_attempt_at = $3,
 		lease_owner = NULL, lease_until = NULL, updated_at = $3
 		WHERE id = ANY($1) AND state = 'in_flight' AND lease_owner = $2`,
-		params.IDs, params.LeaseOwner, ms(params.Now))
+			params.IDs, params.LeaseOwner, ms(params.Now))
+		return err
+	})
 	if err != nil {
 		return 0, mapErr(op, err)
 	}
@@ -365,10 +395,14 @@ func (s *Store) DeliveryRescue(ctx context.Context, params *store.DeliveryRescue
 		return 0, err
 	}
 	// The keys they held are freed in the same statement (ordering.go).
-	tag, err := db.Exec(ctx, `WITH freed AS (`+keysRescueSQL+`)
+	var tag pgconn.CommandTag
+	err = retryMoved(ctx, func() (err error) {
+		tag, err = db.Exec(ctx, `WITH freed AS (`+keysRescueSQL+`)
 		UPDATE deliveries SET state = 'pending', next_attempt_at = $1,
 		lease_owner = NULL, lease_until = NULL, updated_at = $1
 		WHERE state = 'in_flight' AND lease_until < $1`, ms(params.Now))
+		return err
+	})
 	if err != nil {
 		return 0, mapErr(op, err)
 	}
@@ -428,13 +462,17 @@ func (s *Store) DeadLetterRedrive(ctx context.Context, params *store.DeadLetterR
 		v := ms(params.Until)
 		until = &v
 	}
-	tag, err := db.Exec(ctx, `UPDATE deliveries d SET state = 'pending', tier = 0, next_attempt_at = $4,
+	var tag pgconn.CommandTag
+	err = retryMoved(ctx, func() (err error) {
+		tag, err = db.Exec(ctx, `UPDATE deliveries d SET state = 'pending', tier = 0, next_attempt_at = $4,
 		lease_owner = NULL, lease_until = NULL, updated_at = $4
 		WHERE d.subscription_id = $1 AND d.state = 'dead'
 		  AND ($2::timestamptz IS NULL OR d.updated_at >= $2)
 		  AND ($3::timestamptz IS NULL OR d.updated_at < $3)
 		  AND EXISTS (SELECT 1 FROM subscriptions s WHERE s.id = $1 AND s.deleted_at IS NULL)`,
-		params.SubscriptionID, since, until, ms(params.Now))
+			params.SubscriptionID, since, until, ms(params.Now))
+		return err
+	})
 	if err != nil {
 		return 0, mapErr(op, err)
 	}

@@ -800,10 +800,15 @@ func (s *Store) orderedNextDue(ctx context.Context, q querier, tier int, now tim
 	}
 	var next *time.Time
 	err = q.QueryRow(ctx, `SELECT min(t) FROM (
-			SELECT (SELECT d.next_attempt_at FROM deliveries d
-				WHERE d.tier = $1 AND d.subscription_id = s.id AND d.state = 'pending'
-				  AND (d.event_key = '' OR d.next_attempt_at > $2)
-				ORDER BY d.next_attempt_at LIMIT 1) AS t
+			SELECT least(
+				-- A keyless delivery among the first due ones.
+				(SELECT min(w.next_attempt_at) FROM (SELECT d.next_attempt_at, d.event_key FROM deliveries d
+					WHERE d.tier = $1 AND d.subscription_id = s.id AND d.state = 'pending'
+					ORDER BY d.next_attempt_at LIMIT $3) w WHERE w.event_key = ''),
+				-- The first delivery maturing after now.
+				(SELECT d.next_attempt_at FROM deliveries d
+					WHERE d.tier = $1 AND d.subscription_id = s.id AND d.state = 'pending' AND d.next_attempt_at > $2
+					ORDER BY d.next_attempt_at LIMIT 1)) AS t
 			FROM subscriptions s WHERE s.state = 'enabled' AND s.deleted_at IS NULL
 				AND `+orderedPredicate+` AND NOT `+throttledPredicate+`
 			UNION ALL
@@ -812,7 +817,7 @@ func (s *Store) orderedNextDue(ctx context.Context, q querier, tier int, now tim
 			WHERE s.key_interval_ms > 0 AND k.holder IS NULL
 				AND k.last_sent_at + s.key_interval_ms * interval '1 millisecond' > $2
 				AND s.state = 'enabled' AND s.deleted_at IS NULL AND `+orderedPredicate+`
-				AND NOT `+throttledPredicate+`) x`, tier, ms(now)).Scan(&next)
+				AND NOT `+throttledPredicate+`) x`, tier, ms(now), store.OrderedNextDueWindow).Scan(&next)
 	return utcPtr(next), err
 }
 

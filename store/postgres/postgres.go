@@ -208,9 +208,18 @@ const migrateLockClass = 0x68726c64 // "hrld"
 // Migrate applies the embedded migrations not yet applied, all in one
 // transaction under an advisory lock.
 func (s *Store) Migrate(ctx context.Context) error {
+	return s.migrateTo(ctx, 0)
+}
+
+// migrateTo is Migrate stopping after version upTo (0: the newest); tests
+// use it to check that a migration carries existing rows over.
+func (s *Store) migrateTo(ctx context.Context, upTo int) error {
 	ms, err := migrations()
 	if err != nil {
 		return err
+	}
+	if upTo > 0 && upTo < len(ms) {
+		ms = ms[:upTo]
 	}
 	return s.inTx(ctx, "error migrating", func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, hashtext(current_schema()))", migrateLockClass); err != nil {
@@ -226,10 +235,10 @@ func (s *Store) Migrate(ctx context.Context) error {
 		if err := tx.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM herald_migrations").Scan(&current); err != nil {
 			return err
 		}
-		if current > len(ms) {
+		if current > len(ms) && upTo == 0 {
 			return fmt.Errorf("database schema is at version %d, newer than this herald (%d): upgrade herald", current, len(ms))
 		}
-		for _, m := range ms[current:] {
+		for _, m := range ms[min(current, len(ms)):] {
 			if _, err := tx.Exec(ctx, m.sql); err != nil {
 				return fmt.Errorf("migration %s: %w", m.name, err)
 			}
@@ -256,8 +265,36 @@ func (s *Store) inTx(ctx context.Context, op string, fn func(tx pgx.Tx) error) e
 	if s.closed.Load() {
 		return unavailable(op, errors.New("store closed"))
 	}
-	err := pgx.BeginFunc(ctx, s.pool, fn)
+	err := retryMoved(ctx, func() error { return pgx.BeginFunc(ctx, s.pool, fn) })
 	return mapErr(op, err)
+}
+
+// movedTries bounds retryMoved: each retry runs on a fresh snapshot, so the
+// row that moved is no longer in the way; a second conflict in a row is
+// already rare.
+const movedTries = 5
+
+// retryMoved runs fn, and again while it fails with a serialization
+// failure or a deadlock. Under READ COMMITTED the first comes from one
+// source only: a statement waited for a row that the other transaction
+// moved to another partition of deliveries (a delivery finished, retried or
+// cancelled meanwhile; migration 005), which PostgreSQL reports as 40001
+// instead of following the row. fn must be safe to run again: a whole
+// transaction, or one statement (an implicit transaction).
+func retryMoved(ctx context.Context, fn func() error) error {
+	for try := 1; ; try++ {
+		err := fn()
+		if err == nil || try == movedTries || ctx.Err() != nil || !isRetryable(err) {
+			return err
+		}
+	}
+}
+
+// isRetryable reports a serialization failure (40001) or a deadlock
+// (40P01): the transaction did nothing and may simply run again.
+func isRetryable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01")
 }
 
 // db returns the pool, or an error when the store is closed.

@@ -27,11 +27,15 @@ WITH victims AS (
 	LIMIT $3
 	FOR UPDATE SKIP LOCKED
 ), gone AS (
-	DELETE FROM deliveries d USING victims v
-	WHERE d.id = v.id AND d.state = ANY($1)
+	-- "= ANY (ARRAY(…))": a primary-key lookup per victim. Written as a
+	-- join, the planner sorted every finished delivery of the states (and
+	-- every attempt) for a merge join, once a minute, even when nothing
+	-- was due: 0.3–0.9 s at 300,000 finished rows, growing with retention.
+	DELETE FROM deliveries d
+	WHERE d.id = ANY (ARRAY(SELECT id FROM victims)) AND d.state = ANY($1)
 	RETURNING d.id
 ), att AS (
-	DELETE FROM attempts a USING gone g WHERE a.delivery_id = g.id
+	DELETE FROM attempts a WHERE a.delivery_id = ANY (ARRAY(SELECT id FROM gone))
 )
 SELECT count(*) FROM gone`
 
@@ -41,12 +45,14 @@ const sweepEventsSQL = `
 WITH victims AS (
 	SELECT e.id FROM events e
 	WHERE e.created_at < $1
-	  AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id)
+	  -- A probe of deliveries_event_idx per old event (a scalar subquery
+	  -- with LIMIT, never an anti-join hashing every delivery).
+	  AND (SELECT 1 FROM deliveries d WHERE d.event_id = e.id LIMIT 1) IS NULL
 	ORDER BY e.created_at
 	LIMIT $2
 	FOR UPDATE SKIP LOCKED
 ), gone AS (
-	DELETE FROM events e USING victims v WHERE e.id = v.id RETURNING 1
+	DELETE FROM events e WHERE e.id = ANY (ARRAY(SELECT id FROM victims)) RETURNING 1
 )
 SELECT count(*) FROM gone`
 
@@ -66,7 +72,7 @@ func (s *Store) RetentionSweep(ctx context.Context, params *store.RetentionSweep
 	loop := func(sql string, args func() []any, count *int) error {
 		for {
 			var n int
-			if err := db.QueryRow(ctx, sql, args()...).Scan(&n); err != nil {
+			if err := retryMoved(ctx, func() error { return db.QueryRow(ctx, sql, args()...).Scan(&n) }); err != nil {
 				return mapErr(op, err)
 			}
 			*count += n

@@ -383,17 +383,26 @@ const orderedPredicate = `(s.ordering IN ('fifo', 'latest'))`
 func orderedNextDue(ctx context.Context, q queryer, tier int, now int64) (sql.NullInt64, error) {
 	var next sql.NullInt64
 	err := q.QueryRowContext(ctx, `SELECT MIN(t) FROM (
-			SELECT (SELECT d.next_attempt_at FROM deliveries d
-				WHERE d.state = 'pending' AND d.tier = ? AND d.subscription_id = s.id
-				  AND (d.event_key = '' OR d.next_attempt_at > ?)
-				ORDER BY d.next_attempt_at LIMIT 1) AS t
+			SELECT MIN(
+				-- A keyless delivery among the first due ones (MIN over
+				-- NULLs is NULL: COALESCE with the other probe).
+				COALESCE((SELECT MIN(w.next_attempt_at) FROM (SELECT d.next_attempt_at, d.event_key FROM deliveries d
+					WHERE d.state = 'pending' AND d.tier = ?1 AND d.subscription_id = s.id
+					ORDER BY d.next_attempt_at LIMIT ?3) w WHERE w.event_key = ''), 1 << 62),
+				-- The first delivery maturing after now.
+				COALESCE((SELECT d.next_attempt_at FROM deliveries d
+					WHERE d.state = 'pending' AND d.tier = ?1 AND d.subscription_id = s.id AND d.next_attempt_at > ?2
+					ORDER BY d.next_attempt_at LIMIT 1), 1 << 62)) AS t
 			FROM subscriptions s WHERE s.state = 'enabled' AND s.deleted_at IS NULL
 				AND `+orderedPredicate+` AND NOT `+throttledPredicate+`
 			UNION ALL
 			SELECT MIN(k.last_sent_at + s.key_interval_ms) FROM delivery_keys k
 				JOIN subscriptions s ON s.id = k.subscription_id
-			WHERE s.key_interval_ms > 0 AND k.holder IS NULL AND k.last_sent_at + s.key_interval_ms > ?
+			WHERE s.key_interval_ms > 0 AND k.holder IS NULL AND k.last_sent_at + s.key_interval_ms > ?2
 				AND s.state = 'enabled' AND s.deleted_at IS NULL AND `+orderedPredicate+`
-				AND NOT `+throttledPredicate+`)`, tier, now, now).Scan(&next)
+				AND NOT `+throttledPredicate+`)`, tier, now, store.OrderedNextDueWindow).Scan(&next)
+	if next.Valid && next.Int64 == 1<<62 {
+		next = sql.NullInt64{}
+	}
 	return next, err
 }

@@ -312,14 +312,15 @@ func testDeliveryComplete(t *testing.T, newStore NewStoreFunc) {
 		c := b.claimOne(t, 0, ownerA, now, ids[0])
 		before := b.version(t)
 
-		// The system event's delivery reuses an existing delivery id: the
-		// whole call fails, so the outcome and the disable are not applied
-		// either.
+		// The system event's two deliveries share an id: the whole call
+		// fails, so the outcome and the disable are not applied either.
+		twice := herald.NewID(herald.PrefixDelivery)
 		_, err := b.store.DeliveryCompleteMany(b.ctx, &store.DeliveryCompleteManyParams{
 			Outcomes:             []store.DeliveryOutcome{died(c, ownerA, now)},
 			DisableSubscriptions: []store.SubscriptionDisable{{ID: sub.ID, Reason: "gone"}},
 			Events: []store.EventInsert{{Event: newEvent(), Deliveries: []store.DeliveryInsert{
-				{ID: ids[0], SubscriptionID: sub.ID, NextAttemptAt: now},
+				{ID: twice, SubscriptionID: sub.ID, NextAttemptAt: now},
+				{ID: twice, SubscriptionID: sub.ID, NextAttemptAt: now},
 			}}},
 			Now: now,
 		})
