@@ -15,3 +15,11 @@ import (
 func BenchmarkOrderingClaim(b *testing.B) {
 	storetest.BenchmarkOrderingClaim(b, func(b *testing.B) store.Store { return testdb.Postgres(b) })
 }
+
+// BenchmarkOrderedNextDue: DeliveryNextDue with every key of a fifo
+// backlog taken (storetest.BenchmarkOrderedNextDue).
+//
+//	go test -run '^$' -bench OrderedNextDue ./store/postgres/
+func BenchmarkOrderedNextDue(b *testing.B) {
+	storetest.BenchmarkOrderedNextDue(b, func(b *testing.B) store.Store { return testdb.Postgres(b) })
+}

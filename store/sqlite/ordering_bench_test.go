@@ -14,3 +14,11 @@ import (
 func BenchmarkOrderingClaim(b *testing.B) {
 	storetest.BenchmarkOrderingClaim(b, func(b *testing.B) store.Store { return benchStore(b, "normal") })
 }
+
+// BenchmarkOrderedNextDue: DeliveryNextDue with every key of a fifo
+// backlog taken (storetest.BenchmarkOrderedNextDue).
+//
+//	go test -run '^$' -bench OrderedNextDue ./store/sqlite/
+func BenchmarkOrderedNextDue(b *testing.B) {
+	storetest.BenchmarkOrderedNextDue(b, func(b *testing.B) store.Store { return benchStore(b, "normal") })
+}
