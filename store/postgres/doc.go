@@ -9,6 +9,15 @@
 // a schema of its own (created on Open) through the connections'
 // search_path.
 //
+// The queue stays small: deliveries is partitioned by state (migration 005)
+// into deliveries_active (pending, in_flight), which claims, completions
+// and rescue touch, and deliveries_done, where finished rows wait for
+// retention; an UPDATE that finishes or retries a delivery moves its row.
+// A statement that waited for a row another transaction moved fails with
+// 40001, and retryMoved runs it again. QueueVacuum (store.Vacuumer), run by
+// the leader every few seconds, removes the dead row versions every claim
+// and completion leaves behind, whether or not the server's autovacuum runs.
+//
 // Queue paths:
 //   - EventInsertMany is one statement: the events go in with
 //     INSERT … SELECT unnest(…) ON CONFLICT DO NOTHING, and a data-modifying
