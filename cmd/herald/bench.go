@@ -17,6 +17,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -62,6 +63,7 @@ type benchFlags struct {
 	jsonOut, progress, keep bool
 	drain                   bool
 	cpuProfile              string
+	traceFile               string
 	sample                  time.Duration
 }
 
@@ -151,6 +153,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.BoolVar(&f.keep, "keep", false, "keep the in-process node's data directory or PostgreSQL schema")
 	fs.DurationVar(&f.sample, "sample", 0, "record throughput, latency and memory every interval (long-run stability; 0: off; at least 1s)")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (publisher, node and receiver) to this file")
+	fs.StringVar(&f.traceFile, "trace", "", "write a Go execution trace of the whole run to this file (go tool trace; for latency: where goroutines waited)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -161,6 +164,16 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if err := f.validate(); err != nil {
 		return err
+	}
+	if f.traceFile != "" {
+		tf, err := os.Create(f.traceFile)
+		if err != nil {
+			return err
+		}
+		if err := trace.Start(tf); err != nil {
+			return err
+		}
+		defer func() { trace.Stop(); _ = tf.Close() }()
 	}
 	if f.cpuProfile != "" {
 		pf, err := os.Create(f.cpuProfile)
