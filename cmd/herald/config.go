@@ -24,6 +24,7 @@ import (
 type config struct {
 	Config        string
 	Listen        string
+	DebugListen   string
 	DataDir       string
 	DatabaseURL   string
 	Tiers         string
@@ -73,6 +74,7 @@ func defaultTiersString() string {
 func (c *config) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Config, "config", "", "YAML config file (keys are the flag names)")
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "address of the API, /metrics and health endpoints")
+	fs.StringVar(&c.DebugListen, "debug-listen", "", "address of a separate listener serving Go's pprof profiles under /debug/pprof/ (off when empty; keep it on loopback: it has no authentication)")
 	fs.StringVar(&c.DataDir, "data-dir", "./herald-data", "directory for the SQLite store and admin.token")
 	fs.StringVar(&c.DatabaseURL, "database-url", "", "postgres://… to use PostgreSQL instead of the embedded SQLite store")
 	fs.StringVar(&c.Tiers, "tiers", defaultTiersString(), "retry tiers' maturity delays, comma-separated (one attempt per tier)")

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"strings"
@@ -170,6 +171,8 @@ type heraldNode struct {
 	maint *maintenance.Maintainer
 	// stopListen ends the LISTEN/NOTIFY wake-ups and waits for them.
 	stopListen func()
+	// debug serves pprof on --debug-listen (nil when off).
+	debug *http.Server
 }
 
 // URL is the node's API base URL.
@@ -270,6 +273,18 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 		return nil, fmt.Errorf("error listening on %s: %w", c.Listen, err)
 	}
 	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	var debug *http.Server
+	if c.DebugListen != "" {
+		dln, err := net.Listen("tcp", c.DebugListen)
+		if err != nil {
+			_ = ln.Close()
+			_ = s.Close()
+			return nil, fmt.Errorf("error listening on %s (--debug-listen): %w", c.DebugListen, err)
+		}
+		debug = &http.Server{Handler: debugHandler(), ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = debug.Serve(dln) }()
+		logger.Info("pprof serving", "listen", dln.Addr().String())
+	}
 
 	ing.Start()
 	if !c.holdDelivery {
@@ -296,7 +311,7 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 		"tiers", strings.Split(c.Tiers, ","), "workers", c.Workers, "node", engine.NodeID(), "dev", c.Dev)
 
 	n := &heraldNode{cfg: c, store: s, ingest: ing, engine: engine, srv: srv, ln: ln, errc: make(chan error, 1),
-		maint: maint, stopListen: func() { stopListen(); <-listenDone }}
+		maint: maint, stopListen: func() { stopListen(); <-listenDone }, debug: debug}
 	go func() { n.errc <- srv.Serve(ln) }()
 	return n, nil
 }
@@ -308,9 +323,24 @@ func (n *heraldNode) stop() {
 	shCtx, cancel := context.WithTimeout(context.Background(), n.cfg.ShutdownWait+5*time.Second)
 	defer cancel()
 	_ = n.srv.Shutdown(shCtx)
+	if n.debug != nil {
+		_ = n.debug.Close()
+	}
 	n.maint.Stop()
 	n.ingest.Close()
 	n.engine.Stop()
 	n.stopListen()
 	_ = n.store.Close()
+}
+
+// debugHandler serves Go's runtime profiles (net/http/pprof) on their
+// usual paths, on a mux of its own: the API listener never serves them.
+func debugHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
 }
