@@ -163,33 +163,84 @@ func (s *Store) DeliveryList(ctx context.Context, params *store.DeliveryListPara
 // DeliveryNextDue returns the earliest next_attempt_at of the tier's pending
 // deliveries whose subscription is enabled: one indexed probe per enabled
 // subscription, so a disabled subscription's backlog costs nothing.
+//
+// The engine asks after every claim that came back short, so under load
+// this runs hundreds of times a second: the throttled and ordered parts
+// (separate statements) run only when such subscriptions exist, which the
+// first statement's subscriptions version tells from a cache.
 func (s *Store) DeliveryNextDue(ctx context.Context, params *store.DeliveryNextDueParams) (*time.Time, error) {
-	var next sql.NullInt64
+	var (
+		next    sql.NullInt64
+		version int64
+	)
 	// Throttled subscriptions are left to throttleNextDue (throttle.go).
-	err := s.rdb.QueryRowContext(ctx, `SELECT MIN((SELECT d.next_attempt_at FROM deliveries d
+	err := s.rdb.QueryRowContext(ctx, `SELECT (SELECT MIN((SELECT d.next_attempt_at FROM deliveries d
 			WHERE d.state = 'pending' AND d.tier = ? AND d.subscription_id = s.id
 			ORDER BY d.next_attempt_at LIMIT 1))
 		FROM subscriptions s WHERE s.state = 'enabled' AND s.deleted_at IS NULL
-			AND NOT `+throttledPredicate+` AND NOT `+orderedPredicate, params.Tier).Scan(&next)
+			AND NOT `+throttledPredicate+` AND NOT `+orderedPredicate+`),
+		(SELECT value FROM meta WHERE key = 'subscriptions_version')`, params.Tier).Scan(&next, &version)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: delivery next due: %w", unavailable(err))
 	}
-	throttled, err := throttleNextDue(ctx, s.rdb, params.Tier, ms(params.Now))
+	kinds, err := s.subscriptionKinds(ctx, version)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: delivery next due: %w", unavailable(err))
 	}
-	if throttled != nil && (!next.Valid || *throttled < next.Int64) {
-		next = sql.NullInt64{Int64: *throttled, Valid: true}
+	if kinds.throttled {
+		throttled, err := throttleNextDue(ctx, s.rdb, params.Tier, ms(params.Now))
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: delivery next due: %w", unavailable(err))
+		}
+		if throttled != nil && (!next.Valid || *throttled < next.Int64) {
+			next = sql.NullInt64{Int64: *throttled, Valid: true}
+		}
 	}
-	// Ordered subscriptions are left to orderedNextDue (ordering.go).
-	ordered, err := orderedNextDue(ctx, s.rdb, params.Tier, ms(params.Now))
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: delivery next due: %w", unavailable(err))
-	}
-	if ordered.Valid && (!next.Valid || ordered.Int64 < next.Int64) {
-		next = ordered
+	if kinds.ordered {
+		// Ordered subscriptions are left to orderedNextDue (ordering.go).
+		ordered, err := orderedNextDue(ctx, s.rdb, params.Tier, ms(params.Now))
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: delivery next due: %w", unavailable(err))
+		}
+		if ordered.Valid && (!next.Valid || ordered.Int64 < next.Int64) {
+			next = ordered
+		}
 	}
 	return fromNullMS(next), nil
+}
+
+// subscriptionKinds says whether throttled and ordered subscriptions
+// exist (deleted ones included: they may still hold work until their
+// deliveries are cancelled, and leaving them in only costs a query).
+type subscriptionKinds struct {
+	version            int64
+	valid              bool
+	throttled, ordered bool
+}
+
+// subscriptionKinds returns the kinds as of version or later: every
+// subscription change (create, update, delete, disable, pause) bumps the
+// version, so a cache entry for it is exact.
+func (s *Store) subscriptionKinds(ctx context.Context, version int64) (subscriptionKinds, error) {
+	s.kindsMu.Lock()
+	k := s.kinds
+	s.kindsMu.Unlock()
+	if k.valid && k.version >= version {
+		return k, nil
+	}
+	k = subscriptionKinds{valid: true}
+	err := s.rdb.QueryRowContext(ctx, `SELECT (SELECT value FROM meta WHERE key = 'subscriptions_version'),
+		EXISTS (SELECT 1 FROM subscriptions s WHERE `+throttledPredicate+`),
+		EXISTS (SELECT 1 FROM subscriptions s WHERE `+orderedPredicate+`)`).Scan(&k.version, &k.throttled, &k.ordered)
+	if err != nil {
+		return subscriptionKinds{}, err
+	}
+	s.kindsMu.Lock()
+	if !s.kinds.valid || s.kinds.version < k.version {
+		s.kinds = k
+	}
+	s.kindsMu.Unlock()
+	return k, nil
 }
 
 // DeliveryRelease gives back in-flight deliveries held by LeaseOwner.

@@ -90,6 +90,11 @@ type Store struct {
 	ckdb           *sql.DB
 	stopCheckpoint chan struct{}
 	checkpointDone chan struct{}
+
+	// kinds caches which kinds of subscription exist (delivery.go), keyed
+	// by the subscriptions version every subscription change bumps.
+	kindsMu sync.Mutex
+	kinds   subscriptionKinds
 }
 
 var _ store.Store = (*Store)(nil)

@@ -31,6 +31,22 @@ func testThrottle(t *testing.T, newStore NewStoreFunc) {
 		return next
 	}
 
+	// NextDue asked before any throttled subscription existed (stores may
+	// cache which kinds exist) still sees the first one made since.
+	t.Run("NextDueSeesNewThrottled", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newStore)
+		plain := b.createSub(t)
+		b.publishMany(t, 1, plain.ID, spaced(now.Add(time.Hour)))
+		requireTimeEqual(t, now.Add(time.Hour), *nextDue(t, b, 0, now))
+
+		sub := b.createSub(t, rateLimited(1, 1))
+		ids := b.publishMany(t, 2, sub.ID, spaced(now.Add(-time.Minute)))
+		require.Equal(t, ids[:1], claimedIDs(b.claim(t, store.DeliveryClaimParams{Limit: 1})))
+		// ids[1] waits for the budget, not for the hour-away delivery.
+		requireTimeEqual(t, now.Add(window), *nextDue(t, b, 0, now.Add(time.Millisecond)))
+	})
+
 	// A sliding window: budget comes back start by start, as each leaves
 	// the window, not all at once at a fixed boundary.
 	t.Run("RateLimitSlidingWindow", func(t *testing.T) {
