@@ -92,10 +92,6 @@ type Maintainer struct {
 	mu        sync.Mutex
 	lastAlarm map[int]time.Time // per tier, while it stays stale
 
-	// swept is set when a retention sweep deleted rows, so the next
-	// vacuum cleans the archive tables too.
-	swept atomic.Bool
-
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -150,8 +146,14 @@ func (m *Maintainer) Start() {
 			if !m.IsLeader() {
 				return
 			}
-			if _, err := m.Sweep(ctx); err != nil && ctx.Err() == nil {
+			res, err := m.Sweep(ctx)
+			if err != nil && ctx.Err() == nil {
 				m.cfg.Logger.Warn("retention sweep failed", "err", err)
+			}
+			if res != nil && res.Deliveries+res.Dead+res.Events > 0 {
+				// Here, on the sweeper's goroutine: it may take long, and
+				// the queue vacuums go on meanwhile.
+				m.vacuumArchive(ctx)
 			}
 		})
 	}

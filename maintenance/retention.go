@@ -24,7 +24,6 @@ func (m *Maintainer) Sweep(ctx context.Context) (*store.RetentionSweepResult, er
 		return res, err
 	}
 	if res.Deliveries+res.Dead+res.Events > 0 {
-		m.swept.Store(true)
 		m.cfg.Logger.Info("retention sweep", "deliveries", res.Deliveries, "dead", res.Dead, "events", res.Events)
 	}
 	return res, nil

@@ -186,9 +186,11 @@ type Vacuumer interface {
 
 // QueueVacuumParams are the inputs of QueueVacuum.
 type QueueVacuumParams struct {
-	// Archive also cleans the tables retention deletes from (finished
-	// deliveries, attempts, events), where the store's own background
-	// cleaner is not running. Set it after a sweep deleted rows.
+	// Archive cleans the tables retention deletes from (finished
+	// deliveries, attempts, events) instead of the queue tables, and only
+	// where the store's own background cleaner is not running. Ask for it
+	// after a sweep deleted rows; it may take long on large tables, so the
+	// caller runs it apart from the frequent queue vacuums.
 	Archive bool
 }
 

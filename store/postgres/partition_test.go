@@ -130,8 +130,8 @@ func TestCompleteAfterConcurrentMove(t *testing.T) {
 }
 
 // TestQueueVacuum: QueueVacuum vacuums the active partition (the server
-// records it), and the archive tables only when asked and autovacuum is
-// off.
+// records it) and the other queue tables; asked for the archive, it
+// vacuums the archive tables instead, only when autovacuum is off.
 func TestQueueVacuum(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -154,8 +154,8 @@ func TestQueueVacuum(t *testing.T) {
 	res, err = v.QueueVacuum(ctx, &store.QueueVacuumParams{Archive: true})
 	require.NoError(t, err)
 	if autovacuum {
-		require.Len(t, res.Tables, 4, "autovacuum cleans the archive")
+		require.Empty(t, res.Tables, "autovacuum cleans the archive")
 	} else {
-		require.Equal(t, []string{"deliveries_done", "attempts", "events"}, res.Tables[4:])
+		require.Equal(t, []string{"deliveries_done", "attempts", "events"}, res.Tables)
 	}
 }

@@ -20,8 +20,9 @@ var queueTables = []string{"deliveries_active", "delivery_keys", "throttle_start
 // when it does not.
 var archiveTables = []string{"deliveries_done", "attempts", "events"}
 
-// QueueVacuum runs VACUUM (ANALYZE) on the queue tables, and on the archive
-// tables when params.Archive is set and the server's autovacuum is off.
+// QueueVacuum runs VACUUM (ANALYZE) on the queue tables, or, with
+// params.Archive, on the archive tables when the server's autovacuum is off
+// (nothing when it is on).
 //
 // Why herald does this itself: autovacuum's defaults (wake once a minute
 // per database, vacuum after 20% of a table changed) suit tables whose
@@ -37,17 +38,18 @@ func (s *Store) QueueVacuum(ctx context.Context, params *store.QueueVacuumParams
 	if s.closed.Load() {
 		return nil, unavailable(op, errors.New("store closed"))
 	}
-	tables := append([]string(nil), queueTables...)
+	tables := queueTables
 	if params.Archive {
 		var on bool
 		if err := s.pool.QueryRow(ctx, "SELECT current_setting('autovacuum')::bool").Scan(&on); err != nil {
 			return nil, mapErr(op, err)
 		}
-		if !on {
-			tables = append(tables, archiveTables...)
+		tables = archiveTables
+		if on {
+			tables = nil
 		}
 	}
-	res := &store.QueueVacuumResult{}
+	res := &store.QueueVacuumResult{Tables: []string{}}
 	for _, t := range tables {
 		// One table per statement: VACUUM cannot run in a transaction, and
 		// each statement's locks (SHARE UPDATE EXCLUSIVE, which claims and
