@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/store"
@@ -371,15 +370,11 @@ func (s *Store) DeliveryRelease(ctx context.Context, params *store.DeliveryRelea
 		return 0, err
 	}
 	// The keys they held are freed in the same statement (ordering.go).
-	var tag pgconn.CommandTag
-	err = retryMoved(ctx, func() (err error) {
-		tag, err = db.Exec(ctx, `WITH freed AS (`+keysReleaseSQL+`)
+	tag, err := execMoved(ctx, db, `WITH freed AS (`+keysReleaseSQL+`)
 		UPDATE deliveries SET state = 'pending', next_attempt_at = $3,
 		lease_owner = NULL, lease_until = NULL, updated_at = $3
 		WHERE id = ANY($1) AND state = 'in_flight' AND lease_owner = $2`,
-			params.IDs, params.LeaseOwner, ms(params.Now))
-		return err
-	})
+		params.IDs, params.LeaseOwner, ms(params.Now))
 	if err != nil {
 		return 0, mapErr(op, err)
 	}
@@ -395,14 +390,10 @@ func (s *Store) DeliveryRescue(ctx context.Context, params *store.DeliveryRescue
 		return 0, err
 	}
 	// The keys they held are freed in the same statement (ordering.go).
-	var tag pgconn.CommandTag
-	err = retryMoved(ctx, func() (err error) {
-		tag, err = db.Exec(ctx, `WITH freed AS (`+keysRescueSQL+`)
+	tag, err := execMoved(ctx, db, `WITH freed AS (`+keysRescueSQL+`)
 		UPDATE deliveries SET state = 'pending', next_attempt_at = $1,
 		lease_owner = NULL, lease_until = NULL, updated_at = $1
 		WHERE state = 'in_flight' AND lease_until < $1`, ms(params.Now))
-		return err
-	})
 	if err != nil {
 		return 0, mapErr(op, err)
 	}
@@ -462,17 +453,13 @@ func (s *Store) DeadLetterRedrive(ctx context.Context, params *store.DeadLetterR
 		v := ms(params.Until)
 		until = &v
 	}
-	var tag pgconn.CommandTag
-	err = retryMoved(ctx, func() (err error) {
-		tag, err = db.Exec(ctx, `UPDATE deliveries d SET state = 'pending', tier = 0, next_attempt_at = $4,
+	tag, err := execMoved(ctx, db, `UPDATE deliveries d SET state = 'pending', tier = 0, next_attempt_at = $4,
 		lease_owner = NULL, lease_until = NULL, updated_at = $4
 		WHERE d.subscription_id = $1 AND d.state = 'dead'
 		  AND ($2::timestamptz IS NULL OR d.updated_at >= $2)
 		  AND ($3::timestamptz IS NULL OR d.updated_at < $3)
 		  AND EXISTS (SELECT 1 FROM subscriptions s WHERE s.id = $1 AND s.deleted_at IS NULL)`,
-			params.SubscriptionID, since, until, ms(params.Now))
-		return err
-	})
+		params.SubscriptionID, since, until, ms(params.Now))
 	if err != nil {
 		return 0, mapErr(op, err)
 	}

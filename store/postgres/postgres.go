@@ -290,6 +290,16 @@ func retryMoved(ctx context.Context, fn func() error) error {
 	}
 }
 
+// execMoved is db.Exec of one statement under retryMoved.
+func execMoved(ctx context.Context, db querier, sql string, args ...any) (pgconn.CommandTag, error) {
+	var tag pgconn.CommandTag
+	err := retryMoved(ctx, func() (err error) {
+		tag, err = db.Exec(ctx, sql, args...)
+		return err
+	})
+	return tag, err
+}
+
 // isRetryable reports a serialization failure (40001) or a deadlock
 // (40P01): the transaction did nothing and may simply run again.
 func isRetryable(err error) bool {
