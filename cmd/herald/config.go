@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"strconv"
@@ -192,6 +193,11 @@ func (c *config) validate() error {
 			return fmt.Errorf("--allow-cidr: %q is not a CIDR prefix: %w", s, err)
 		}
 		c.allow = append(c.allow, p.Masked())
+	}
+	if c.DebugListen != "" {
+		if _, _, err := net.SplitHostPort(c.DebugListen); err != nil {
+			return fmt.Errorf("--debug-listen: %q is not host:port: %w", c.DebugListen, err)
+		}
 	}
 	if c.Workers < 1 {
 		return fmt.Errorf("--workers must be at least 1, got %d", c.Workers)

@@ -72,6 +72,8 @@ func TestConfigErrors(t *testing.T) {
 		{"bad sync", []string{"--sqlite-synchronous", "off"}, "full or normal"},
 		{"negative retention", []string{"--retention-dead", "-1h"}, "--retention-dead must not be negative"},
 		{"negative stale", []string{"--stale-after", "-1s"}, "--stale-after must not be negative"},
+		{"negative vacuum interval", []string{"--vacuum-interval", "-10s"}, "--vacuum-interval must not be negative"},
+		{"bad debug listen", []string{"--debug-listen", "6060"}, "--debug-listen"},
 		{"unknown file key", []string{"--config", unknown}, `unknown key "no_such_key"`},
 		{"missing file", []string{"--config", filepath.Join(dir, "absent.yaml")}, "error reading config file"},
 	}
