@@ -7,9 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"path"
-	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -159,45 +156,28 @@ func (s *Store) Close() error {
 	return nil
 }
 
+// migrations follow the rule of store/migrate.go: numbered 1, 2, 3…
+// without a gap, the same numbers as SQLite's.
+//
 //go:embed migrations/*.sql
 var migrationFS embed.FS
 
-type migration struct {
-	version int
-	name    string
-	sql     string
+// migrations returns the embedded migrations in version order.
+func migrations() ([]store.Migration, error) {
+	ms, err := store.MigrationsLoad(migrationFS, "migrations")
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	return ms, nil
 }
 
-// migrations returns the embedded migrations in version order.
-func migrations() ([]migration, error) {
-	entries, err := migrationFS.ReadDir("migrations")
-	if err != nil {
-		return nil, err
+// LatestSchemaVersion is the newest schema version this code knows.
+func LatestSchemaVersion() int {
+	ms, err := migrations()
+	if err != nil || len(ms) == 0 {
+		return 0
 	}
-	var out []migration
-	for _, e := range entries {
-		name := e.Name()
-		num, _, ok := strings.Cut(name, "_")
-		if !ok {
-			return nil, fmt.Errorf("migration %s: name must be NNN_name.sql", name)
-		}
-		v, err := strconv.Atoi(num)
-		if err != nil {
-			return nil, fmt.Errorf("migration %s: %w", name, err)
-		}
-		b, err := migrationFS.ReadFile(path.Join("migrations", name))
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, migration{version: v, name: name, sql: string(b)})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
-	for i, m := range out {
-		if m.version != i+1 {
-			return nil, fmt.Errorf("migration %s: versions must run 1, 2, 3… without gaps", m.name)
-		}
-	}
-	return out, nil
+	return ms[len(ms)-1].Version
 }
 
 // migrateLockClass is the first key of herald's migration advisory lock; the
@@ -206,7 +186,8 @@ func migrations() ([]migration, error) {
 const migrateLockClass = 0x68726c64 // "hrld"
 
 // Migrate applies the embedded migrations not yet applied, all in one
-// transaction under an advisory lock.
+// transaction under an advisory lock. A schema newer than the code is
+// refused (store.ErrSchemaTooNew).
 func (s *Store) Migrate(ctx context.Context) error {
 	return s.migrateTo(ctx, 0)
 }
@@ -217,9 +198,6 @@ func (s *Store) migrateTo(ctx context.Context, upTo int) error {
 	ms, err := migrations()
 	if err != nil {
 		return err
-	}
-	if upTo > 0 && upTo < len(ms) {
-		ms = ms[:upTo]
 	}
 	return s.inTx(ctx, "error migrating", func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, hashtext(current_schema()))", migrateLockClass); err != nil {
@@ -235,14 +213,18 @@ func (s *Store) migrateTo(ctx context.Context, upTo int) error {
 		if err := tx.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM herald_migrations").Scan(&current); err != nil {
 			return err
 		}
-		if current > len(ms) && upTo == 0 {
-			return fmt.Errorf("database schema is at version %d, newer than this herald (%d): upgrade herald", current, len(ms))
+		pending, err := store.MigrationsPending(ms, current)
+		if err != nil {
+			return err
 		}
-		for _, m := range ms[min(current, len(ms)):] {
-			if _, err := tx.Exec(ctx, m.sql); err != nil {
-				return fmt.Errorf("migration %s: %w", m.name, err)
+		for _, m := range pending {
+			if upTo > 0 && m.Version > upTo {
+				break
 			}
-			if _, err := tx.Exec(ctx, "INSERT INTO herald_migrations (version, name) VALUES ($1, $2)", m.version, m.name); err != nil {
+			if _, err := tx.Exec(ctx, m.SQL); err != nil {
+				return fmt.Errorf("migration %s: %w", m.Name, err)
+			}
+			if _, err := tx.Exec(ctx, "INSERT INTO herald_migrations (version, name) VALUES ($1, $2)", m.Version, m.Name); err != nil {
 				return err
 			}
 		}

@@ -1,0 +1,4 @@
+-- 005: nothing to do on SQLite. PostgreSQL's 005 partitions deliveries by
+-- state (finished rows leave the hot table); SQLite keeps one table with
+-- partial indexes. The file exists so that a version names the same step
+-- in both stores and the versions run without a gap (store/migrate.go).
