@@ -23,8 +23,9 @@ func (m *Maintainer) Sweep(ctx context.Context) (*store.RetentionSweepResult, er
 	if err != nil {
 		return res, err
 	}
-	if res.Deliveries+res.Dead+res.Events > 0 {
-		m.cfg.Logger.Info("retention sweep", "deliveries", res.Deliveries, "dead", res.Dead, "events", res.Events)
+	if res.Total() > 0 {
+		m.cfg.Logger.Info("retention sweep", "deliveries", res.Deliveries, "dead", res.Dead, "events", res.Events,
+			"keys", res.Keys, "subscriptions", res.Subscriptions, "secrets", res.Secrets, "attempts", res.Attempts)
 	}
 	return res, nil
 }

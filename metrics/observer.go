@@ -29,7 +29,7 @@ import (
 //	herald_claim_batch_size                               deliveries per claim transaction (0 included)
 //	herald_direct_dispatch_total                          deliveries started without a claim (direct dispatch)
 //	herald_queue_stale_alarms_total{tier}                 herald.queue.stale events raised
-//	herald_retention_deleted_total{kind}                  rows deleted by retention (deliveries, dead, events)
+//	herald_retention_deleted_total{kind}                  rows deleted by retention (deliveries, dead, events, keys, subscriptions, secrets, attempts)
 //	herald_queue_vacuum_duration_seconds{result}          queue vacuums run by the leader (PostgreSQL; result: ok, error)
 type Observer struct {
 	attempts        *prometheus.CounterVec
@@ -118,7 +118,7 @@ func NewObserver(reg prometheus.Registerer) *Observer {
 		}, []string{"tier"}),
 		retention: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "herald_retention_deleted_total",
-			Help: "Rows deleted by retention, by kind (deliveries, dead, events).",
+			Help: "Rows deleted by retention, by kind (deliveries, dead, events, keys, subscriptions, secrets, attempts).",
 		}, []string{"kind"}),
 		vacuum: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "herald_queue_vacuum_duration_seconds",
@@ -138,7 +138,7 @@ func NewObserver(reg prometheus.Registerer) *Observer {
 	o.deliveries.WithLabelValues("dead")
 	o.publish.WithLabelValues("ok")
 	o.vacuum.WithLabelValues("ok")
-	for _, k := range []string{"deliveries", "dead", "events"} {
+	for _, k := range []string{"deliveries", "dead", "events", "keys", "subscriptions", "secrets", "attempts"} {
 		o.retention.WithLabelValues(k)
 	}
 	return o
@@ -223,4 +223,8 @@ func (o *Observer) ObserveRetention(r *store.RetentionSweepResult) {
 	o.retention.WithLabelValues("deliveries").Add(float64(r.Deliveries))
 	o.retention.WithLabelValues("dead").Add(float64(r.Dead))
 	o.retention.WithLabelValues("events").Add(float64(r.Events))
+	o.retention.WithLabelValues("keys").Add(float64(r.Keys))
+	o.retention.WithLabelValues("subscriptions").Add(float64(r.Subscriptions))
+	o.retention.WithLabelValues("secrets").Add(float64(r.Secrets))
+	o.retention.WithLabelValues("attempts").Add(float64(r.Attempts))
 }

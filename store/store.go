@@ -113,9 +113,11 @@ type Store interface {
 	// outcome records its attempt and moves the delivery to its new state —
 	// only if the delivery is still in_flight under the same LeaseOwner
 	// (otherwise the attempt is still recorded, the state is left alone and
-	// the outcome is counted in Stale). It also applies subscription
-	// disables and inserts system events with their deliveries, so an alert
-	// commits with the failure that caused it.
+	// the outcome is counted in Stale). An outcome whose delivery does not
+	// exist records no attempt and is counted in Stale; an invalid outcome
+	// refuses the whole call with an *OutcomeError (store/complete.go). It
+	// also applies subscription disables and inserts system events with
+	// their deliveries, so an alert commits with the failure that caused it.
 	DeliveryCompleteMany(ctx context.Context, params *DeliveryCompleteManyParams) (*DeliveryCompleteManyResult, error)
 	// DeliveryRelease gives back in_flight deliveries held by Owner without
 	// recording an attempt: they become pending in their tier, due at Now.
@@ -142,7 +144,10 @@ type Store interface {
 	// letters last updated more than their retention before Now, with their
 	// attempts, then events older than the event retention that have no
 	// delivery left. It never deletes a pending or in-flight delivery (nor
-	// their events). It deletes in transactions of at most BatchSize rows,
+	// their events). It also deletes idle per-key ordering state, deleted
+	// subscriptions, rotated-out secrets and orphan attempts (see
+	// store/retention.go for each rule). It deletes in transactions of at
+	// most BatchSize rows,
 	// so no lock is held long, and returns when nothing due is left (or ctx
 	// ends). Run it from one node at a time (see LeaderAttempt); running it
 	// concurrently is safe but wasteful.
@@ -451,12 +456,14 @@ type DeliveryOutcome struct {
 	DeliveryID string
 	LeaseOwner string
 	Attempt    herald.Attempt
-	// State is the new state: delivered, pending (a retry) or dead.
+	// State is the new state: delivered, pending (a retry) or dead; any
+	// other is refused (OutcomesValidate).
 	State herald.DeliveryState
 	// Tier is the delivery's tier after the outcome (the next tier for a
 	// retry; the tier attempted from otherwise).
 	Tier int
-	// NextAttemptAt is set for a retry.
+	// NextAttemptAt is set for a retry (required when State is pending),
+	// and only for a retry.
 	NextAttemptAt *time.Time
 }
 
@@ -547,16 +554,19 @@ type TierStats struct {
 }
 
 // RetentionSweepParams are the inputs of RetentionSweep. A retention of
-// zero or less keeps that class forever.
+// zero or less keeps that class forever (Cutoffs, store/retention.go).
 type RetentionSweepParams struct {
 	// Delivered is how long finished deliveries (delivered, skipped,
-	// superseded, cancelled) are kept after their last update.
+	// superseded, cancelled) are kept after their last update. It also
+	// keeps deleted subscriptions after their deletion and rotated-out
+	// secrets after their expiry.
 	Delivered time.Duration
 	// Dead is how long dead letters are kept after they died.
 	Dead time.Duration
 	// Events is how long events are kept after their creation; an event is
 	// deleted only once none of its deliveries is left. It is also the
-	// window in which a repeated event id is answered as a duplicate.
+	// window in which a repeated event id is answered as a duplicate, and
+	// how long a key's ordering state outlives the key's last send.
 	Events time.Duration
 	// BatchSize caps the rows deleted per transaction (0 means 1000).
 	BatchSize int
@@ -571,6 +581,16 @@ type RetentionSweepResult struct {
 	Dead int
 	// Events counts events deleted.
 	Events int
+	// Keys counts per-key ordering state rows deleted.
+	Keys int
+	// Subscriptions counts deleted subscriptions removed for good (with
+	// their secrets, key state and throttle state, not counted apart).
+	Subscriptions int
+	// Secrets counts rotated-out secrets deleted.
+	Secrets int
+	// Attempts counts orphan attempts deleted (attempts deleted with their
+	// delivery are not counted).
+	Attempts int
 }
 
 // RetentionStates are the finished delivery states Delivered retention

@@ -204,11 +204,14 @@ bump AS (
 )
 SELECT id FROM done`
 
-// insertAttemptsSQL records attempts, applied or stale alike.
+// insertAttemptsSQL records attempts, applied or stale alike, except those
+// of deliveries that do not exist (store/complete.go: no attempt, reported
+// stale). The existence probe is a primary-key lookup per outcome.
 const insertAttemptsSQL = `
 INSERT INTO attempts (delivery_id, n, at, duration_ms, status, error, error_message, response_excerpt, tier)
-SELECT * FROM unnest($1::text[], $2::int[], $3::timestamptz[], $4::bigint[], $5::int[], $6::text[],
-	$7::text[], $8::text[], $9::int[])`
+SELECT a.* FROM unnest($1::text[], $2::int[], $3::timestamptz[], $4::bigint[], $5::int[], $6::text[],
+	$7::text[], $8::text[], $9::int[]) AS a(delivery_id, n, at, duration_ms, status, error, error_message, response_excerpt, tier)
+WHERE EXISTS (SELECT 1 FROM deliveries d WHERE d.id = a.delivery_id)`
 
 // disableSQL disables subscriptions and bumps the version when any changed.
 const disableSQL = `
@@ -224,6 +227,9 @@ UPDATE subscriptions_version SET version = version + 1 WHERE EXISTS (SELECT 1 FR
 // batch: one round trip, one implicit transaction.
 func (s *Store) DeliveryCompleteMany(ctx context.Context, params *store.DeliveryCompleteManyParams) (*store.DeliveryCompleteManyResult, error) {
 	const op = "error completing deliveries"
+	if err := store.OutcomesValidate(params.Outcomes); err != nil {
+		return nil, err
+	}
 	db, err := s.db(op)
 	if err != nil {
 		return nil, err
@@ -328,12 +334,7 @@ func completeRead(br pgx.BatchResults, rounds [][]store.DeliveryOutcome, res *st
 		for _, id := range applied {
 			done[id] = true
 		}
-		res.Applied += len(applied)
-		for _, o := range round {
-			if !done[o.DeliveryID] {
-				res.Stale = append(res.Stale, o.DeliveryID)
-			}
-		}
+		res.Record(round, done)
 		if _, err := br.Exec(); err != nil { // keysCompleteSQL
 			return err
 		}

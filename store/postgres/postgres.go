@@ -49,6 +49,9 @@ type Store struct {
 	work workNotifier
 	// broken is when (unix nanos) a pooled connection last broke in use.
 	broken *atomic.Int64
+	// keysSwept and attemptsSwept are where the retention sweep's scans of
+	// delivery_keys and attempts stopped (store/retention.go).
+	keysSwept, attemptsSwept store.SweepCursor
 }
 
 // brokenPingWindow: for this long after a pooled connection broke, every

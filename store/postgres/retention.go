@@ -56,8 +56,102 @@ WITH victims AS (
 )
 SELECT count(*) FROM gone`
 
-// RetentionSweep deletes what retention no longer keeps, one short
-// transaction (one statement) per batch.
+// sweepKeysSQL is one store.SweepScanStep over delivery_keys: it reads up
+// to $3 rows after the primary key ($1, $2) and deletes those of them that
+// go (store/retention.go): every key row of a deleted (or removed)
+// subscription, and when $4 the rows of idle keys — not held, last sent
+// before $5 with the key interval run out at $6, and no pending or in-flight
+// delivery (a probe of deliveries_key_order_idx, whose predicate the
+// subquery repeats). FOR UPDATE SKIP LOCKED leaves a key a claim is
+// deciding to that claim; a claim that then finds its key row gone skips
+// the key, and the next claim creates the row again, empty. It returns the
+// rows examined, the last primary key examined and the rows deleted.
+const sweepKeysSQL = `
+WITH scan AS (
+	SELECT subscription_id, event_key FROM delivery_keys
+	WHERE (subscription_id, event_key) > ($1, $2)
+	ORDER BY subscription_id, event_key LIMIT $3
+), victims AS (
+	SELECT k.subscription_id, k.event_key FROM scan x
+	JOIN delivery_keys k ON k.subscription_id = x.subscription_id AND k.event_key = x.event_key
+	LEFT JOIN subscriptions s ON s.id = k.subscription_id
+	WHERE s.id IS NULL OR s.deleted_at IS NOT NULL
+	   OR ($4::boolean AND k.holder IS NULL
+		AND (k.last_sent_at IS NULL OR (k.last_sent_at < $5
+			AND k.last_sent_at + s.key_interval_ms * interval '1 millisecond' <= $6))
+		AND (SELECT 1 FROM deliveries d
+			WHERE d.subscription_id = k.subscription_id AND d.event_key = k.event_key
+			  AND d.event_key <> '' AND d.state IN ('pending', 'in_flight') LIMIT 1) IS NULL)
+	FOR UPDATE OF k SKIP LOCKED
+), gone AS (
+	DELETE FROM delivery_keys k USING victims v
+	WHERE k.subscription_id = v.subscription_id AND k.event_key = v.event_key
+	RETURNING 1
+), tail AS (
+	SELECT subscription_id, event_key FROM scan ORDER BY subscription_id DESC, event_key DESC LIMIT 1
+)
+SELECT (SELECT count(*) FROM scan), coalesce((SELECT subscription_id FROM tail), ''),
+	coalesce((SELECT event_key FROM tail), ''), (SELECT count(*) FROM gone)`
+
+// sweepSecretsSQL deletes one batch of secrets that expired before $1,
+// never a subscription's last: another secret of the subscription must
+// outlive the cutoff.
+const sweepSecretsSQL = `
+WITH victims AS (
+	SELECT x.id FROM subscription_secrets x
+	WHERE x.expires_at < $1
+	  AND EXISTS (SELECT 1 FROM subscription_secrets n WHERE n.subscription_id = x.subscription_id
+		AND (n.expires_at IS NULL OR n.expires_at >= $1))
+	LIMIT $2
+	FOR UPDATE SKIP LOCKED
+), gone AS (
+	DELETE FROM subscription_secrets x WHERE x.id = ANY (ARRAY(SELECT id FROM victims)) RETURNING 1
+)
+SELECT count(*) FROM gone`
+
+// sweepSubscriptionsSQL removes one batch of subscriptions deleted before
+// $1 that have no delivery left (a probe of deliveries_subscription_idx
+// each), with every row that names them. The foreign key of the secrets is
+// checked at the end of the statement, when they are gone too.
+const sweepSubscriptionsSQL = `
+WITH victims AS (
+	SELECT s.id FROM subscriptions s
+	WHERE s.deleted_at < $1
+	  AND (SELECT 1 FROM deliveries d WHERE d.subscription_id = s.id LIMIT 1) IS NULL
+	ORDER BY s.deleted_at
+	LIMIT $2
+	FOR UPDATE SKIP LOCKED
+), secrets AS (
+	DELETE FROM subscription_secrets x WHERE x.subscription_id = ANY (ARRAY(SELECT id FROM victims))
+), keys AS (
+	DELETE FROM delivery_keys k WHERE k.subscription_id = ANY (ARRAY(SELECT id FROM victims))
+), throttle AS (
+	DELETE FROM subscription_throttle t WHERE t.subscription_id = ANY (ARRAY(SELECT id FROM victims))
+), starts AS (
+	DELETE FROM throttle_starts t WHERE t.subscription_id = ANY (ARRAY(SELECT id FROM victims))
+), gone AS (
+	DELETE FROM subscriptions s WHERE s.id = ANY (ARRAY(SELECT id FROM victims)) RETURNING 1
+)
+SELECT count(*) FROM gone`
+
+// orphanAttemptsSQL is one store.SweepScanStep: it reads up to $2 attempt
+// rows after delivery id $1 in the order of the attempts' primary key, and
+// deletes every attempt of those delivery ids that have no delivery (a
+// primary-key probe each). It returns the rows examined, the last delivery
+// id examined and the attempts deleted.
+const orphanAttemptsSQL = `
+WITH scan AS (
+	SELECT delivery_id FROM attempts WHERE delivery_id > $1 ORDER BY delivery_id LIMIT $2
+), orphans AS (
+	SELECT DISTINCT s.delivery_id FROM scan s
+	WHERE (SELECT 1 FROM deliveries d WHERE d.id = s.delivery_id LIMIT 1) IS NULL
+), gone AS (
+	DELETE FROM attempts a WHERE a.delivery_id = ANY (ARRAY(SELECT delivery_id FROM orphans)) RETURNING 1
+)
+SELECT (SELECT count(*) FROM scan), coalesce((SELECT max(delivery_id) FROM scan), ''), (SELECT count(*) FROM gone)`
+
+// RetentionSweep deletes what retention no longer keeps (store/retention.go),
+// one short transaction (one statement) per batch.
 func (s *Store) RetentionSweep(ctx context.Context, params *store.RetentionSweepParams) (*store.RetentionSweepResult, error) {
 	const op = "error sweeping retention"
 	batch := params.BatchSize
@@ -81,28 +175,70 @@ func (s *Store) RetentionSweep(ctx context.Context, params *store.RetentionSweep
 			}
 		}
 	}
+	cut := params.Cutoffs()
 	finished := make([]string, len(store.RetentionStates))
 	for i, st := range store.RetentionStates {
 		finished[i] = string(st)
 	}
-	if params.Delivered > 0 {
-		cutoff := ms(params.Now.Add(-params.Delivered))
+	if !cut.Delivered.IsZero() {
+		cutoff := ms(cut.Delivered)
 		if err := loop(sweepDeliveriesSQL, func() []any { return []any{finished, cutoff, batch} }, &res.Deliveries); err != nil {
 			return res, err
 		}
 	}
-	if params.Dead > 0 {
-		cutoff := ms(params.Now.Add(-params.Dead))
+	if !cut.Dead.IsZero() {
+		cutoff := ms(cut.Dead)
 		dead := []string{string(herald.DeliveryDead)}
 		if err := loop(sweepDeliveriesSQL, func() []any { return []any{dead, cutoff, batch} }, &res.Dead); err != nil {
 			return res, err
 		}
 	}
-	if params.Events > 0 {
-		cutoff := ms(params.Now.Add(-params.Events))
+	if !cut.Events.IsZero() {
+		cutoff := ms(cut.Events)
 		if err := loop(sweepEventsSQL, func() []any { return []any{cutoff, batch} }, &res.Events); err != nil {
 			return res, err
 		}
 	}
-	return res, nil
+	// Key state: a deleted subscription's always; an idle key's under
+	// Events retention.
+	idle, keyCutoff, now := !cut.Keys.IsZero(), ms(cut.Keys), ms(params.Now)
+	n, err := s.keysSwept.Scan(ctx, batch, func(ctx context.Context, after []string, limit int) (last []string, examined, deleted int, err error) {
+		if after == nil {
+			after = []string{"", ""}
+		}
+		var sub, key string
+		err = retryMoved(ctx, func() error {
+			return db.QueryRow(ctx, sweepKeysSQL, after[0], after[1], limit, idle, keyCutoff, now).
+				Scan(&examined, &sub, &key, &deleted)
+		})
+		return []string{sub, key}, examined, deleted, mapErr(op, err)
+	})
+	res.Keys = n
+	if err != nil {
+		return res, err
+	}
+	if !cut.Secrets.IsZero() {
+		cutoff := ms(cut.Secrets)
+		if err := loop(sweepSecretsSQL, func() []any { return []any{cutoff, batch} }, &res.Secrets); err != nil {
+			return res, err
+		}
+	}
+	if !cut.Subscriptions.IsZero() {
+		cutoff := ms(cut.Subscriptions)
+		if err := loop(sweepSubscriptionsSQL, func() []any { return []any{cutoff, batch} }, &res.Subscriptions); err != nil {
+			return res, err
+		}
+	}
+	n, err = s.attemptsSwept.Scan(ctx, batch, func(ctx context.Context, after []string, limit int) (last []string, examined, deleted int, err error) {
+		from, id := "", ""
+		if after != nil {
+			from = after[0]
+		}
+		err = retryMoved(ctx, func() error {
+			return db.QueryRow(ctx, orphanAttemptsSQL, from, limit).Scan(&examined, &id, &deleted)
+		})
+		return []string{id}, examined, deleted, mapErr(op, err)
+	})
+	res.Attempts = n
+	return res, err
 }

@@ -13,9 +13,9 @@ import (
 // DeliveryCompleteMany applies attempt outcomes, subscription disables and
 // system events in one transaction.
 //
-// An outcome whose delivery no longer exists (removed by retention) is
-// reported in Stale and its attempt is not recorded: there is no row to
-// attach it to, and failing the whole batch for it would lose the others.
+// The outcome rules (validation, missing deliveries, stale leases) are
+// store/complete.go's.
+//
 // completeChunkRows caps the outcomes of one statement: the attempt insert
 // binds 9 parameters per row and SQLite allows 32,766.
 const completeChunkRows = 250
@@ -67,8 +67,8 @@ func completeChunk(ctx context.Context, tx *sql.Tx, outcomes []store.DeliveryOut
 	uArgs = append(uArgs, now)
 	for _, o := range outcomes {
 		if _, ok := keyed[o.DeliveryID]; !ok {
-			// Removed by retention: no row to attach the attempt to.
-			res.Stale = append(res.Stale, o.DeliveryID)
+			// No such delivery: no attempt (store/complete.go); Record
+			// reports it stale.
 			continue
 		}
 		if present > 0 {
@@ -92,6 +92,7 @@ func completeChunk(ctx context.Context, tx *sql.Tx, outcomes []store.DeliveryOut
 			string(a.Error), a.ErrorMessage)
 	}
 	if present == 0 {
+		res.Record(outcomes, nil)
 		return 0, nil
 	}
 	if _, err := tx.ExecContext(ctx, attempts.String(), aArgs...); err != nil {
@@ -117,16 +118,12 @@ func completeChunk(ctx context.Context, tx *sql.Tx, outcomes []store.DeliveryOut
 		return 0, err
 	}
 
+	res.Record(outcomes, applied)
 	delivered := 0
 	for _, o := range outcomes {
-		if _, ok := keyed[o.DeliveryID]; !ok {
-			continue // already reported stale
-		}
 		if !applied[o.DeliveryID] {
-			res.Stale = append(res.Stale, o.DeliveryID)
 			continue
 		}
-		res.Applied++
 		if keyed[o.DeliveryID] {
 			if err := keyComplete(ctx, tx, o.DeliveryID, o.LeaseOwner, o.State == herald.DeliveryDelivered); err != nil {
 				return 0, fmt.Errorf("delivery %s key: %w", o.DeliveryID, err)
@@ -140,10 +137,8 @@ func completeChunk(ctx context.Context, tx *sql.Tx, outcomes []store.DeliveryOut
 }
 
 func (s *Store) DeliveryCompleteMany(ctx context.Context, params *store.DeliveryCompleteManyParams) (*store.DeliveryCompleteManyResult, error) {
-	for _, o := range params.Outcomes {
-		if !o.State.Valid() || o.State == herald.DeliveryInFlight {
-			return nil, fmt.Errorf("sqlite: delivery complete many: delivery %s: invalid new state %q", o.DeliveryID, o.State)
-		}
+	if err := store.OutcomesValidate(params.Outcomes); err != nil {
+		return nil, err
 	}
 	res := &store.DeliveryCompleteManyResult{Stale: []string{}}
 	now := ms(params.Now)

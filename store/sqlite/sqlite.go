@@ -101,6 +101,10 @@ type Store struct {
 	// by the subscriptions version every subscription change bumps.
 	kindsMu sync.Mutex
 	kinds   subscriptionKinds
+
+	// keysSwept and attemptsSwept are where the retention sweep's scans of
+	// delivery_keys and attempts stopped (store/retention.go).
+	keysSwept, attemptsSwept store.SweepCursor
 }
 
 var _ store.Store = (*Store)(nil)

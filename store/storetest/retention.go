@@ -83,9 +83,10 @@ func testRetention(t *testing.T, newStore NewStoreFunc) {
 		require.Equal(t, &store.RetentionSweepResult{}, got)
 
 		// 73h later: the delivered one and the cancelled one go with their
-		// attempts; the dead letter, the later delivery and the queue stay.
+		// attempts, and the deleted subscription with its last delivery;
+		// the dead letter, the later delivery and the queue stay.
 		got = sweep(t, b, now.Add(keepDelivered+time.Hour), 0)
-		require.Equal(t, &store.RetentionSweepResult{Deliveries: 2}, got)
+		require.Equal(t, &store.RetentionSweepResult{Deliveries: 2, Subscriptions: 1}, got)
 		requireGone(t, b, done[0], cancelled[0])
 		b.requireState(t, herald.DeliveryDead, done[1])
 		require.Len(t, b.attempts(t, done[1]), 1)

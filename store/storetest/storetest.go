@@ -40,11 +40,13 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Event", testEvent},
 		{"DeliveryClaim", testDeliveryClaim},
 		{"DeliveryComplete", testDeliveryComplete},
+		{"DeliveryOutcome", testDeliveryOutcome},
 		{"Delivery", testDelivery},
 		{"DeadLetter", testDeadLetter},
 		{"Stats", testStats},
 		{"Ordering", testOrdering},
 		{"Retention", testRetention},
+		{"RetentionGrowth", testRetentionGrowth},
 		{"Throttle", testThrottle},
 		{"Direct", testDirect},
 	}

@@ -1,0 +1,135 @@
+package store
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Retention: what RetentionSweep deletes, the same rules for every backend.
+// Besides finished deliveries, dead letters and events (RetentionSweep),
+// these tables would otherwise grow for ever, so the sweep covers them
+// too, each under the retention whose rows could still need it:
+//
+//   - Per-key ordering state (one row per subscription and key, created by
+//     the first claim of the key). Under Events retention: a key's row goes
+//     once no delivery of the key is pending or in flight, nothing holds
+//     the key, its last claim (the key's last send) is older than the Events
+//     retention and its subscription's key interval has run out since. The
+//     row is what lets "latest" skip a version not newer than the last one
+//     delivered, so it is kept as long as an event is (the Events retention
+//     is also the duplicate window): a version of the key published more
+//     than that after the key's last send is compared with nothing and is
+//     sent, exactly as an event id repeated after the duplicate window is
+//     stored again. A key that is published again starts over from an empty
+//     state at its next claim. A manual retry of an old delivery of such a
+//     key is sent too (it would have been skipped as not newer).
+//   - The key rows of a deleted subscription go at the next sweep, whatever
+//     the retention: nothing claims a deleted subscription's deliveries,
+//     and DeliveryRetry refuses them.
+//   - Deleted subscriptions (SubscriptionDelete only marks them). Under
+//     Delivered retention: a deleted subscription goes for good, with its
+//     secrets and throttle state, once it was deleted longer than the
+//     Delivered retention ago and none of its deliveries is left in any
+//     state. Its unfinished deliveries were cancelled when it was deleted,
+//     so they are kept that long anyway; the same wait outlasts any node's
+//     fan-out cache that still names it.
+//   - Rotated-out secrets. Under Delivered retention: a secret that expired
+//     longer than the Delivered retention ago goes, unless it is its
+//     subscription's last (a subscription always keeps a secret that does
+//     not expire before the cutoff; the current secret never expires).
+//   - Orphan attempts: attempt rows whose delivery does not exist. No
+//     retention keeps them (nothing can show them). DeliveryCompleteMany
+//     records no attempt for a missing delivery (store/complete.go), but
+//     older herald versions on PostgreSQL did, and a completion racing the
+//     sweep that deletes its delivery can still leave one.
+//
+// Key rows and attempts are not found through an index on age (an index
+// on last_sent_at would cost every claim; attempts have none): the sweep
+// scans them in primary-key order, at most RetentionScanRows rows of each
+// per sweep and BatchSize rows per transaction, resuming where the previous
+// sweep of the same store stopped (SweepCursor). A sweep so costs the same
+// however many keys and attempts are stored, and what is due goes within a
+// full pass (rows/RetentionScanRows sweeps), not at the first sweep after
+// its cutoff.
+
+// RetentionScanRows caps the rows one RetentionSweep examines in each
+// scanned table. At the default sweep interval (a minute) a pass over a
+// million rows takes under two hours.
+const RetentionScanRows = 10_000
+
+// RetentionCutoffs are the instants before which each class goes; a zero
+// time keeps the class.
+type RetentionCutoffs struct {
+	// Delivered, Dead and Events are the params' own classes.
+	Delivered, Dead, Events time.Time
+	// Keys applies to a key's last send (Events retention).
+	Keys time.Time
+	// Subscriptions applies to deleted_at (Delivered retention).
+	Subscriptions time.Time
+	// Secrets applies to expires_at (Delivered retention).
+	Secrets time.Time
+}
+
+// Cutoffs applies the rules above to the params.
+func (p *RetentionSweepParams) Cutoffs() RetentionCutoffs {
+	before := func(d time.Duration) time.Time {
+		if d <= 0 {
+			return time.Time{}
+		}
+		return p.Now.Add(-d)
+	}
+	return RetentionCutoffs{
+		Delivered:     before(p.Delivered),
+		Dead:          before(p.Dead),
+		Events:        before(p.Events),
+		Keys:          before(p.Events),
+		Subscriptions: before(p.Delivered),
+		Secrets:       before(p.Delivered),
+	}
+}
+
+// Total is the number of rows the sweep deleted, all classes together.
+func (r *RetentionSweepResult) Total() int {
+	return r.Deliveries + r.Dead + r.Events + r.Keys + r.Subscriptions + r.Secrets + r.Attempts
+}
+
+// SweepCursor remembers where a store's scan of one table stopped
+// (the primary key of the last row examined). The zero value starts at the
+// beginning. Safe for concurrent use.
+type SweepCursor struct {
+	mu    sync.Mutex
+	after []string
+}
+
+// SweepScanStep examines up to batch rows whose primary key is greater
+// than after (nil: from the first row), in primary-key order, in one
+// transaction; deletes those of them the rule says go (for orphan attempts:
+// every attempt of a delivery id that has no delivery, examined or not);
+// and returns the primary key of the last row examined, how many rows it
+// examined and how many it deleted.
+type SweepScanStep func(ctx context.Context, after []string, batch int) (last []string, examined, deleted int, err error)
+
+// Scan runs step batch by batch from where the previous scan stopped until
+// it has examined RetentionScanRows rows or reached the end of the table
+// (the next scan then starts over), and returns how many rows it deleted.
+func (c *SweepCursor) Scan(ctx context.Context, batch int, step SweepScanStep) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	deleted := 0
+	for seen := 0; seen < RetentionScanRows; {
+		want := min(batch, RetentionScanRows-seen)
+		last, examined, n, err := step(ctx, c.after, want)
+		deleted += n
+		if err != nil {
+			return deleted, err
+		}
+		if examined < want {
+			c.after = nil // the end: start over next time
+			return deleted, nil
+		}
+		c.after = last
+		seen += examined
+	}
+	return deleted, nil
+}
