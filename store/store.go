@@ -147,10 +147,11 @@ type Store interface {
 	// their events). It also deletes idle per-key ordering state, deleted
 	// subscriptions, rotated-out secrets and orphan attempts (see
 	// store/retention.go for each rule). It deletes in transactions of at
-	// most BatchSize rows,
-	// so no lock is held long, and returns when nothing due is left (or ctx
-	// ends). Run it from one node at a time (see LeaderAttempt); running it
-	// concurrently is safe but wasteful.
+	// most BatchSize rows, so no lock is held long, and returns when nothing
+	// due is left (or ctx ends) — except in key state and attempts, which it
+	// scans a bounded number of rows per call (RetentionScanRows), resuming
+	// at the next call. Run it from one node at a time (see LeaderAttempt);
+	// running it concurrently is safe but wasteful.
 	RetentionSweep(ctx context.Context, params *RetentionSweepParams) (*RetentionSweepResult, error)
 	// LeaderAttempt tries to make this store's node the leader that runs
 	// the maintenance services (retention, staleness alarms) and reports
