@@ -4,8 +4,10 @@
 // type globs, then the compiled content filter) and one delivery per match is
 // written in the same transaction as the event. The subscription set is
 // cached in memory and reloaded whenever the store's subscriptions version
-// changes; the version is read once per commit batch, so a subscription
-// created on another node is seen by the next batch.
+// changes (only changed filters are compiled again); Retry-After pauses,
+// which direct dispatch needs, have a version of their own and reload
+// alone. Both versions are read once per commit batch, so a subscription
+// created (or paused) on another node is seen by the next batch.
 //
 // Group commit: single-event publishes are gathered by committer goroutines
 // into one transaction (up to MaxBatch events; a batch also closes after

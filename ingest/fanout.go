@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -47,15 +48,60 @@ func (cs *compiledSub) activeSecrets(now time.Time) []herald.Secret {
 }
 
 // Fanout matches events to subscriptions from a cache kept in step with the
-// store's subscriptions version.
+// store's two versions (store.SubscriptionsVersions): when the
+// subscriptions version moved it reloads every subscription, recompiling
+// only the filters that changed; when only the pauses version moved (a
+// Retry-After) it reloads the pauses alone.
+//
+// Several goroutines refresh one Fanout (each committer, and the completer
+// routing system events). Concurrent refreshes that need the same or an
+// older version share one load, and a load installs only what is newer
+// than the cache, so a slow load never takes the cache back in time.
 type Fanout struct {
 	store  store.Store
 	logger *slog.Logger
+	// compile builds a filter's matcher (filter.Compile; tests count
+	// calls).
+	compile func(*herald.Filter) (filter.Matcher, error)
 
-	mu      sync.RWMutex
-	loaded  bool
-	version int64
-	subs    []compiledSub
+	mu sync.RWMutex
+	// loaded: subscriptions were installed once (version is then valid).
+	loaded bool
+	// version is what the cache holds: the subscriptions version of subs
+	// and the pauses version of pauses, each only ever moving forward.
+	version store.SubscriptionsVersions
+	// subs are the enabled subscriptions, with pausedUntil from pauses:
+	// replaced, never modified, so readers may keep a slice they read.
+	subs   []compiledSub
+	pauses map[string]time.Time
+	// matchers are the compiled filters of subs by subscription id, reused
+	// by the next load for subscriptions whose filter is unchanged.
+	matchers map[string]compiledFilter
+	// loads are the loads in progress (at most a few: a new one starts only
+	// when none of these was started late enough to serve the caller).
+	loads []*fanoutLoad
+}
+
+// compiledFilter is one subscription's filter and what compiling it gave.
+type compiledFilter struct {
+	filter  herald.Filter
+	matcher filter.Matcher
+	err     error
+}
+
+// fanoutLoad is one reload in progress, shared by every Refresh it serves.
+type fanoutLoad struct {
+	// target is the version read by the Refresh that started it: the load
+	// reads a snapshot at least as new, so it serves any Refresh that read
+	// target or older.
+	target store.SubscriptionsVersions
+	// full reloads every subscription; otherwise only the pauses.
+	full bool
+	done chan struct{} // closed when err and abandoned are set
+	err  error
+	// abandoned: the starter's ctx ended; those waiting try again rather
+	// than fail with another caller's cancellation.
+	abandoned bool
 }
 
 // NewFanout returns a Fanout reading from s.
@@ -63,52 +109,174 @@ func NewFanout(s store.Store, logger *slog.Logger) *Fanout {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	return &Fanout{store: s, logger: logger}
+	return &Fanout{store: s, logger: logger, compile: filter.Compile}
 }
 
-// Refresh reloads the subscriptions if the store's version moved.
+// covers reports whether the cache is at least as new as v. Call with mu
+// held.
+func (f *Fanout) covers(v store.SubscriptionsVersions) bool {
+	return f.loaded && f.version.Subscriptions >= v.Subscriptions && f.version.Pauses >= v.Pauses
+}
+
+// Refresh brings the cache up to at least the store's current versions:
+// when it returns nil, every subscription change and pause committed before
+// the call is in the cache.
 func (f *Fanout) Refresh(ctx context.Context) error {
 	v, err := f.store.SubscriptionsVersion(ctx)
 	if err != nil {
 		return fmt.Errorf("error reading subscriptions version: %w", err)
 	}
-	f.mu.RLock()
-	fresh := f.loaded && v == f.version
-	f.mu.RUnlock()
-	if fresh {
-		return nil
+	for {
+		f.mu.Lock()
+		if f.covers(v) {
+			f.mu.Unlock()
+			return nil
+		}
+		var load *fanoutLoad
+		for _, l := range f.loads {
+			if l.target.Subscriptions >= v.Subscriptions && l.target.Pauses >= v.Pauses {
+				load = l
+				break
+			}
+		}
+		if load == nil {
+			// Subscriptions current (and loaded): the pauses alone moved.
+			full := !f.loaded || f.version.Subscriptions < v.Subscriptions
+			load = &fanoutLoad{target: v, full: full, done: make(chan struct{})}
+			f.loads = append(f.loads, load)
+			f.mu.Unlock()
+			f.run(ctx, load)
+			if load.err != nil {
+				return load.err
+			}
+			continue // installed: covers v now
+		}
+		f.mu.Unlock()
+		select {
+		case <-load.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if load.err != nil && !load.abandoned {
+			return load.err
+		}
 	}
+}
+
+// run performs load, installs what it read if newer than the cache, and
+// lets those waiting for it go.
+func (f *Fanout) run(ctx context.Context, load *fanoutLoad) {
+	if load.full {
+		load.err = f.loadAll(ctx)
+	} else {
+		load.err = f.loadPauses(ctx)
+	}
+	load.abandoned = load.err != nil && ctx.Err() != nil
+	f.mu.Lock()
+	for i, l := range f.loads {
+		if l == load {
+			f.loads = append(f.loads[:i], f.loads[i+1:]...)
+			break
+		}
+	}
+	f.mu.Unlock()
+	close(load.done)
+}
+
+// loadAll reads every subscription and installs them, and the pauses read
+// with them, where newer than the cache.
+func (f *Fanout) loadAll(ctx context.Context) error {
 	all, err := f.store.SubscriptionListAll(ctx)
 	if err != nil {
 		return fmt.Errorf("error loading subscriptions: %w", err)
 	}
+	f.mu.RLock()
+	prev := f.matchers
+	f.mu.RUnlock()
+	subs, matchers := f.compileAll(all, prev)
+
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	pauses := f.pauses
+	if !f.loaded || all.PausesVersion > f.version.Pauses {
+		pauses, f.version.Pauses = all.PausedUntil, all.PausesVersion
+	}
+	if !f.loaded || all.Version > f.version.Subscriptions {
+		f.version.Subscriptions, f.matchers, f.loaded = all.Version, matchers, true
+	} else {
+		subs = f.subs // a newer load installed them meanwhile
+	}
+	f.install(subs, pauses)
+	return nil
+}
+
+// loadPauses reads the pauses alone and installs them if newer than the
+// cache's.
+func (f *Fanout) loadPauses(ctx context.Context) error {
+	res, err := f.store.SubscriptionPauseList(ctx)
+	if err != nil {
+		return fmt.Errorf("error loading subscription pauses: %w", err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if res.Version > f.version.Pauses {
+		f.version.Pauses = res.Version
+		f.install(f.subs, res.PausedUntil)
+	}
+	return nil
+}
+
+// install makes subs, with their pauses set from pauses, what Match reads.
+// It copies subs: readers may still hold the slice it replaces. Call with
+// mu held.
+func (f *Fanout) install(subs []compiledSub, pauses map[string]time.Time) {
+	out := make([]compiledSub, len(subs))
+	for i, cs := range subs {
+		cs.pausedUntil = pauses[cs.sub.ID]
+		out[i] = cs
+	}
+	f.subs, f.pauses = out, pauses
+}
+
+// compileAll builds the enabled subscriptions of all (without pauses) and
+// their compiled filters, taking each from prev when its filter did not
+// change: a reload compiles only new and edited filters.
+func (f *Fanout) compileAll(all *store.SubscriptionListAllResult, prev map[string]compiledFilter) ([]compiledSub, map[string]compiledFilter) {
 	subs := make([]compiledSub, 0, len(all.Subscriptions))
+	matchers := make(map[string]compiledFilter, len(prev))
 	for _, s := range all.Subscriptions {
 		if s.State != herald.SubscriptionEnabled {
 			continue
 		}
 		var m filter.Matcher
-		var err error
 		if !s.Filter.IsZero() {
 			// A subscription without a filter gets no matcher, so events
 			// that only meet such subscriptions never pay for building a
 			// filter.Input (decoding data, CEL conversions).
-			m, err = filter.Compile(s.Filter)
-		}
-		if err != nil {
-			// Filters are compiled at create time, so this means a filter
-			// language change made an old filter invalid. Deliver nothing
-			// rather than everything, and say so.
-			f.logger.Error("subscription filter does not compile; it matches nothing",
-				"subscription_id", s.ID, "err", err)
-			continue
+			c, ok := prev[s.ID]
+			if !ok || !sameFilter(&c.filter, s.Filter) {
+				c = compiledFilter{filter: *s.Filter}
+				c.matcher, c.err = f.compile(s.Filter)
+				if c.err != nil {
+					// Filters are compiled at create time, so this means a
+					// filter language change made an old filter invalid.
+					// Deliver nothing rather than everything, and say so
+					// (once: the failure is kept like a matcher).
+					f.logger.Error("subscription filter does not compile; it matches nothing",
+						"subscription_id", s.ID, "err", c.err)
+				}
+			}
+			matchers[s.ID] = c
+			if c.err != nil {
+				continue
+			}
+			m = c.matcher
 		}
 		o := s.Ordering
 		cs := compiledSub{
 			sub: s, matcher: m,
-			secrets:     all.Secrets[s.ID],
-			pausedUntil: all.PausedUntil[s.ID],
-			direct:      (o == "" || o == herald.OrderingNone) && s.RateLimit == nil && s.MaxInFlight <= 0,
+			secrets: all.Secrets[s.ID],
+			direct:  (o == "" || o == herald.OrderingNone) && s.RateLimit == nil && s.MaxInFlight <= 0,
 		}
 		for _, p := range s.EventTypes {
 			if strings.HasPrefix(p, "herald.") {
@@ -117,10 +285,16 @@ func (f *Fanout) Refresh(ctx context.Context) error {
 		}
 		subs = append(subs, cs)
 	}
-	f.mu.Lock()
-	f.subs, f.version, f.loaded = subs, all.Version, true
-	f.mu.Unlock()
-	return nil
+	return subs, matchers
+}
+
+// sameFilter reports whether a and b are the same filter text, so one's
+// matcher serves the other. The filter is what a matcher depends on: an
+// edit that leaves it alone (a new URL, a pause) recompiles nothing, and
+// two edits in the same millisecond cannot share a stale matcher as they
+// could if keyed by updated_at.
+func sameFilter(a, b *herald.Filter) bool {
+	return a.CEL == b.CEL && a.JMESPath == b.JMESPath && bytes.Equal(a.ESQuery, b.ESQuery)
 }
 
 // Match returns the enabled subscriptions ev matches, from the cache as of

@@ -50,12 +50,18 @@ type Store interface {
 	// SubscriptionList pages through subscriptions in id order.
 	SubscriptionList(ctx context.Context, params *SubscriptionListParams) (*SubscriptionListResult, error)
 	// SubscriptionListAll returns every subscription (enabled or not) with
-	// the subscriptions version read in the same transaction: the fan-out
-	// cache loads from it.
+	// both versions and the pauses read in the same transaction: the
+	// fan-out cache loads from it.
 	SubscriptionListAll(ctx context.Context) (*SubscriptionListAllResult, error)
-	// SubscriptionsVersion returns a counter bumped by every subscription
-	// change (create, update, delete, disable, pause, secret rotation).
-	SubscriptionsVersion(ctx context.Context) (int64, error)
+	// SubscriptionsVersion returns both change counters (see
+	// SubscriptionsVersions) in one cheap read: the fan-out cache polls it
+	// before every group commit.
+	SubscriptionsVersion(ctx context.Context) (SubscriptionsVersions, error)
+	// SubscriptionPauseList returns the pauses of live subscriptions with
+	// the pauses version read in the same snapshot: a fan-out cache whose
+	// subscriptions are current but whose pauses are not reloads only
+	// these, not every subscription.
+	SubscriptionPauseList(ctx context.Context) (*SubscriptionPauseListResult, error)
 	// SubscriptionUpdate replaces the mutable fields of a subscription (the
 	// caller merges a PATCH) and bumps the version. ErrNotFound if absent.
 	SubscriptionUpdate(ctx context.Context, params *SubscriptionUpdateParams) (*herald.Subscription, error)
@@ -236,18 +242,53 @@ type SubscriptionListResult struct {
 	More bool
 }
 
-// SubscriptionListAllResult is the whole set with its version.
+// SubscriptionsVersions are the two change counters a fan-out cache
+// watches. Neither ever goes down.
+//
+// Pauses have their own counter because they are frequent (every 429 or
+// 503 with Retry-After) and matter only to direct dispatch: if they moved
+// the subscriptions version, a receiver answering 429 would make every
+// node reload every subscription and recompile every filter in its commit
+// path.
+type SubscriptionsVersions struct {
+	// Subscriptions is bumped by every change of what subscriptions exist,
+	// match or sign with: create, update, delete, secret rotation, and a
+	// disable (DeliveryCompleteManyParams.DisableSubscriptions) that
+	// disabled an enabled subscription; disabling one already disabled
+	// changes nothing and bumps nothing. Never by a pause.
+	Subscriptions int64
+	// Pauses is bumped by a pause that moved some subscription's
+	// paused_until (DeliveryCompleteManyParams.PauseSubscriptions), and by
+	// nothing else.
+	Pauses int64
+}
+
+// SubscriptionListAllResult is the whole set with its versions.
 type SubscriptionListAllResult struct {
 	Subscriptions []*herald.Subscription
-	Version       int64
+	// Version is the subscriptions version (SubscriptionsVersions) the list
+	// is as of.
+	Version int64
+	// PausesVersion is the pauses version PausedUntil is as of.
+	PausesVersion int64
 	// Secrets holds every secret of the listed subscriptions (expired ones
 	// included; callers filter with Secret.Active), newest first, keyed by
 	// subscription id. Direct dispatch signs from it without a read.
 	Secrets map[string][]herald.Secret
 	// PausedUntil holds the paused_until of listed subscriptions that have
-	// one (set by a Retry-After; see DeliveryCompleteManyParams). A pause
-	// bumps the version, so a cache loaded from this result learns of it.
+	// one (set by a Retry-After; see DeliveryCompleteManyParams).
 	PausedUntil map[string]time.Time
+}
+
+// SubscriptionPauseListResult is every live subscription's pause with the
+// pauses version.
+type SubscriptionPauseListResult struct {
+	// PausedUntil holds the paused_until of live subscriptions that have
+	// one, keyed by subscription id (as SubscriptionListAllResult's).
+	PausedUntil map[string]time.Time
+	// Version is the pauses version (SubscriptionsVersions.Pauses) the
+	// list is as of.
+	Version int64
 }
 
 // SubscriptionUpdateParams carry the merged subscription; ID selects the
@@ -438,13 +479,17 @@ type DeliveryNextDueParams struct {
 type DeliveryCompleteManyParams struct {
 	Outcomes []DeliveryOutcome
 	// DisableSubscriptions are applied in the same transaction (410 Gone).
+	// Only enabled subscriptions change (state, reason, updated_at) and
+	// bump the subscriptions version: a second 410 from a subscription
+	// already disabled leaves it, and the version, alone.
 	DisableSubscriptions []SubscriptionDisable
 	// PauseSubscriptions are applied in the same transaction (429/503 with
 	// Retry-After): each subscription's paused_until becomes the later of
 	// its current value and Until, and no node claims its deliveries
 	// before then. Applied even when the outcome that caused it is stale.
-	// A pause bumps the subscriptions version, so fan-out caches (and the
-	// direct dispatch they drive) see it.
+	// A pause that moved a paused_until bumps the pauses version, not the
+	// subscriptions version (SubscriptionsVersions), so fan-out caches
+	// (and the direct dispatch they drive) reload the pauses alone.
 	PauseSubscriptions []SubscriptionPause
 	// Events are inserted in the same transaction (system events), with
 	// the same rules as EventInsertMany.

@@ -214,11 +214,13 @@ SELECT a.* FROM unnest($1::text[], $2::int[], $3::timestamptz[], $4::bigint[], $
 WHERE EXISTS (SELECT 1 FROM deliveries d WHERE d.id = a.delivery_id)`
 
 // disableSQL disables subscriptions and bumps the version when any changed.
+// An already disabled subscription is left alone, so repeated 410s do not
+// make every fan-out cache reload.
 const disableSQL = `
 WITH u AS (
 	UPDATE subscriptions s SET state = 'disabled', disabled_reason = x.reason, updated_at = $3
 	FROM unnest($1::text[], $2::text[]) AS x(id, reason)
-	WHERE s.id = x.id AND s.deleted_at IS NULL
+	WHERE s.id = x.id AND s.deleted_at IS NULL AND s.state <> 'disabled'
 	RETURNING 1
 )
 UPDATE subscriptions_version SET version = version + 1 WHERE EXISTS (SELECT 1 FROM u)`
@@ -268,11 +270,6 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, params *store.Delivery
 		batch.Queue(disableSQL, ids, reasons, now)
 	}
 	paused := queuePauses(batch, params.PauseSubscriptions) // throttle.go
-	if paused {
-		// Fan-out caches drive direct dispatch; the bump makes them reload
-		// and see the pause.
-		batch.Queue(`UPDATE subscriptions_version SET version = version + 1`)
-	}
 	var events *eventBatch
 	if len(params.Events) > 0 {
 		events = newEventBatch(params.Events, params.Now)
@@ -345,10 +342,8 @@ func completeRead(br pgx.BatchResults, rounds [][]store.DeliveryOutcome, res *st
 		}
 	}
 	if paused {
-		for range 2 { // pauseSQL, version bump
-			if _, err := br.Exec(); err != nil {
-				return err
-			}
+		if _, err := br.Exec(); err != nil { // pauseSQL
+			return err
 		}
 	}
 	if events != nil {

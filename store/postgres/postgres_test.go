@@ -131,7 +131,7 @@ func TestSubscriptions(t *testing.T) {
 	all, err := s.SubscriptionListAll(ctx)
 	require.NoError(t, err)
 	require.Len(t, all.Subscriptions, 3)
-	require.Equal(t, v0+5, all.Version) // 3 creates, 1 update, 1 rotation
+	require.Equal(t, v0.Subscriptions+5, all.Version) // 3 creates, 1 update, 1 rotation
 
 	require.NoError(t, s.SubscriptionDelete(ctx, &store.SubscriptionDeleteParams{ID: "sub_b", Now: t0}))
 	require.ErrorIs(t, s.SubscriptionDelete(ctx, &store.SubscriptionDeleteParams{ID: "sub_b", Now: t0}), herald.ErrNotFound)

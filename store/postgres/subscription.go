@@ -228,8 +228,8 @@ func (s *Store) SubscriptionList(ctx context.Context, params *store.Subscription
 	return res, nil
 }
 
-// SubscriptionListAll returns every subscription with the version, read in
-// one REPEATABLE READ snapshot so the version matches the list exactly.
+// SubscriptionListAll returns every subscription with both versions, read
+// in one REPEATABLE READ snapshot so the versions match the list exactly.
 func (s *Store) SubscriptionListAll(ctx context.Context) (*store.SubscriptionListAllResult, error) {
 	const op = "error listing subscriptions"
 	if s.closed.Load() {
@@ -238,7 +238,7 @@ func (s *Store) SubscriptionListAll(ctx context.Context) (*store.SubscriptionLis
 	res := &store.SubscriptionListAllResult{}
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
 		func(tx pgx.Tx) error {
-			if err := tx.QueryRow(ctx, "SELECT version FROM subscriptions_version").Scan(&res.Version); err != nil {
+			if err := tx.QueryRow(ctx, versionsSQL).Scan(&res.Version, &res.PausesVersion); err != nil {
 				return err
 			}
 			rows, err := tx.Query(ctx, "SELECT "+subscriptionColumns+" FROM subscriptions WHERE deleted_at IS NULL ORDER BY id")
@@ -293,16 +293,52 @@ func listAllPauses(ctx context.Context, tx pgx.Tx) (map[string]time.Time, error)
 	return out, err
 }
 
-// SubscriptionsVersion returns the subscriptions change counter.
-func (s *Store) SubscriptionsVersion(ctx context.Context) (int64, error) {
+// versionsSQL reads both change counters (store.SubscriptionsVersions).
+const versionsSQL = "SELECT version, pauses_version FROM subscriptions_version"
+
+// SubscriptionsVersion returns the subscriptions and pauses change
+// counters.
+func (s *Store) SubscriptionsVersion(ctx context.Context) (store.SubscriptionsVersions, error) {
 	const op = "error reading subscriptions version"
 	db, err := s.db(op)
 	if err != nil {
-		return 0, err
+		return store.SubscriptionsVersions{}, err
 	}
-	var v int64
-	err = db.QueryRow(ctx, "SELECT version FROM subscriptions_version").Scan(&v)
-	return v, mapErr(op, err)
+	var v store.SubscriptionsVersions
+	if err := db.QueryRow(ctx, versionsSQL).Scan(&v.Subscriptions, &v.Pauses); err != nil {
+		return store.SubscriptionsVersions{}, mapErr(op, err)
+	}
+	return v, nil
+}
+
+// SubscriptionPauseList returns the pauses of live subscriptions with the
+// pauses version: one statement, so one snapshot and one round trip.
+func (s *Store) SubscriptionPauseList(ctx context.Context) (*store.SubscriptionPauseListResult, error) {
+	const op = "error listing subscription pauses"
+	db, err := s.db(op)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		ids    []string
+		until  []time.Time
+		result = &store.SubscriptionPauseListResult{}
+	)
+	err = db.QueryRow(ctx, `SELECT v.pauses_version,
+		ARRAY(SELECT id FROM subscriptions WHERE deleted_at IS NULL AND paused_until IS NOT NULL ORDER BY id),
+		ARRAY(SELECT paused_until FROM subscriptions WHERE deleted_at IS NULL AND paused_until IS NOT NULL ORDER BY id)
+		FROM subscriptions_version v`).Scan(&result.Version, &ids, &until)
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	if len(ids) != len(until) {
+		return nil, fmt.Errorf("%s: %d ids for %d pauses", op, len(ids), len(until))
+	}
+	result.PausedUntil = make(map[string]time.Time, len(ids))
+	for i, id := range ids {
+		result.PausedUntil[id] = until[i].UTC()
+	}
+	return result, nil
 }
 
 // SubscriptionUpdate writes every mutable field of a subscription.

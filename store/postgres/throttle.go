@@ -183,10 +183,20 @@ func claimQuery(ctx context.Context, tx pgx.Tx, lock, limited bool, args pgx.Nam
 	return &batchRows{Rows: rows, br: br}, nil
 }
 
-// pauseSQL applies DeliveryCompleteManyParams.PauseSubscriptions.
-const pauseSQL = `UPDATE subscriptions s SET paused_until = greatest(s.paused_until, x.until)
-	FROM unnest($1::text[], $2::timestamptz[]) AS x(id, until)
-	WHERE s.id = x.id AND s.deleted_at IS NULL`
+// pauseSQL applies DeliveryCompleteManyParams.PauseSubscriptions and, when
+// a paused_until moved, bumps the pauses version (not the subscriptions
+// version: fan-out caches then reload the pauses alone). An id repeated
+// in one call keeps its latest Until.
+const pauseSQL = `
+WITH x AS (
+	SELECT id, max(until) AS until FROM unnest($1::text[], $2::timestamptz[]) AS x(id, until) GROUP BY id
+), u AS (
+	UPDATE subscriptions s SET paused_until = x.until
+	FROM x
+	WHERE s.id = x.id AND s.deleted_at IS NULL AND (s.paused_until IS NULL OR s.paused_until < x.until)
+	RETURNING 1
+)
+UPDATE subscriptions_version SET pauses_version = pauses_version + 1 WHERE EXISTS (SELECT 1 FROM u)`
 
 // queuePauses adds pauseSQL to a completion batch; it reports whether it did.
 func queuePauses(batch *pgx.Batch, pauses []store.SubscriptionPause) bool {

@@ -162,8 +162,10 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, params *store.Delivery
 
 		disabled := false
 		for _, d := range params.DisableSubscriptions {
+			// An already disabled subscription is left alone, so repeated
+			// 410s do not make every fan-out cache reload.
 			r, err := tx.ExecContext(ctx, `UPDATE subscriptions SET state = 'disabled', disabled_reason = ?, updated_at = ?
-				WHERE id = ? AND deleted_at IS NULL`, d.Reason, now, d.ID)
+				WHERE id = ? AND deleted_at IS NULL AND state <> 'disabled'`, d.Reason, now, d.ID)
 			if err != nil {
 				return err
 			}
@@ -177,16 +179,22 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, params *store.Delivery
 			}
 		}
 
+		paused := false
 		for _, p := range params.PauseSubscriptions {
-			if _, err := tx.ExecContext(ctx, `UPDATE subscriptions SET paused_until = MAX(COALESCE(paused_until, 0), ?)
-				WHERE id = ? AND deleted_at IS NULL`, ms(p.Until), p.ID); err != nil {
+			until := ms(p.Until)
+			r, err := tx.ExecContext(ctx, `UPDATE subscriptions SET paused_until = ?
+				WHERE id = ? AND deleted_at IS NULL AND (paused_until IS NULL OR paused_until < ?)`, until, p.ID, until)
+			if err != nil {
 				return err
+			}
+			if n, _ := r.RowsAffected(); n > 0 {
+				paused = true
 			}
 		}
 		// Fan-out caches drive direct dispatch; the bump makes them
-		// reload and see the pause.
-		if len(params.PauseSubscriptions) > 0 && !disabled {
-			if err := bumpSubscriptionsVersion(ctx, tx); err != nil {
+		// reload the pauses (only those) and see it.
+		if paused {
+			if err := bumpPausesVersion(ctx, tx); err != nil {
 				return err
 			}
 		}

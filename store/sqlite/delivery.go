@@ -167,11 +167,11 @@ func (s *Store) DeliveryList(ctx context.Context, params *store.DeliveryListPara
 // The engine asks after every claim that came back short, so under load
 // this runs hundreds of times a second: the throttled and ordered parts
 // (separate statements) run only when such subscriptions exist, which the
-// first statement's subscriptions version tells from a cache.
+// first statement's versions tell from a cache.
 func (s *Store) DeliveryNextDue(ctx context.Context, params *store.DeliveryNextDueParams) (*time.Time, error) {
 	var (
 		next    sql.NullInt64
-		version int64
+		version store.SubscriptionsVersions
 	)
 	// Throttled subscriptions are left to throttleNextDue (throttle.go).
 	err := s.rdb.QueryRowContext(ctx, `SELECT (SELECT MIN((SELECT d.next_attempt_at FROM deliveries d
@@ -179,7 +179,8 @@ func (s *Store) DeliveryNextDue(ctx context.Context, params *store.DeliveryNextD
 			ORDER BY d.next_attempt_at LIMIT 1))
 		FROM subscriptions s WHERE s.state = 'enabled' AND s.deleted_at IS NULL
 			AND NOT `+throttledPredicate+` AND NOT `+orderedPredicate+`),
-		(SELECT value FROM meta WHERE key = 'subscriptions_version')`, params.Tier).Scan(&next, &version)
+		(SELECT value FROM meta WHERE key = 'subscriptions_version'),
+		(SELECT value FROM meta WHERE key = 'pauses_version')`, params.Tier).Scan(&next, &version.Subscriptions, &version.Pauses)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: delivery next due: %w", unavailable(err))
 	}
@@ -213,30 +214,38 @@ func (s *Store) DeliveryNextDue(ctx context.Context, params *store.DeliveryNextD
 // exist (deleted ones included: they may still hold work until their
 // deliveries are cancelled, and leaving them in only costs a query).
 type subscriptionKinds struct {
-	version            int64
+	version            store.SubscriptionsVersions
 	valid              bool
 	throttled, ordered bool
 }
 
+// covers reports whether kinds read at k.version answer for v.
+func (k subscriptionKinds) covers(v store.SubscriptionsVersions) bool {
+	return k.valid && k.version.Subscriptions >= v.Subscriptions && k.version.Pauses >= v.Pauses
+}
+
 // subscriptionKinds returns the kinds as of version or later: every
-// subscription change (create, update, delete, disable, pause) bumps the
-// version, so a cache entry for it is exact.
-func (s *Store) subscriptionKinds(ctx context.Context, version int64) (subscriptionKinds, error) {
+// subscription change (create, update, delete, disable) bumps the
+// subscriptions version and every pause (which makes a subscription
+// throttled) the pauses version, so a cache entry for both is exact.
+func (s *Store) subscriptionKinds(ctx context.Context, version store.SubscriptionsVersions) (subscriptionKinds, error) {
 	s.kindsMu.Lock()
 	k := s.kinds
 	s.kindsMu.Unlock()
-	if k.valid && k.version >= version {
+	if k.covers(version) {
 		return k, nil
 	}
 	k = subscriptionKinds{valid: true}
 	err := s.rdb.QueryRowContext(ctx, `SELECT (SELECT value FROM meta WHERE key = 'subscriptions_version'),
+		(SELECT value FROM meta WHERE key = 'pauses_version'),
 		EXISTS (SELECT 1 FROM subscriptions s WHERE `+throttledPredicate+`),
-		EXISTS (SELECT 1 FROM subscriptions s WHERE `+orderedPredicate+`)`).Scan(&k.version, &k.throttled, &k.ordered)
+		EXISTS (SELECT 1 FROM subscriptions s WHERE `+orderedPredicate+`)`).Scan(
+		&k.version.Subscriptions, &k.version.Pauses, &k.throttled, &k.ordered)
 	if err != nil {
 		return subscriptionKinds{}, err
 	}
 	s.kindsMu.Lock()
-	if !s.kinds.valid || s.kinds.version < k.version {
+	if !s.kinds.covers(k.version) {
 		s.kinds = k
 	}
 	s.kindsMu.Unlock()

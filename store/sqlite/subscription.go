@@ -108,6 +108,16 @@ func bumpSubscriptionsVersion(ctx context.Context, tx *sql.Tx) error {
 	return err
 }
 
+// bumpPausesVersion moves the pauses counter (store.SubscriptionsVersions).
+func bumpPausesVersion(ctx context.Context, tx *sql.Tx) error {
+	_, err := tx.ExecContext(ctx, `UPDATE meta SET value = value + 1 WHERE key = 'pauses_version'`)
+	return err
+}
+
+// versionsSQL reads both counters in one statement.
+const versionsSQL = `SELECT (SELECT value FROM meta WHERE key = 'subscriptions_version'),
+	(SELECT value FROM meta WHERE key = 'pauses_version')`
+
 func getSubscription(ctx context.Context, q queryer, id string) (*herald.Subscription, error) {
 	sub, err := scanSubscription(q.QueryRowContext(ctx,
 		`SELECT `+subscriptionColumns+` FROM subscriptions WHERE id = ? AND deleted_at IS NULL`, id))
@@ -201,12 +211,12 @@ func scanSubscriptions(rows *sql.Rows) ([]*herald.Subscription, error) {
 	return out, rows.Err()
 }
 
-// SubscriptionListAll returns every live subscription with the version read
-// in the same snapshot.
+// SubscriptionListAll returns every live subscription with both versions
+// read in the same snapshot.
 func (s *Store) SubscriptionListAll(ctx context.Context) (*store.SubscriptionListAllResult, error) {
 	res := &store.SubscriptionListAllResult{}
 	err := s.readTx(ctx, "subscription list all", func(tx *sql.Tx) error {
-		if err := tx.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'subscriptions_version'`).Scan(&res.Version); err != nil {
+		if err := tx.QueryRowContext(ctx, versionsSQL).Scan(&res.Version, &res.PausesVersion); err != nil {
 			return err
 		}
 		rows, err := tx.QueryContext(ctx, `SELECT `+subscriptionColumns+` FROM subscriptions
@@ -283,14 +293,33 @@ func listAllPauses(ctx context.Context, tx *sql.Tx) (map[string]time.Time, error
 	return out, rows.Err()
 }
 
-// SubscriptionsVersion returns the subscription change counter.
-func (s *Store) SubscriptionsVersion(ctx context.Context) (int64, error) {
-	var v int64
-	err := s.rdb.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'subscriptions_version'`).Scan(&v)
+// SubscriptionsVersion returns the subscriptions and pauses change
+// counters.
+func (s *Store) SubscriptionsVersion(ctx context.Context) (store.SubscriptionsVersions, error) {
+	var v store.SubscriptionsVersions
+	err := s.rdb.QueryRowContext(ctx, versionsSQL).Scan(&v.Subscriptions, &v.Pauses)
 	if err != nil {
-		return 0, fmt.Errorf("sqlite: subscriptions version: %w", unavailable(err))
+		return store.SubscriptionsVersions{}, fmt.Errorf("sqlite: subscriptions version: %w", unavailable(err))
 	}
 	return v, nil
+}
+
+// SubscriptionPauseList returns the pauses of live subscriptions with the
+// pauses version, read in one snapshot.
+func (s *Store) SubscriptionPauseList(ctx context.Context) (*store.SubscriptionPauseListResult, error) {
+	res := &store.SubscriptionPauseListResult{}
+	err := s.readTx(ctx, "subscription pause list", func(tx *sql.Tx) error {
+		if err := tx.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'pauses_version'`).Scan(&res.Version); err != nil {
+			return err
+		}
+		var err error
+		res.PausedUntil, err = listAllPauses(ctx, tx)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
 }
 
 // SubscriptionUpdate replaces the mutable fields. updated_at is params.Now

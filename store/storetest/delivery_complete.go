@@ -259,6 +259,20 @@ func testDeliveryComplete(t *testing.T, newStore NewStoreFunc) {
 		require.Equal(t, "endpoint answered 410 Gone", got.DisabledReason)
 		require.Greater(t, b.version(t), before)
 
+		// A second 410 (another delivery that was in flight) disables
+		// nothing new: the subscription, and the version every fan-out
+		// cache polls, are left alone.
+		disabled := b.version(t)
+		_, err = b.store.DeliveryCompleteMany(b.ctx, &store.DeliveryCompleteManyParams{
+			DisableSubscriptions: []store.SubscriptionDisable{{ID: gone.ID, Reason: "gone again"}},
+			Now:                  now.Add(2 * time.Second),
+		})
+		require.NoError(t, err)
+		require.Equal(t, disabled, b.version(t), "disabling twice bumps once")
+		again, err := b.store.SubscriptionGet(b.ctx, gone.ID)
+		require.NoError(t, err)
+		requireSubscriptionEqual(t, got, again)
+
 		// The disabled subscription's other delivery stays pending and is
 		// not claimed; the healthy subscription's is.
 		claimed = b.claim(t, store.DeliveryClaimParams{Now: now.Add(time.Minute)})

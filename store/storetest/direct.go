@@ -12,7 +12,7 @@ import (
 
 // testDirect covers deliveries leased at insert (direct dispatch) and the
 // fan-out cache inputs it relies on: secrets and pauses in
-// SubscriptionListAll, and pauses bumping the version.
+// SubscriptionListAll, and pauses bumping the pauses version (only).
 func testDirect(t *testing.T, newStore NewStoreFunc) {
 	// publishLeased stores one event with one delivery for subID, leased
 	// to owner until until.
@@ -141,10 +141,11 @@ func testDirect(t *testing.T, newStore NewStoreFunc) {
 		require.Len(t, all.Secrets[other.ID], 1)
 		require.Empty(t, all.PausedUntil)
 
-		// A pause (from a completion) bumps the version and shows in the list.
+		// A pause (from a completion) bumps the pauses version and shows in
+		// the list.
 		_, ids := b.publish(t, now, sub.ID)
 		c := b.claimOne(t, 0, ownerA, now, ids[0])
-		before := b.version(t)
+		before := b.versions(t)
 		until := now.Add(time.Minute)
 		_, err = b.store.DeliveryCompleteMany(b.ctx, &store.DeliveryCompleteManyParams{
 			Outcomes:           []store.DeliveryOutcome{retried(c, ownerA, now, until)},
@@ -152,16 +153,106 @@ func testDirect(t *testing.T, newStore NewStoreFunc) {
 			Now:                now,
 		})
 		require.NoError(t, err)
-		require.Greater(t, b.version(t), before, "a pause bumps the subscriptions version")
+		after := b.versions(t)
+		require.Greater(t, after.Pauses, before.Pauses, "a pause bumps the pauses version")
 		all, err = b.store.SubscriptionListAll(b.ctx)
 		require.NoError(t, err)
 		require.Len(t, all.PausedUntil, 1)
 		requireTimeEqual(t, until, all.PausedUntil[sub.ID])
+		require.Equal(t, after.Subscriptions, all.Version)
+		require.Equal(t, after.Pauses, all.PausesVersion)
 
 		// Deleted subscriptions' secrets are left out.
 		require.NoError(t, b.store.SubscriptionDelete(b.ctx, &store.SubscriptionDeleteParams{ID: other.ID, Now: now}))
 		all, err = b.store.SubscriptionListAll(b.ctx)
 		require.NoError(t, err)
 		require.NotContains(t, all.Secrets, other.ID)
+	})
+	// A pause is not a subscription change: it moves the pauses version
+	// only, so fan-out caches reload the pauses (SubscriptionPauseList)
+	// and not every subscription; a pause that moves nothing moves no
+	// version.
+	t.Run("PauseBumpsOnlyPausesVersion", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newStore)
+		sub := b.createSub(t)
+		other := b.createSub(t)
+		ids := b.publishMany(t, 2, sub.ID, spaced(now.Add(-time.Minute)))
+		// Asked before the pause, so a store caching what kinds of
+		// subscriptions exist has cached "none throttled".
+		nextDue := func() *time.Time {
+			t.Helper()
+			next, err := b.store.DeliveryNextDue(b.ctx, &store.DeliveryNextDueParams{Tier: 0, Now: now})
+			require.NoError(t, err)
+			return next
+		}
+		requireTimeEqual(t, now.Add(-time.Minute), *nextDue())
+		claimed := b.claim(t, store.DeliveryClaimParams{Limit: 1})
+		require.Equal(t, ids[:1], claimedIDs(claimed))
+		c := claimed[0]
+		pauses, err := b.store.SubscriptionPauseList(b.ctx)
+		require.NoError(t, err)
+		require.Empty(t, pauses.PausedUntil)
+		before := b.versions(t)
+		require.Equal(t, before.Pauses, pauses.Version)
+
+		// Two pauses of one subscription in one call: the later wins.
+		until := now.Add(time.Minute)
+		_, err = b.store.DeliveryCompleteMany(b.ctx, &store.DeliveryCompleteManyParams{
+			Outcomes: []store.DeliveryOutcome{retried(c, ownerA, now, until)},
+			PauseSubscriptions: []store.SubscriptionPause{
+				{ID: sub.ID, Until: until}, {ID: sub.ID, Until: now.Add(time.Second)},
+			},
+			Now: now,
+		})
+		require.NoError(t, err)
+		after := b.versions(t)
+		require.Equal(t, before.Subscriptions, after.Subscriptions, "a pause leaves the subscriptions version alone")
+		require.Greater(t, after.Pauses, before.Pauses, "a pause bumps the pauses version")
+
+		pauses, err = b.store.SubscriptionPauseList(b.ctx)
+		require.NoError(t, err)
+		require.Equal(t, after.Pauses, pauses.Version)
+		require.Len(t, pauses.PausedUntil, 1)
+		requireTimeEqual(t, until, pauses.PausedUntil[sub.ID])
+		all, err := b.store.SubscriptionListAll(b.ctx)
+		require.NoError(t, err)
+		require.Equal(t, after.Subscriptions, all.Version)
+		require.Equal(t, after.Pauses, all.PausesVersion)
+		requireTimeEqual(t, until, all.PausedUntil[sub.ID])
+		// The store's own view of throttled subscriptions saw it too.
+		requireTimeEqual(t, until, *nextDue())
+
+		// A pause ending no later than the current one changes nothing and
+		// bumps nothing.
+		_, err = b.store.DeliveryCompleteMany(b.ctx, &store.DeliveryCompleteManyParams{
+			PauseSubscriptions: []store.SubscriptionPause{{ID: sub.ID, Until: until}},
+			Now:                now,
+		})
+		require.NoError(t, err)
+		require.Equal(t, after, b.versions(t))
+
+		// A second subscription's pause moves the pauses version again and
+		// joins the list.
+		_, err = b.store.DeliveryCompleteMany(b.ctx, &store.DeliveryCompleteManyParams{
+			PauseSubscriptions: []store.SubscriptionPause{{ID: other.ID, Until: until.Add(time.Minute)}},
+			Now:                now,
+		})
+		require.NoError(t, err)
+		last := b.versions(t)
+		require.Equal(t, before.Subscriptions, last.Subscriptions)
+		require.Greater(t, last.Pauses, after.Pauses)
+		pauses, err = b.store.SubscriptionPauseList(b.ctx)
+		require.NoError(t, err)
+		require.Equal(t, last.Pauses, pauses.Version)
+		require.Len(t, pauses.PausedUntil, 2)
+		requireTimeEqual(t, until.Add(time.Minute), pauses.PausedUntil[other.ID])
+
+		// Deleted subscriptions' pauses are left out.
+		require.NoError(t, b.store.SubscriptionDelete(b.ctx, &store.SubscriptionDeleteParams{ID: other.ID, Now: now}))
+		pauses, err = b.store.SubscriptionPauseList(b.ctx)
+		require.NoError(t, err)
+		require.NotContains(t, pauses.PausedUntil, other.ID)
+		require.Contains(t, pauses.PausedUntil, sub.ID)
 	})
 }

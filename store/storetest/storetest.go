@@ -270,7 +270,13 @@ func (b *bundle) requireState(t *testing.T, state herald.DeliveryState, ids ...s
 	}
 }
 
+// version returns the subscriptions version.
 func (b *bundle) version(t *testing.T) int64 {
+	t.Helper()
+	return b.versions(t).Subscriptions
+}
+
+func (b *bundle) versions(t *testing.T) store.SubscriptionsVersions {
 	t.Helper()
 	v, err := b.store.SubscriptionsVersion(b.ctx)
 	require.NoError(t, err)
