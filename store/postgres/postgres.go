@@ -193,8 +193,10 @@ func migrations() ([]migration, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
 	for i, m := range out {
-		if m.version != i+1 {
-			return nil, fmt.Errorf("migration %s: versions must run 1, 2, 3… without gaps", m.name)
+		// Numbers are handed out ahead of merging, so one may be missing
+		// (as the SQLite store allows); each is applied once, in order.
+		if m.version <= 0 || (i > 0 && m.version == out[i-1].version) {
+			return nil, fmt.Errorf("migration %s: versions must be positive and distinct", m.name)
 		}
 	}
 	return out, nil
@@ -218,8 +220,17 @@ func (s *Store) migrateTo(ctx context.Context, upTo int) error {
 	if err != nil {
 		return err
 	}
-	if upTo > 0 && upTo < len(ms) {
-		ms = ms[:upTo]
+	if upTo > 0 {
+		for i, m := range ms {
+			if m.version > upTo {
+				ms = ms[:i]
+				break
+			}
+		}
+	}
+	latest := 0
+	if len(ms) > 0 {
+		latest = ms[len(ms)-1].version
 	}
 	return s.inTx(ctx, "error migrating", func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, hashtext(current_schema()))", migrateLockClass); err != nil {
@@ -235,10 +246,13 @@ func (s *Store) migrateTo(ctx context.Context, upTo int) error {
 		if err := tx.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM herald_migrations").Scan(&current); err != nil {
 			return err
 		}
-		if current > len(ms) && upTo == 0 {
-			return fmt.Errorf("database schema is at version %d, newer than this herald (%d): upgrade herald", current, len(ms))
+		if current > latest && upTo == 0 {
+			return fmt.Errorf("database schema is at version %d, newer than this herald (%d): upgrade herald", current, latest)
 		}
-		for _, m := range ms[min(current, len(ms)):] {
+		for _, m := range ms {
+			if m.version <= current {
+				continue
+			}
 			if _, err := tx.Exec(ctx, m.sql); err != nil {
 				return fmt.Errorf("migration %s: %w", m.name, err)
 			}
