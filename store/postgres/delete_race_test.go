@@ -32,7 +32,7 @@ func TestSubscriptionDeleteRacesInsert(t *testing.T) {
 	}
 	setupRace := func(t *testing.T) *race {
 		schema := testdb.PostgresSchema(t)
-		r := &race{s: testdb.OpenPostgres(t, schema), raw: rawConn(t, schema), mon: rawConn(t, schema)}
+		r := &race{s: testdb.OpenPostgres(t, schema), raw: schemaConn(t.Context(), t, schema), mon: schemaConn(t.Context(), t, schema)}
 		r.sub = createSub(t.Context(), t, r.s, herald.NewID(herald.PrefixSubscription))
 		require.NoError(t, r.raw.QueryRow(t.Context(), "SELECT pg_backend_pid()").Scan(&r.rawPID))
 		return r
