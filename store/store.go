@@ -676,8 +676,8 @@ func (st *Stats) Tier(i int) *TierStats {
 
 // Claimable splits a subscription's due count in a tier into what a claim
 // can take (Due) and the rest (Held): live says the subscription is
-// enabled, not deleted and not paused; budget is how many more requests it
-// may start (math.MaxInt when unlimited).
+// enabled and not deleted; budget is how many more requests it may start
+// (0 while paused, math.MaxInt when unlimited).
 func Claimable(due int64, live bool, budget int) (claimable, held int64) {
 	if !live {
 		return 0, due
