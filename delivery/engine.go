@@ -310,7 +310,9 @@ func (e *Engine) rebalance(ctx context.Context) {
 	}
 	// A tier's weight is its due backlog plus this node's requests running
 	// in it: work that arrives by direct dispatch is never "due" in the
-	// store, yet tier 0 needs the workers it keeps busy.
+	// store, yet tier 0 needs the workers it keeps busy. Due counts only
+	// work a claim can take (store.TierStats): a backlog of a disabled,
+	// paused or out-of-budget subscription draws no workers.
 	backlog := make([]int64, len(e.tiers))
 	for _, ts := range st.Tiers {
 		if ts.Tier < len(backlog) {

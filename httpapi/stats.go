@@ -10,11 +10,19 @@ import (
 )
 
 type tierJSON struct {
-	Tier     int    `json:"tier"`
-	Delay    string `json:"delay"`
-	Pending  int64  `json:"pending"`
-	InFlight int64  `json:"in_flight"`
-	Due      int64  `json:"due"`
+	Tier int `json:"tier"`
+	// Delay is the tier's maturity delay; absent for a removed tier.
+	Delay string `json:"delay,omitempty"`
+	// Removed marks a tier no longer configured (--tiers shrank) that
+	// still holds deliveries; the next start moves them to the last tier.
+	Removed  bool  `json:"removed,omitempty"`
+	Pending  int64 `json:"pending"`
+	InFlight int64 `json:"in_flight"`
+	// Due counts due pending deliveries a claim can take now; Held the
+	// other due ones (disabled, deleted or paused subscriptions, or beyond
+	// a subscription's rate limit or in-flight cap).
+	Due  int64 `json:"due"`
+	Held int64 `json:"held"`
 	// OldestPendingAgeS is in seconds, with millisecond precision.
 	OldestPendingAgeS float64 `json:"oldest_pending_age_s"`
 }
@@ -47,11 +55,16 @@ func (s *server) statsGet(w http.ResponseWriter, r *http.Request) error {
 		out.Tiers[i] = tierJSON{Tier: i, Delay: herald.FormatDelay(d)}
 	}
 	for _, ts := range st.Tiers {
-		if ts.Tier < 0 || ts.Tier >= len(out.Tiers) {
-			continue // a tier removed from the configuration; not reported
+		if ts.Tier < 0 {
+			continue
+		}
+		// A tier removed from the configuration that still holds work is
+		// reported too: hiding it would hide stranded deliveries.
+		for len(out.Tiers) <= ts.Tier {
+			out.Tiers = append(out.Tiers, tierJSON{Tier: len(out.Tiers), Removed: true})
 		}
 		t := &out.Tiers[ts.Tier]
-		t.Pending, t.InFlight, t.Due = ts.Pending, ts.InFlight, ts.Due
+		t.Pending, t.InFlight, t.Due, t.Held = ts.Pending, ts.InFlight, ts.Due, ts.Held
 		t.OldestPendingAgeS = float64(ts.OldestPendingAge.Milliseconds()) / 1000
 	}
 	return s.reply(w, http.StatusOK, out)

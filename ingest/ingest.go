@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -203,6 +204,9 @@ func (i *Ingester) commit(ctx context.Context, events []*herald.Event) ([]store.
 			continue // nothing of it was inserted
 		}
 		for j, d := range inserts[n].Deliveries {
+			if slices.Contains(r.Dropped, d.ID) {
+				continue // its subscription was deleted meanwhile: not stored, not sent
+			}
 			if d.LeaseOwner == "" {
 				pending = true
 				continue

@@ -67,7 +67,8 @@ type Config struct {
 	// StaleAfter/5, at least 1s, at most 30s).
 	StaleCheckInterval time.Duration
 	Retention          Retention
-	// SweepInterval is how often the retention sweeper runs (default 1m).
+	// SweepInterval is how often the retention sweeper runs, and the
+	// sweep of deliveries of deleted subscriptions (default 1m).
 	SweepInterval time.Duration
 	// SweepBatch caps rows per delete transaction (default 1000).
 	SweepBatch int
@@ -140,6 +141,14 @@ func (m *Maintainer) Start() {
 			}
 		})
 	}
+	m.run(ctx, m.cfg.SweepInterval, func(ctx context.Context) {
+		if !m.IsLeader() {
+			return
+		}
+		if _, err := m.CancelOrphaned(ctx); err != nil && ctx.Err() == nil {
+			m.cfg.Logger.Warn("orphan sweep failed", "err", err)
+		}
+	})
 	r := m.cfg.Retention
 	if r.Delivered > 0 || r.Dead > 0 || r.Events > 0 {
 		m.run(ctx, m.cfg.SweepInterval, func(ctx context.Context) {

@@ -23,6 +23,7 @@ type StatsCollector struct {
 	now   func() time.Time
 
 	pending, inFlight, due, oldest *prometheus.Desc
+	held                           *prometheus.Desc
 	dead, delivered, up            *prometheus.Desc
 	throttled                      *prometheus.Desc
 	skipped, superseded            *prometheus.Desc
@@ -38,7 +39,8 @@ func NewStatsCollector(s store.Store, tiers int) *StatsCollector {
 		now:        time.Now,
 		pending:    prometheus.NewDesc("herald_queue_pending", "Deliveries waiting in a tier (due or not).", l, nil),
 		inFlight:   prometheus.NewDesc("herald_queue_in_flight", "Deliveries claimed under a lease.", l, nil),
-		due:        prometheus.NewDesc("herald_queue_due", "Pending deliveries whose maturity has passed.", l, nil),
+		due:        prometheus.NewDesc("herald_queue_due", "Pending deliveries whose maturity has passed and that a claim can take now.", l, nil),
+		held:       prometheus.NewDesc("herald_queue_held", "Pending deliveries whose maturity has passed that no claim can take now (subscription disabled, deleted, paused, or out of rate or in-flight budget).", l, nil),
 		oldest:     prometheus.NewDesc("herald_queue_oldest_pending_age_seconds", "Age of the oldest due pending delivery.", l, nil),
 		dead:       prometheus.NewDesc("herald_deliveries_dead", "Deliveries in the dead letters.", nil, nil),
 		delivered:  prometheus.NewDesc("herald_deliveries_delivered_total", "Delivered outcomes, a running total kept by the store (survives restarts and retention).", nil, nil),
@@ -51,7 +53,7 @@ func NewStatsCollector(s store.Store, tiers int) *StatsCollector {
 
 // Describe implements prometheus.Collector.
 func (c *StatsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.pending, c.inFlight, c.due, c.oldest, c.dead, c.delivered, c.up, c.throttled, c.skipped, c.superseded} {
+	for _, d := range []*prometheus.Desc{c.pending, c.inFlight, c.due, c.held, c.oldest, c.dead, c.delivered, c.up, c.throttled, c.skipped, c.superseded} {
 		ch <- d
 	}
 }
@@ -71,6 +73,7 @@ func (c *StatsCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(t.Pending), tier)
 		ch <- prometheus.MustNewConstMetric(c.inFlight, prometheus.GaugeValue, float64(t.InFlight), tier)
 		ch <- prometheus.MustNewConstMetric(c.due, prometheus.GaugeValue, float64(t.Due), tier)
+		ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, float64(t.Held), tier)
 		ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, t.OldestPendingAge.Seconds(), tier)
 	}
 	ch <- prometheus.MustNewConstMetric(c.dead, prometheus.GaugeValue, float64(st.Dead))

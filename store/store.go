@@ -80,6 +80,17 @@ type Store interface {
 	// exists is not stored again (nor are its deliveries) and its result says
 	// Duplicate with the original delivery count; an ID repeated inside one
 	// call is a duplicate of its first occurrence.
+	//
+	// A delivery is stored only if its subscription exists and is not
+	// deleted when the transaction commits (a disabled one is fine: its
+	// deliveries wait for re-enabling); the others are left out and named
+	// in EventInsertResult.Dropped. The check cannot race a concurrent
+	// SubscriptionDelete: either the delete's cancellation sees the new
+	// deliveries or the insert sees the subscription deleted (PostgreSQL
+	// locks the subscription rows FOR KEY SHARE, which the delete's FOR
+	// UPDATE waits for). Without it a subscription deleted between the
+	// fan-out cache's load and the insert left a pending delivery no loop
+	// would ever claim.
 	EventInsertMany(ctx context.Context, params *EventInsertManyParams) ([]EventInsertResult, error)
 	// EventGet returns an event and its deliveries (any state), or
 	// ErrNotFound.
@@ -137,12 +148,34 @@ type Store interface {
 	// ErrNotFound if absent; ErrConflict if it is pending or in flight, or
 	// its subscription was deleted.
 	DeliveryRetry(ctx context.Context, params *DeliveryRetryParams) (*herald.Delivery, error)
+	// DeliveryCancelOrphaned marks cancelled every pending or in-flight
+	// delivery whose subscription is deleted or does not exist, and returns
+	// how many. Such a delivery can never be claimed; left alone it would
+	// sit in a tier for good and keep its event from retention. Neither
+	// EventInsertMany nor SubscriptionDelete leaves any, so this finds only
+	// what a database written by an older herald (or a retry or redrive
+	// racing a delete) left behind. Run it from the leader (see
+	// LeaderAttempt).
+	DeliveryCancelOrphaned(ctx context.Context, params *DeliveryCancelOrphanedParams) (int, error)
+	// DeliveryTierClamp moves every pending or in-flight delivery of a tier
+	// >= Tiers to tier Tiers-1, keeping its due time, and reports how many
+	// it moved from each tier. Run on start: when the configured tiers
+	// shrink, no loop claims the removed tiers, so their deliveries would
+	// otherwise wait for good. An in-flight delivery that moves keeps its
+	// lease (its outcome decides its next tier as before; a rescue makes it
+	// pending in the last tier). Tiers < 1 is refused (see Validate) and
+	// changes nothing.
+	DeliveryTierClamp(ctx context.Context, params *DeliveryTierClampParams) (*DeliveryTierClampResult, error)
 	// DeadLetterRedrive puts every dead delivery of a subscription that died
 	// (updated_at) in [Since, Until) back in tier 0, due at Now, and returns
 	// how many. Zero Since/Until mean unbounded.
 	DeadLetterRedrive(ctx context.Context, params *DeadLetterRedriveParams) (int, error)
 
-	// StatsGet counts deliveries per tier and state.
+	// StatsGet counts deliveries per tier and state. It reads the queue
+	// (pending and in-flight rows) and counters, never the finished
+	// history: dead, skipped and superseded counts are kept by the
+	// database as rows change state (migration 007), so the cost does not
+	// grow with retention.
 	StatsGet(ctx context.Context, params *StatsGetParams) (*Stats, error)
 
 	// RetentionSweep deletes what retention no longer keeps: finished
@@ -351,9 +384,30 @@ type DeliveryInsert struct {
 
 // EventInsertResult answers one EventInsert, in input order.
 type EventInsertResult struct {
-	ID            string
-	Duplicate     bool
+	ID        string
+	Duplicate bool
+	// DeliveryCount is the number of deliveries stored for the event (for
+	// a duplicate: stored by the original).
 	DeliveryCount int
+	// Dropped names the deliveries of this input that were not stored
+	// because their subscription was deleted (or never existed) by the
+	// time the transaction ran; nil when none. Never set for a duplicate.
+	// A dropped delivery that was leased (direct dispatch) must not be
+	// sent.
+	Dropped []string
+}
+
+// DroppedDeliveries returns the ids of ds whose subscription is not in
+// live (nil when there are none): a helper for backends filling
+// EventInsertResult.Dropped.
+func DroppedDeliveries(ds []DeliveryInsert, live map[string]bool) []string {
+	var out []string
+	for _, d := range ds {
+		if !live[d.SubscriptionID] {
+			out = append(out, d.ID)
+		}
+	}
+	return out
 }
 
 // EventGetResult is an event with its deliveries.
@@ -552,6 +606,45 @@ type DeliveryRetryParams struct {
 	Now time.Time
 }
 
+// DeliveryCancelOrphanedParams are the inputs of DeliveryCancelOrphaned.
+type DeliveryCancelOrphanedParams struct {
+	Now time.Time
+}
+
+// DeliveryTierClampParams are the inputs of DeliveryTierClamp.
+type DeliveryTierClampParams struct {
+	// Tiers is the number of configured tiers (at least 1).
+	Tiers int
+	Now   time.Time
+}
+
+// Validate refuses a clamp to fewer than one tier: there would be no tier
+// to move to.
+func (p *DeliveryTierClampParams) Validate() error {
+	if p.Tiers < 1 {
+		return herald.FieldErrorf(herald.CodeInvalidField, "tiers", "at least one tier is needed, got %d", p.Tiers)
+	}
+	return nil
+}
+
+// DeliveryTierClampResult says what DeliveryTierClamp moved.
+type DeliveryTierClampResult struct {
+	// Moved counts the deliveries moved, by the tier they left; empty when
+	// none was beyond the configured tiers.
+	Moved map[int]int
+	// To is the tier they moved to (Tiers-1).
+	To int
+}
+
+// Total is the number of deliveries moved.
+func (r *DeliveryTierClampResult) Total() int {
+	n := 0
+	for _, c := range r.Moved {
+		n += c
+	}
+	return n
+}
+
 // DeadLetterRedriveParams are the inputs of DeadLetterRedrive.
 type DeadLetterRedriveParams struct {
 	SubscriptionID string // required
@@ -562,13 +655,16 @@ type DeadLetterRedriveParams struct {
 // StatsGetParams are the inputs of StatsGet.
 type StatsGetParams struct {
 	// Tiers is the number of configured tiers; the result has one entry for
-	// each, even when empty.
+	// each, even when empty, and also one for every further tier that holds
+	// a pending or in-flight delivery (the configuration shrank; see
+	// DeliveryTierClamp), so no work is invisible.
 	Tiers int
 	Now   time.Time
 }
 
 // Stats counts deliveries.
 type Stats struct {
+	// Tiers are in tier order, without gaps: entry i is tier i.
 	Tiers []TierStats
 	Dead  int64
 	// DeliveredTotal is a running count of delivered outcomes: it never
@@ -588,15 +684,59 @@ type Stats struct {
 
 // TierStats are one tier's counts.
 type TierStats struct {
-	Tier     int
+	Tier int
+	// Pending counts every pending delivery of the tier, due or not,
+	// claimable or not.
 	Pending  int64
 	InFlight int64
-	// Due is the number of pending deliveries whose next_attempt_at <= Now
-	// (the backlog that weights worker assignment).
+	// Due is the claimable backlog: pending deliveries whose
+	// next_attempt_at <= Now and that a claim at Now could take as far as
+	// their subscription goes — enabled, not deleted, not paused, and for
+	// a rate- or in-flight-limited subscription at most its remaining
+	// budget. It weights worker assignment and drives the staleness alarm,
+	// so work no claim can take never draws workers away from work one
+	// can. (Keyed deliveries of fifo and latest subscriptions count in
+	// full: they are claimable one after another.)
 	Due int64
-	// OldestPendingAge is Now minus the earliest next_attempt_at of due
-	// pending deliveries (0 if none).
+	// Held counts the other due pending deliveries: of disabled, deleted
+	// or paused subscriptions, or beyond their subscription's budget. Due
+	// + Held is every pending delivery with next_attempt_at <= Now.
+	Held int64
+	// OldestPendingAge is Now minus the earliest next_attempt_at of the
+	// deliveries counted in Due (0 if none).
 	OldestPendingAge time.Duration
+}
+
+// NewStats returns Stats with one empty entry per configured tier.
+// Backends fill it through Tier, which adds the entries of tiers beyond
+// the configured ones, so both report the same tiers.
+func NewStats(tiers int) *Stats {
+	st := &Stats{Tiers: make([]TierStats, max(tiers, 0))}
+	for i := range st.Tiers {
+		st.Tiers[i].Tier = i
+	}
+	return st
+}
+
+// Tier returns the entry of tier i (i >= 0), adding empty entries up to it
+// when i is beyond the configured tiers.
+func (st *Stats) Tier(i int) *TierStats {
+	for len(st.Tiers) <= i {
+		st.Tiers = append(st.Tiers, TierStats{Tier: len(st.Tiers)})
+	}
+	return &st.Tiers[i]
+}
+
+// Claimable splits a subscription's due count in a tier into what a claim
+// can take (Due) and the rest (Held): live says the subscription is
+// enabled and not deleted; budget is how many more requests it may start
+// (0 while paused, math.MaxInt when unlimited).
+func Claimable(due int64, live bool, budget int) (claimable, held int64) {
+	if !live {
+		return 0, due
+	}
+	claimable = min(due, int64(max(budget, 0)))
+	return claimable, due - claimable
 }
 
 // RetentionSweepParams are the inputs of RetentionSweep. A retention of

@@ -13,6 +13,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -189,6 +190,10 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 		_ = s.Close()
 		return nil, err
 	}
+	if err := clampTiers(ctx, s, len(c.tiers), logger); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
 
 	guard := &webhook.Guard{AllowLoopback: c.Dev, AllowPrivate: c.AllowPrivate, Allow: c.allow}
 	sender := webhook.NewSender(webhook.Config{Guard: guard, UserAgent: "herald/" + version})
@@ -314,6 +319,28 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 		maint: maint, stopListen: func() { stopListen(); <-listenDone }, debug: debug}
 	go func() { n.errc <- srv.Serve(ln) }()
 	return n, nil
+}
+
+// clampTiers moves the unfinished deliveries of tiers beyond the
+// configured ones to the last configured tier, and logs what it moved: no
+// loop claims a tier that is no longer configured, so after --tiers shrank
+// they would wait for good. All nodes sharing a store should run the same
+// tiers; a node with more would keep filling the higher ones.
+func clampTiers(ctx context.Context, s store.Store, tiers int, logger *slog.Logger) error {
+	res, err := s.DeliveryTierClamp(ctx, &store.DeliveryTierClampParams{Tiers: tiers, Now: time.Now().UTC()})
+	if err != nil {
+		return fmt.Errorf("error moving deliveries of removed tiers: %w", err)
+	}
+	from := make([]int, 0, len(res.Moved))
+	for tier := range res.Moved {
+		from = append(from, tier)
+	}
+	slices.Sort(from)
+	for _, tier := range from {
+		logger.Warn("moved deliveries of a tier no longer configured to the last tier",
+			"from_tier", tier, "to_tier", res.To, "count", res.Moved[tier])
+	}
+	return nil
 }
 
 // stop shuts the node down in order: stop taking requests (publishes in

@@ -13,13 +13,35 @@ import (
 
 // insertEventsSQL stores events and, in a data-modifying CTE, the deliveries
 // of those that were not duplicates — one statement, one round trip, atomic
-// on its own. It returns the ids actually inserted.
+// on its own. It returns the ids of the events actually inserted (gone
+// NULL) and the named subscriptions that are deleted or unknown (id NULL).
+//
+// Deliveries go only to live subscriptions (live), whose rows it locks FOR
+// KEY SHARE until commit, in id order. SubscriptionDelete locks the row FOR
+// UPDATE first, which conflicts with that lock and nothing weaker: a delete
+// that comes first makes live (re-checked on the newest row version under
+// READ COMMITTED) leave the subscription out, and one that comes second
+// waits for this commit, so its cancellation sees the new deliveries.
+// Pauses, disables and updates take FOR NO KEY UPDATE, which does not
+// conflict with KEY SHARE: publishing never waits for them.
 const insertEventsSQL = `
-WITH ins AS (
+WITH live AS (
+	SELECT s.id FROM subscriptions s
+	WHERE s.id = ANY($9::text[]) AND s.deleted_at IS NULL
+	ORDER BY s.id
+	FOR KEY SHARE
+), d AS (
+	SELECT d.* FROM unnest($7::text[], $8::text[], $9::text[], $11::timestamptz[], $12::text[], $13::timestamptz[])
+		AS d(id, event_id, subscription_id, next_attempt_at, lease_owner, lease_until)
+	WHERE d.subscription_id IN (SELECT id FROM live)
+), counts AS (
+	SELECT event_id, count(*)::int AS n FROM d GROUP BY event_id
+), ins AS (
 	INSERT INTO events (id, type, key, version, data, created_at, delivery_count)
-	SELECT e.id, e.type, e.key, e.version, e.data::json, e.created_at, e.delivery_count
-	FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::timestamptz[], $7::int[])
-		AS e(id, type, key, version, data, created_at, delivery_count)
+	SELECT e.id, e.type, e.key, e.version, e.data::json, e.created_at, coalesce(c.n, 0)
+	FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::timestamptz[])
+		AS e(id, type, key, version, data, created_at)
+	LEFT JOIN counts c ON c.event_id = e.id
 	ON CONFLICT (id) DO NOTHING
 	RETURNING id, key, version
 ), dl AS (
@@ -27,12 +49,13 @@ WITH ins AS (
 		event_key, event_version, lease_owner, lease_until, created_at, updated_at)
 	SELECT d.id, d.event_id, d.subscription_id,
 		CASE WHEN d.lease_owner IS NULL THEN 'pending' ELSE 'in_flight' END, 0, d.next_attempt_at,
-		ins.key, ins.version, d.lease_owner, d.lease_until, $11, $11
-	FROM unnest($8::text[], $9::text[], $10::text[], $12::timestamptz[], $13::text[], $14::timestamptz[])
-		AS d(id, event_id, subscription_id, next_attempt_at, lease_owner, lease_until)
-	JOIN ins ON ins.id = d.event_id
+		ins.key, ins.version, d.lease_owner, d.lease_until, $10, $10
+	FROM d JOIN ins ON ins.id = d.event_id
 )
-SELECT id FROM ins`
+SELECT id, NULL::text AS gone FROM ins
+UNION ALL
+SELECT NULL, x.id FROM (SELECT DISTINCT unnest($9::text[]) AS id) x
+WHERE x.id NOT IN (SELECT id FROM live)`
 
 // eventBatch is EventInsertMany's input laid out as column arrays for
 // insertEventsSQL, with the bookkeeping to answer each input in order.
@@ -52,7 +75,6 @@ func newEventBatch(events []store.EventInsert, now time.Time) *eventBatch {
 		ids, types, keys, datas []string
 		versions                []*int64
 		created                 []time.Time
-		counts                  []int32
 		dIDs, dEvents, dSubs    []string
 		dNext                   []time.Time
 		// Leased at insert (direct dispatch) when the owner is set.
@@ -74,7 +96,6 @@ func newEventBatch(events []store.EventInsert, now time.Time) *eventBatch {
 		versions = append(versions, ev.Version)
 		datas = append(datas, string(store.RawJSON(ev.Data)))
 		created = append(created, ms(ev.CreatedAt))
-		counts = append(counts, int32(len(in.Deliveries)))
 		for _, d := range in.Deliveries {
 			dIDs = append(dIDs, d.ID)
 			dEvents = append(dEvents, ev.ID)
@@ -88,7 +109,7 @@ func newEventBatch(events []store.EventInsert, now time.Time) *eventBatch {
 			}
 		}
 	}
-	b.args = []any{ids, types, keys, versions, datas, created, counts, dIDs, dEvents, dSubs, ms(now), dNext,
+	b.args = []any{ids, types, keys, versions, datas, created, dIDs, dEvents, dSubs, ms(now), dNext,
 		dOwners, dUntil}
 	return b
 }
@@ -113,13 +134,31 @@ func (b *eventBatch) read(br pgx.BatchResults, events []store.EventInsert) ([]st
 	if err != nil {
 		return nil, err
 	}
-	inserted, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
+	isNew := map[string]bool{}
+	gone := map[string]bool{}
+	var newID, goneID *string
+	if _, err := pgx.ForEachRow(rows, []any{&newID, &goneID}, func() error {
+		if newID != nil {
+			isNew[*newID] = true
+		}
+		if goneID != nil {
+			gone[*goneID] = true
+		}
+		return nil
+	}); err != nil {
 		return nil, err
 	}
-	isNew := make(map[string]bool, len(inserted))
-	for _, id := range inserted {
-		isNew[id] = true
+	// kept returns how many of ds were stored and the ids of the others.
+	kept := func(ds []store.DeliveryInsert) (int, []string) {
+		if len(gone) == 0 {
+			return len(ds), nil
+		}
+		live := make(map[string]bool, len(ds))
+		for _, d := range ds {
+			live[d.SubscriptionID] = !gone[d.SubscriptionID]
+		}
+		dropped := store.DroppedDeliveries(ds, live)
+		return len(ds) - len(dropped), dropped
 	}
 	rows, err = br.Query()
 	if err != nil {
@@ -140,10 +179,12 @@ func (b *eventBatch) read(br pgx.BatchResults, events []store.EventInsert) ([]st
 		f := b.first[i]
 		switch {
 		case isNew[id] && f == i:
-			out[i] = store.EventInsertResult{ID: id, DeliveryCount: len(in.Deliveries)}
+			n, dropped := kept(in.Deliveries)
+			out[i] = store.EventInsertResult{ID: id, DeliveryCount: n, Dropped: dropped}
 		case isNew[id]:
 			// Repeated inside this call: a duplicate of its first occurrence.
-			out[i] = store.EventInsertResult{ID: id, Duplicate: true, DeliveryCount: len(events[f].Deliveries)}
+			n, _ := kept(events[f].Deliveries)
+			out[i] = store.EventInsertResult{ID: id, Duplicate: true, DeliveryCount: n}
 		default:
 			n, ok := original[id]
 			if !ok {
@@ -173,11 +214,23 @@ func (s *Store) EventInsertMany(ctx context.Context, params *store.EventInsertMa
 	b := newEventBatch(params.Events, params.Now)
 	batch := &pgx.Batch{}
 	b.queue(batch)
-	br := db.SendBatch(ctx, batch)
-	res, err := b.read(br, params.Events)
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
+	// The batch is one implicit transaction: one that failed on a deadlock
+	// or a serialization failure (isRetryable) left nothing behind and
+	// runs again, like the other single-statement writes.
+	var res []store.EventInsertResult
+	tries := 0
+	err = retryMoved(ctx, func() error {
+		if tries++; tries > 1 {
+			batch = rebatch(batch)
+		}
+		br := db.SendBatch(ctx, batch)
+		var err error
+		res, err = b.read(br, params.Events)
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	})
 	if err != nil {
 		return nil, mapErr(op, err)
 	}

@@ -379,30 +379,32 @@ func (s *Store) SubscriptionUpdate(ctx context.Context, params *store.Subscripti
 }
 
 // SubscriptionDelete soft-deletes a subscription and cancels its unfinished
-// deliveries.
+// deliveries. It locks the row FOR UPDATE first: that waits for every
+// EventInsertMany holding it FOR KEY SHARE (see insertEventsSQL), so the
+// cancellation below, a later statement with a fresh snapshot, sees their
+// deliveries, and inserts after it see the subscription deleted.
 func (s *Store) SubscriptionDelete(ctx context.Context, params *store.SubscriptionDeleteParams) error {
 	now := ms(params.Now)
 	return s.inTx(ctx, "error deleting subscription", func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, "UPDATE subscriptions SET deleted_at = $2, updated_at = $2 WHERE id = $1 AND deleted_at IS NULL",
-			params.ID, now)
-		if err != nil {
+		if err := lockLiveSubscription(ctx, tx, params.ID); err != nil {
 			return err
 		}
-		if tag.RowsAffected() == 0 {
-			return herald.NotFoundf("subscription %s not found", params.ID)
+		if _, err := tx.Exec(ctx, "UPDATE subscriptions SET deleted_at = $2, updated_at = $2 WHERE id = $1",
+			params.ID, now); err != nil {
+			return err
 		}
 		if _, err := tx.Exec(ctx, `UPDATE deliveries SET state = 'cancelled', next_attempt_at = NULL,
 			lease_owner = NULL, lease_until = NULL, updated_at = $2
 			WHERE subscription_id = $1 AND state IN ('pending', 'in_flight')`, params.ID, now); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, bumpVersionSQL)
+		_, err := tx.Exec(ctx, bumpVersionSQL)
 		return err
 	})
 }
 
 // lockLiveSubscription locks a subscription row for a change of its
-// secrets, or returns ErrNotFound.
+// secrets or its deletion, or returns ErrNotFound.
 func lockLiveSubscription(ctx context.Context, tx pgx.Tx, id string) error {
 	var one int
 	err := tx.QueryRow(ctx, "SELECT 1 FROM subscriptions WHERE id = $1 AND deleted_at IS NULL FOR UPDATE", id).Scan(&one)

@@ -57,10 +57,29 @@ func insertEvents(ctx context.Context, tx *sql.Tx, events []store.EventInsert, n
 		unique = append(unique, i)
 	}
 
+	// Deliveries go only to subscriptions that exist and are not deleted
+	// now. The transaction holds the single writer, so no delete can
+	// commit between this read and the insert.
+	live, err := liveSubscriptions(ctx, tx, events, unique)
+	if err != nil {
+		return nil, err
+	}
+	// kept counts the deliveries each event keeps (its delivery_count).
+	kept := make(map[string]int, len(unique))
+	for _, i := range unique {
+		n := 0
+		for _, d := range events[i].Deliveries {
+			if live[d.SubscriptionID] {
+				n++
+			}
+		}
+		kept[events[i].Event.ID] = n
+	}
+
 	inserted := make(map[string]bool, len(unique))
 	for lo := 0; lo < len(unique); lo += insertChunk {
 		chunk := unique[lo:min(lo+insertChunk, len(unique))]
-		if err := insertEventRows(ctx, tx, events, chunk, inserted); err != nil {
+		if err := insertEventRows(ctx, tx, events, chunk, kept, inserted); err != nil {
 			return nil, err
 		}
 	}
@@ -81,7 +100,9 @@ func insertEvents(ctx context.Context, tx *sql.Tx, events []store.EventInsert, n
 			version = *ev.Version
 		}
 		for _, d := range events[i].Deliveries {
-			dls = append(dls, deliveryRow{d: d, eventID: ev.ID, key: ev.Key, version: version})
+			if live[d.SubscriptionID] {
+				dls = append(dls, deliveryRow{d: d, eventID: ev.ID, key: ev.Key, version: version})
+			}
 		}
 	}
 	for lo := 0; lo < len(dls); lo += insertChunk {
@@ -119,9 +140,9 @@ func insertEvents(ctx context.Context, tx *sql.Tx, events []store.EventInsert, n
 		f := first[id]
 		switch {
 		case inserted[id] && f == i:
-			out[i] = store.EventInsertResult{ID: id, DeliveryCount: len(in.Deliveries)}
+			out[i] = store.EventInsertResult{ID: id, DeliveryCount: kept[id], Dropped: store.DroppedDeliveries(in.Deliveries, live)}
 		case inserted[id]:
-			out[i] = store.EventInsertResult{ID: id, Duplicate: true, DeliveryCount: len(events[f].Deliveries)}
+			out[i] = store.EventInsertResult{ID: id, Duplicate: true, DeliveryCount: kept[id]}
 		default:
 			n, ok := stored[id]
 			if !ok {
@@ -133,9 +154,48 @@ func insertEvents(ctx context.Context, tx *sql.Tx, events []store.EventInsert, n
 	return out, nil
 }
 
-// insertEventRows inserts events[idx…] in one statement and marks the ids
-// it inserted (the others already existed).
-func insertEventRows(ctx context.Context, tx *sql.Tx, events []store.EventInsert, idx []int, inserted map[string]bool) error {
+// liveSubscriptions returns which of the subscriptions named by the
+// deliveries of events[unique…] exist and are not deleted.
+func liveSubscriptions(ctx context.Context, tx *sql.Tx, events []store.EventInsert, unique []int) (map[string]bool, error) {
+	seen := map[string]bool{}
+	var ids []any
+	for _, i := range unique {
+		for _, d := range events[i].Deliveries {
+			if !seen[d.SubscriptionID] {
+				seen[d.SubscriptionID] = true
+				ids = append(ids, d.SubscriptionID)
+			}
+		}
+	}
+	live := make(map[string]bool, len(ids))
+	for lo := 0; lo < len(ids); lo += insertChunk {
+		chunk := ids[lo:min(lo+insertChunk, len(ids))]
+		rows, err := tx.QueryContext(ctx, `SELECT id FROM subscriptions WHERE deleted_at IS NULL AND id IN (`+placeholders(len(chunk))+`)`, chunk...)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			live[id] = true
+		}
+		if err := rows.Close(); err != nil {
+			return nil, err
+		}
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return live, nil
+}
+
+// insertEventRows inserts events[idx…] in one statement, each with the
+// delivery count kept says, and marks the ids it inserted (the others
+// already existed).
+func insertEventRows(ctx context.Context, tx *sql.Tx, events []store.EventInsert, idx []int, kept map[string]int, inserted map[string]bool) error {
 	const cols = 7
 	var q strings.Builder
 	q.Grow(128 + len(idx)*16)
@@ -146,14 +206,13 @@ func insertEventRows(ctx context.Context, tx *sql.Tx, events []store.EventInsert
 			q.WriteByte(',')
 		}
 		q.WriteString(`(?,?,?,?,?,?,?)`)
-		in := events[i]
-		ev := in.Event
+		ev := events[i].Event
 		var version any
 		if ev.Version != nil {
 			version = *ev.Version
 		}
 		args = append(args, ev.ID, ev.Type, ev.Key, version, []byte(store.RawJSON(ev.Data)),
-			len(in.Deliveries), ms(ev.CreatedAt))
+			kept[ev.ID], ms(ev.CreatedAt))
 	}
 	q.WriteString(` ON CONFLICT (id) DO NOTHING RETURNING id`)
 	rows, err := tx.QueryContext(ctx, q.String(), args...)

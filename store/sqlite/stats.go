@@ -3,50 +3,25 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"math"
 	"time"
 
 	"github.com/heraldhq/herald/store"
 )
 
-// StatsGet counts deliveries per tier and state. The pending and in-flight
-// counts read only the partial indexes (the queue, not the history); the
-// delivered total is a counter, so it costs nothing and survives retention.
+// StatsGet counts the queue per tier and reads the counters. The pending
+// and in-flight counts read only the partial indexes (the queue, not the
+// history); dead, skipped and superseded are kept by triggers (migration
+// 007) and the delivered total by completions, so nothing here grows with
+// the history retention keeps.
 func (s *Store) StatsGet(ctx context.Context, params *store.StatsGetParams) (*store.Stats, error) {
 	now := ms(params.Now)
-	st := &store.Stats{Tiers: make([]store.TierStats, params.Tiers)}
-	for i := range st.Tiers {
-		st.Tiers[i].Tier = i
-	}
+	st := store.NewStats(params.Tiers)
 	err := s.readTx(ctx, "stats get", func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT tier, COUNT(*), COALESCE(SUM(next_attempt_at <= ?), 0),
-			MIN(CASE WHEN next_attempt_at <= ? THEN next_attempt_at END)
-			FROM deliveries WHERE state = 'pending' GROUP BY tier`, now, now)
-		if err != nil {
+		if err := statsPending(ctx, tx, st, now); err != nil {
 			return err
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var (
-				tier         int
-				pending, due int64
-				oldest       sql.NullInt64
-			)
-			if err := rows.Scan(&tier, &pending, &due, &oldest); err != nil {
-				return err
-			}
-			if tier < 0 || tier >= len(st.Tiers) {
-				continue
-			}
-			t := &st.Tiers[tier]
-			t.Pending, t.Due = pending, due
-			if oldest.Valid && oldest.Int64 < now {
-				t.OldestPendingAge = time.Duration(now-oldest.Int64) * time.Millisecond
-			}
-		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		rows, err = tx.QueryContext(ctx, `SELECT tier, COUNT(*) FROM deliveries WHERE state = 'in_flight' GROUP BY tier`)
+		rows, err := tx.QueryContext(ctx, `SELECT tier, COUNT(*) FROM deliveries WHERE state = 'in_flight' GROUP BY tier`)
 		if err != nil {
 			return err
 		}
@@ -59,20 +34,36 @@ func (s *Store) StatsGet(ctx context.Context, params *store.StatsGetParams) (*st
 			if err := rows.Scan(&tier, &n); err != nil {
 				return err
 			}
-			if tier >= 0 && tier < len(st.Tiers) {
-				st.Tiers[tier].InFlight = n
+			if tier >= 0 {
+				st.Tier(tier).InFlight = n
 			}
 		}
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		// Skipped and superseded (ordering "latest"): partial index
-		// deliveries_unsent (002_ordering.sql).
-		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(SUM(state = 'skipped'), 0), COALESCE(SUM(state = 'superseded'), 0)
-			FROM deliveries WHERE state IN ('skipped', 'superseded')`).Scan(&st.Skipped, &st.Superseded); err != nil {
+		rows, err = tx.QueryContext(ctx, `SELECT state, n FROM delivery_counts`)
+		if err != nil {
 			return err
 		}
-		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM deliveries WHERE state = 'dead'`).Scan(&st.Dead); err != nil {
+		defer rows.Close()
+		for rows.Next() {
+			var (
+				state string
+				n     int64
+			)
+			if err := rows.Scan(&state, &n); err != nil {
+				return err
+			}
+			switch state {
+			case "dead":
+				st.Dead = n
+			case "skipped":
+				st.Skipped = n
+			case "superseded":
+				st.Superseded = n
+			}
+		}
+		if err := rows.Err(); err != nil {
 			return err
 		}
 		if st.Throttled, err = throttledCount(ctx, tx, params.Tiers, now); err != nil {
@@ -84,4 +75,125 @@ func (s *Store) StatsGet(ctx context.Context, params *store.StatsGetParams) (*st
 		return nil, err
 	}
 	return st, nil
+}
+
+// subTierDue is one subscription's due pending deliveries in one tier.
+type subTierDue struct {
+	tier   int
+	sub    string
+	due    int64
+	oldest int64
+}
+
+// statsPending fills Pending, Due, Held and OldestPendingAge: it counts the
+// pending deliveries per tier and subscription, then splits each
+// subscription's due ones into claimable and held (store.TierStats): not
+// live (disabled, deleted, unknown) holds everything, a throttled one is
+// claimable up to its budget (none while paused).
+func statsPending(ctx context.Context, tx *sql.Tx, st *store.Stats, now int64) error {
+	rows, err := tx.QueryContext(ctx, `SELECT tier, subscription_id, COUNT(*), COALESCE(SUM(next_attempt_at <= ?), 0),
+		MIN(CASE WHEN next_attempt_at <= ? THEN next_attempt_at END)
+		FROM deliveries WHERE state = 'pending' GROUP BY tier, subscription_id`, now, now)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var due []subTierDue
+	subs := map[string]bool{}
+	for rows.Next() {
+		var (
+			d       subTierDue
+			pending int64
+			oldest  sql.NullInt64
+		)
+		if err := rows.Scan(&d.tier, &d.sub, &pending, &d.due, &oldest); err != nil {
+			return err
+		}
+		if d.tier < 0 {
+			continue
+		}
+		st.Tier(d.tier).Pending += pending
+		if d.due > 0 {
+			d.oldest = oldest.Int64
+			due = append(due, d)
+			subs[d.sub] = true
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(due) == 0 {
+		return nil
+	}
+	live, err := liveEnabled(ctx, tx, subs)
+	if err != nil {
+		return err
+	}
+	throttled, err := throttledSubs(ctx, tx)
+	if err != nil {
+		return err
+	}
+	budgets := map[string]int{}
+	oldest := map[int]int64{}
+	for _, d := range due {
+		budget := math.MaxInt
+		if t := throttled[d.sub]; t != nil && live[d.sub] {
+			b, ok := budgets[d.sub]
+			if !ok {
+				if b, _, _, err = throttleBudget(ctx, tx, t, now); err != nil {
+					return err
+				}
+				budgets[d.sub] = b
+			}
+			budget = b
+		}
+		claimable, held := store.Claimable(d.due, live[d.sub], budget)
+		ts := st.Tier(d.tier)
+		ts.Due += claimable
+		ts.Held += held
+		if claimable > 0 {
+			if o, ok := oldest[d.tier]; !ok || d.oldest < o {
+				oldest[d.tier] = d.oldest
+			}
+		}
+	}
+	for tier, o := range oldest {
+		if o < now {
+			st.Tier(tier).OldestPendingAge = time.Duration(now-o) * time.Millisecond
+		}
+	}
+	return nil
+}
+
+// liveEnabled returns which of ids are enabled subscriptions that are not
+// deleted.
+func liveEnabled(ctx context.Context, tx *sql.Tx, ids map[string]bool) (map[string]bool, error) {
+	list := make([]any, 0, len(ids))
+	for id := range ids {
+		list = append(list, id)
+	}
+	live := make(map[string]bool, len(list))
+	for lo := 0; lo < len(list); lo += insertChunk {
+		chunk := list[lo:min(lo+insertChunk, len(list))]
+		rows, err := tx.QueryContext(ctx, `SELECT id FROM subscriptions
+			WHERE state = 'enabled' AND deleted_at IS NULL AND id IN (`+placeholders(len(chunk))+`)`, chunk...)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			live[id] = true
+		}
+		if err := rows.Close(); err != nil {
+			return nil, err
+		}
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return live, nil
 }

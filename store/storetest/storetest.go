@@ -49,6 +49,10 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"RetentionGrowth", testRetentionGrowth},
 		{"Throttle", testThrottle},
 		{"Direct", testDirect},
+		{"Live", testLive},
+		{"Claimable", testClaimable},
+		{"Tiers", testTiers},
+		{"Counts", testCounts},
 	}
 	for _, area := range areas {
 		t.Run(area.name, func(t *testing.T) {

@@ -1,0 +1,24 @@
+package maintenance
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/heraldhq/herald/store"
+)
+
+// CancelOrphaned cancels unfinished deliveries of deleted subscriptions
+// (store.DeliveryCancelOrphaned): no loop can claim them, and left alone
+// they would keep their events from retention. The store stops new ones
+// from appearing; this clears what a database written by an older herald
+// holds. Run by the leader; Start calls it every SweepInterval.
+func (m *Maintainer) CancelOrphaned(ctx context.Context) (int, error) {
+	n, err := m.cfg.Store.DeliveryCancelOrphaned(ctx, &store.DeliveryCancelOrphanedParams{Now: m.cfg.Now().UTC()})
+	if err != nil {
+		return 0, fmt.Errorf("error cancelling deliveries of deleted subscriptions: %w", err)
+	}
+	if n > 0 {
+		m.cfg.Logger.Info("cancelled deliveries of deleted subscriptions", "count", n)
+	}
+	return n, nil
+}
