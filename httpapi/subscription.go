@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/heraldhq/herald"
@@ -368,6 +369,13 @@ func decodeDescription(o object, s *herald.Subscription) error {
 	}
 	if n := utf8.RuneCountInString(s.Description); n > maxDescription {
 		return invalid("description", "must be at most %d characters, got %d", maxDescription, n)
+	}
+	// Line breaks and tabs are fine in a description; other control
+	// characters (NUL, escape sequences) are not.
+	if strings.IndexFunc(s.Description, func(r rune) bool {
+		return unicode.IsControl(r) && r != '\t' && r != '\n' && r != '\r'
+	}) >= 0 {
+		return invalid("description", "must not contain control characters other than tab and line breaks")
 	}
 	return nil
 }
