@@ -83,7 +83,7 @@ func (c *completer) run() {
 // forever.
 func (c *completer) flush(batch []pending) {
 	w := &wakeups{retryTiers: map[int]bool{}}
-	c.write(batch, time.Now(), true, w)
+	_ = c.write(batch, time.Now(), true, w) // abandoned: left to lease expiry
 	w.apply(c.e)
 }
 
@@ -113,11 +113,13 @@ func (w *wakeups) apply(e *Engine) {
 }
 
 // write writes batch, splitting it when the store refuses it (see flush).
-func (c *completer) write(batch []pending, start time.Time, top bool, w *wakeups) {
+// It returns errCompleteAbandoned when it gave up on shutdown (the rest of
+// the flush is given up too), nil otherwise.
+func (c *completer) write(batch []pending, start time.Time, top bool, w *wakeups) error {
 	e := c.e
 	err := c.commit(batch, start, w)
 	if err == nil || errors.Is(err, errCompleteAbandoned) {
-		return
+		return err
 	}
 	if len(batch) > 1 {
 		if top {
@@ -125,9 +127,10 @@ func (c *completer) write(batch []pending, start time.Time, top bool, w *wakeups
 				"count", len(batch), "err", err)
 		}
 		mid := len(batch) / 2
-		c.write(batch[:mid], start, false, w)
-		c.write(batch[mid:], start, false, w)
-		return
+		if err := c.write(batch[:mid], start, false, w); err != nil {
+			return err
+		}
+		return c.write(batch[mid:], start, false, w)
 	}
 	p := batch[0]
 	id := p.decision.outcome.DeliveryID
@@ -138,13 +141,14 @@ func (c *completer) write(batch []pending, start time.Time, top bool, w *wakeups
 		case err == nil:
 			e.cfg.Logger.Warn("recorded a delivery outcome with its error message and response excerpt cleaned",
 				"delivery_id", id, "err", refused)
-			return
+			return nil
 		case errors.Is(err, errCompleteAbandoned):
-			return
+			return err
 		}
 	}
 	e.cfg.Logger.Error("the store refused a delivery outcome; dropped it, the delivery is attempted again once its lease expires",
 		"delivery_id", id, "err", err)
+	return nil
 }
 
 // errCompleteAbandoned: the store stayed unavailable while shutting down;

@@ -58,6 +58,11 @@ func nulTLSServer(t *testing.T) (port string) {
 	return port
 }
 
+// generous is the subscriptions' timeout: these tests are about what
+// receivers answer, and a loaded machine must not turn an answer into a
+// timeout.
+const generous = 10 * time.Second
+
 // alertData returns the data of every herald.* event the receiver got.
 func alertData(t *testing.T, r *receiver) []map[string]any {
 	t.Helper()
@@ -89,11 +94,11 @@ func TestHostileTLSReceiverPoisonsNothing(t *testing.T) {
 		h := setup(t, s, delivery.Tiers{0})
 		secret := webhook.NewSecret()
 		good := newReceiver(t, secret)
-		goodSub := createSub(t, s, good.srv.URL, time.Second, []string{"good.*"}, secret)
+		goodSub := createSub(t, s, good.srv.URL, generous, []string{"good.*"}, secret)
 		hostileURL := "https://localhost:" + nulTLSServer(t) + "/hook"
-		hostile := createSub(t, s, hostileURL, time.Second, []string{"hostile.*"}, secret)
+		hostile := createSub(t, s, hostileURL, generous, []string{"hostile.*"}, secret)
 		alerts := newReceiver(t, secret)
-		alertSub := createSub(t, s, alerts.srv.URL, time.Second, []string{herald.EventTypeDeliveryDead}, secret)
+		alertSub := createSub(t, s, alerts.srv.URL, generous, []string{herald.EventTypeDeliveryDead}, secret)
 
 		for i := 0; i < 5; i++ {
 			publish(t, h.ing, "good.before", nil)
@@ -140,10 +145,10 @@ func TestAlertEventsRedactURL(t *testing.T) {
 		withSecrets := func(path string) string {
 			return strings.Replace(recv.srv.URL, "http://", "http://alice:s3cr3t-pass@", 1) + path + "?token=s3cr3t-token&x=1#s3cr3t-frag"
 		}
-		gone := createSub(t, s, withSecrets("/gone"), time.Second, []string{"gone.*"}, secret)
-		failing := createSub(t, s, withSecrets("/fail"), time.Second, []string{"fail.*"}, secret)
+		gone := createSub(t, s, withSecrets("/gone"), generous, []string{"gone.*"}, secret)
+		failing := createSub(t, s, withSecrets("/fail"), generous, []string{"fail.*"}, secret)
 		alerts := newReceiver(t, secret)
-		alertSub := createSub(t, s, alerts.srv.URL, time.Second, []string{"herald.*"}, secret)
+		alertSub := createSub(t, s, alerts.srv.URL, generous, []string{"herald.*"}, secret)
 
 		publish(t, h.ing, "gone.now", []step{{Status: http.StatusGone}})
 		publish(t, h.ing, "fail.now", []step{{Status: http.StatusInternalServerError}})
