@@ -2,7 +2,6 @@ package ingest
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -213,9 +212,15 @@ func TestCloseDrainsInBatches(t *testing.T) {
 		// Close marks the ingester closed at once (publishes are refused)
 		// and then waits for the held commit.
 		require.Eventually(t, func() bool {
-			_, err := ing.PublishOne(context.Background(), event("a.b", `{}`))
-			return errors.Is(err, ErrClosed)
+			select {
+			case <-ing.closing:
+				return true
+			default:
+				return false
+			}
 		}, 10*time.Second, time.Millisecond)
+		_, err := ing.PublishOne(context.Background(), event("a.b", `{}`))
+		require.ErrorIs(t, err, ErrClosed)
 		close(release)
 		<-closed
 		require.NoError(t, <-first)
