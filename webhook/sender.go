@@ -186,8 +186,8 @@ func (s *Sender) Send(ctx context.Context, r *Request) Result {
 	res := s.send(ctx, r, start)
 	res.Duration = time.Since(start)
 	// The message quotes Go error texts, which quote what the receiver
-	// sent (a certificate's names, a malformed header line): clean it like
-	// the excerpt, so it can be stored in any text column.
+	// sent (a certificate's names, for one): clean it like the excerpt, so
+	// it can be stored in any text column.
 	res.Message = herald.CleanLine(res.Message, maxMessageLen)
 	return res
 }
