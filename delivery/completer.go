@@ -3,6 +3,8 @@ package delivery
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"net/url"
 	"sync"
 	"time"
 
@@ -66,16 +68,127 @@ func (c *completer) run() {
 	}
 }
 
-// flush writes one batch, retrying while the store is unavailable. If the
-// process dies meanwhile, the leases expire and the deliveries are attempted
-// again (duplication over loss).
+// flush writes one batch. A transient store failure
+// (herald.ErrStoreUnavailable, a deadline) is retried with backoff: the
+// batch is fine, the store is not. If the process dies meanwhile, the leases
+// expire and the deliveries are attempted again (duplication over loss).
+//
+// Any other failure means the store refused something in the batch, and one
+// refused row fails the whole transaction: the batch is split in halves,
+// each written on its own, until the bad outcome stands alone. That one is
+// written once more with its texts cleaned (herald.CleanLine/CleanText);
+// if the store refuses it still, it is dropped and its lease expiry makes
+// the delivery pending again. So one bad outcome costs about 2·log2(batch)
+// extra transactions and never holds up the others, and no batch is retried
+// forever.
 func (c *completer) flush(batch []pending) {
+	w := &wakeups{retryTiers: map[int]bool{}}
+	_ = c.write(batch, time.Now(), true, w) // abandoned: left to lease expiry
+	w.apply(c.e)
+}
+
+// wakeups collects which loops to wake once a flush is written.
+type wakeups struct {
+	retryTiers map[int]bool
+	// freesCap: a max_in_flight subscription got a slot back, or an ordered
+	// key was freed (its next delivery may wait in any tier).
+	freesCap bool
+	events   bool // system events were inserted (tier 0)
+}
+
+func (w *wakeups) apply(e *Engine) {
+	for t := range w.retryTiers {
+		if t < len(e.tiers) {
+			e.tiers[t].notify()
+		}
+	}
+	if w.freesCap {
+		// The store did not report these subscriptions' work as due (they
+		// were at their cap): wake every tier to claim it now.
+		e.Notify()
+	}
+	if w.events {
+		e.tiers[0].notify()
+	}
+}
+
+// write writes batch, splitting it when the store refuses it (see flush).
+// It returns errCompleteAbandoned when it gave up on shutdown (the rest of
+// the flush is given up too), nil otherwise.
+func (c *completer) write(batch []pending, start time.Time, top bool, w *wakeups) error {
+	e := c.e
+	err := c.commit(batch, start, w)
+	if err == nil || errors.Is(err, errCompleteAbandoned) {
+		return err
+	}
+	if len(batch) > 1 {
+		if top {
+			e.cfg.Logger.Warn("the store refused a batch of delivery outcomes; writing it in parts to isolate the refused one",
+				"count", len(batch), "err", err)
+		}
+		mid := len(batch) / 2
+		if err := c.write(batch[:mid], start, false, w); err != nil {
+			return err
+		}
+		return c.write(batch[mid:], start, false, w)
+	}
+	p := batch[0]
+	id := p.decision.outcome.DeliveryID
+	if clean, changed := cleanPending(p); changed {
+		refused := err
+		err = c.commit([]pending{clean}, start, w)
+		switch {
+		case err == nil:
+			e.cfg.Logger.Warn("recorded a delivery outcome with its error message and response excerpt cleaned",
+				"delivery_id", id, "err", refused)
+			return nil
+		case errors.Is(err, errCompleteAbandoned):
+			return err
+		}
+	}
+	e.cfg.Logger.Error("the store refused a delivery outcome; dropped it, the delivery is attempted again once its lease expires",
+		"delivery_id", id, "err", err)
+	return nil
+}
+
+// errCompleteAbandoned: the store stayed unavailable while shutting down;
+// the outcomes are left to lease expiry.
+var errCompleteAbandoned = errors.New("outcomes abandoned on shutdown")
+
+// transientStoreError reports an error that says nothing about the rows
+// written: the store did not answer (in time).
+func transientStoreError(err error) bool {
+	return errors.Is(err, herald.ErrStoreUnavailable) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// cleanMessageLimit bounds an error message cleaned here (the bound
+// webhook.Sender keeps).
+const cleanMessageLimit = 256
+
+// cleanPending returns p with the attempt's outside texts cleaned hard, and
+// whether that changed anything.
+func cleanPending(p pending) (pending, bool) {
+	msg := herald.CleanLine(p.result.Message, cleanMessageLimit)
+	exc := herald.CleanText(p.result.Excerpt, herald.ResponseExcerptLimit)
+	att := &p.decision.outcome.Attempt
+	amsg := herald.CleanLine(att.ErrorMessage, cleanMessageLimit)
+	aexc := herald.CleanText(att.ResponseExcerpt, herald.ResponseExcerptLimit)
+	changed := msg != p.result.Message || exc != p.result.Excerpt || amsg != att.ErrorMessage || aexc != att.ResponseExcerpt
+	p.result.Message, p.result.Excerpt = msg, exc
+	att.ErrorMessage, att.ResponseExcerpt = amsg, aexc
+	return p, changed
+}
+
+// commit writes batch in one transaction, retrying while the store is
+// unavailable. It returns nil once written, errCompleteAbandoned when it
+// gave up on shutdown, and the store's error when the store refused the
+// batch.
+func (c *completer) commit(batch []pending, start time.Time, w *wakeups) error {
 	e := c.e
 	params := &store.DeliveryCompleteManyParams{Outcomes: make([]store.DeliveryOutcome, 0, len(batch))}
 	var alerts []*herald.Event
 	disabling := map[string]bool{}
-	retryTiers := map[int]bool{}
-	freesCap := false // a max_in_flight subscription gets a slot back
+	freesCap := false
 	for _, p := range batch {
 		params.Outcomes = append(params.Outcomes, p.decision.outcome)
 		if p.claimed.Subscription != nil && p.claimed.Subscription.MaxInFlight > 0 {
@@ -85,9 +198,6 @@ func (c *completer) flush(batch []pending) {
 			params.PauseSubscriptions = append(params.PauseSubscriptions, store.SubscriptionPause{
 				ID: p.claimed.Delivery.SubscriptionID, Until: *p.decision.pauseUntil,
 			})
-		}
-		if p.decision.outcome.State == herald.DeliveryPending {
-			retryTiers[p.decision.outcome.Tier] = true
 		}
 		if freesKey(p.claimed) {
 			freesCap = true // the key's next delivery may wait in any tier
@@ -100,7 +210,7 @@ func (c *completer) flush(batch []pending) {
 			})
 			alerts = append(alerts, systemEvent(herald.EventTypeSubscriptionDisabled, map[string]any{
 				"subscription_id": p.claimed.Subscription.ID,
-				"url":             p.claimed.Subscription.URL,
+				"url":             redactURL(p.claimed.Subscription.URL),
 				"reason":          "endpoint answered 410 Gone",
 				"delivery_id":     p.claimed.Delivery.ID,
 				"status":          p.result.Status,
@@ -112,7 +222,7 @@ func (c *completer) flush(batch []pending) {
 				"event_id":         p.claimed.Event.ID,
 				"event_type":       p.claimed.Event.Type,
 				"subscription_id":  p.claimed.Subscription.ID,
-				"url":              p.claimed.Subscription.URL,
+				"url":              redactURL(p.claimed.Subscription.URL),
 				"attempts":         p.claimed.Attempt,
 				"last_status":      p.result.Status,
 				"error":            p.result.Class,
@@ -122,7 +232,6 @@ func (c *completer) flush(batch []pending) {
 		}
 	}
 	backoff := 50 * time.Millisecond
-	start := time.Now()
 	for attempt := 1; ; attempt++ {
 		now := e.now()
 		params.Now = now
@@ -152,29 +261,41 @@ func (c *completer) flush(batch []pending) {
 				e.cfg.Logger.Warn("outcomes for deliveries whose lease was lost (another node retried them)", "count", len(res.Stale))
 			}
 			e.observeBatch(batch, res.Stale, time.Since(start))
-			break
+			for _, o := range params.Outcomes {
+				if o.State == herald.DeliveryPending {
+					w.retryTiers[o.Tier] = true
+				}
+			}
+			w.freesCap = w.freesCap || freesCap
+			w.events = w.events || len(params.Events) > 0
+			return nil
+		}
+		if !transientStoreError(err) {
+			return err
 		}
 		e.cfg.Logger.Error("could not record delivery outcomes; retrying", "count", len(params.Outcomes), "attempt", attempt, "err", err)
-		if attempt >= 20 && e.claimCtx.Err() != nil {
+		if attempt >= 20 && e.claimCtx != nil && e.claimCtx.Err() != nil {
 			// Shutting down and the store is gone: leave it to lease expiry.
-			return
+			return errCompleteAbandoned
 		}
 		time.Sleep(backoff)
 		backoff = min(2*backoff, 5*time.Second)
 	}
-	for t := range retryTiers {
-		if t < len(e.tiers) {
-			e.tiers[t].notify()
-		}
+}
+
+// redactURL is a subscription URL fit for herald's own events, which every
+// herald.* subscriber receives: without the userinfo, query and fragment,
+// where endpoints commonly carry credentials (https://user:pass@host/,
+// ?token=...). The subscription id names the subscription exactly.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "" // stored URLs parse; never echo one that does not
 	}
-	if freesCap {
-		// The store did not report these subscriptions' work as due (they
-		// were at their cap): wake every tier to claim it now.
-		e.Notify()
-	}
-	if len(params.Events) > 0 {
-		e.tiers[0].notify()
-	}
+	u.User = nil
+	u.RawQuery, u.ForceQuery = "", false
+	u.Fragment, u.RawFragment = "", ""
+	return u.String()
 }
 
 func systemEvent(typ string, data map[string]any) *herald.Event {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/heraldhq/herald"
 )
@@ -21,8 +22,22 @@ type object struct {
 
 // parseBody parses a request body that must hold exactly one JSON object.
 // Malformed JSON is invalid_json with the line and column of the fault;
-// trailing data after the object is malformed JSON too.
+// trailing data after the object is malformed JSON too. A field whose value
+// is not valid UTF-8 is invalid_field naming it (see validUTF8).
 func parseBody(body []byte) (object, error) {
+	o, err := parseJSONBody(body)
+	if err != nil {
+		return object{}, err
+	}
+	if err := o.validUTF8(); err != nil {
+		return object{}, err
+	}
+	return o, nil
+}
+
+// parseJSONBody is parseBody without the UTF-8 check, for the batch body,
+// whose items are checked one by one (so one bad item is rejected alone).
+func parseJSONBody(body []byte) (object, error) {
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 {
 		return object{}, herald.Errorf(herald.CodeInvalidJSON, "request body is empty; expected a JSON object")
@@ -67,13 +82,38 @@ func position(b []byte, offset int64) (line, col int) {
 }
 
 // parseObject parses raw (already known to be valid JSON) as the object at
-// path.
+// path, with parseBody's UTF-8 check.
 func parseObject(raw json.RawMessage, path string) (object, error) {
 	var fields map[string]json.RawMessage
 	if len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, &fields) != nil {
 		return object{}, herald.FieldErrorf(herald.CodeInvalidField, path, "%s must be a JSON object, got %s", path, jsonKind(raw))
 	}
-	return object{path: path, fields: fields}, nil
+	o := object{path: path, fields: fields}
+	if err := o.validUTF8(); err != nil {
+		return object{}, err
+	}
+	return o, nil
+}
+
+// validUTF8 fails with invalid_field on the first field of o (in sorted
+// order) whose raw value is not valid UTF-8. encoding/json accepts such
+// bytes: it turns them into U+FFFD when it decodes a string, and keeps them
+// as they are in a json.RawMessage (event data, metadata), which a store
+// then refuses or keeps as garbage. JSON text is UTF-8 (RFC 8259), so the
+// client is told instead.
+func (o object) validUTF8() error {
+	var bad []string
+	for k, raw := range o.fields {
+		if !utf8.Valid(raw) {
+			bad = append(bad, k)
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	slices.Sort(bad)
+	path := o.at(bad[0])
+	return herald.FieldErrorf(herald.CodeInvalidField, path, "%s must be valid UTF-8", path)
 }
 
 // jsonKind names the JSON type of raw for error messages.
@@ -150,7 +190,16 @@ func (o object) str(name string, dst *string) (set bool, err error) {
 	if raw[0] != '"' || json.Unmarshal(raw, dst) != nil {
 		return false, typeError(o.at(name), "a string", raw)
 	}
+	if strings.ContainsRune(*dst, 0) {
+		return false, noNUL(o.at(name))
+	}
 	return true, nil
+}
+
+// noNUL is the error for a string holding NUL (\u0000), which no text
+// column of PostgreSQL can store: refused in every string field.
+func noNUL(path string) error {
+	return herald.FieldErrorf(herald.CodeInvalidField, path, "%s must not contain NUL (\\u0000)", path)
 }
 
 // integer decodes the integer field name into dst. Floats (even 1.0), numbers
@@ -196,6 +245,9 @@ func (o object) stringList(name string) (list []string, set bool, err error) {
 	for i, it := range items {
 		if len(it) == 0 || it[0] != '"' || json.Unmarshal(it, &list[i]) != nil {
 			return nil, false, typeError(fmt.Sprintf("%s[%d]", o.at(name), i), "a string", it)
+		}
+		if strings.ContainsRune(list[i], 0) {
+			return nil, false, noNUL(fmt.Sprintf("%s[%d]", o.at(name), i))
 		}
 	}
 	return list, true, nil

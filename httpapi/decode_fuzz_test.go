@@ -3,12 +3,16 @@ package httpapi
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/webhook"
 )
 
 // requireClientError checks that a decoder failure is a client error: a
@@ -35,6 +39,10 @@ func FuzzDecodeEvent(f *testing.F) {
 		`{"type": "a", "data": }`,
 		`{"type": "a"} {}`,
 		`[]`, `null`, ``, `"x"`, `{"type": "\u0000"}`, `{"type": "a", "id": "\ud800"}`,
+		`{"type": "a", "key": "k\u0000ey"}`, `{"type": "a", "key": "\u001b[2J"}`, `{"type": "a", "key": "\u0085"}`,
+		"{\"type\": \"a\", \"key\": \"caf\xe9\"}", "{\"type\": \"a\", \"data\": {\"s\": \"caf\xe9\"}}",
+		"{\"type\": \"a\", \"data\": [\"\x80\", \"\xed\xa0\x80\"]}", "{\"type\": \"a\xff\"}",
+		`{"type": "a", "data": {"s": "\u0000 inside data is kept"}}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -50,6 +58,49 @@ func FuzzDecodeEvent(f *testing.F) {
 		require.LessOrEqual(t, utf8.RuneCountInString(ev.Type), maxEventType)
 		require.False(t, herald.IsSystemEventType(ev.Type))
 		require.True(t, json.Valid(ev.Data), "data %q", ev.Data)
+		// Everything kept is storable text: valid UTF-8, no NUL, and no
+		// control characters in the key.
+		require.True(t, utf8.Valid(ev.Data), "data %q", ev.Data)
+		for _, s := range []string{ev.ID, ev.Type, ev.Key} {
+			require.True(t, utf8.ValidString(s), "%q", s)
+			require.NotContains(t, s, "\x00")
+		}
+		require.Equal(t, -1, strings.IndexFunc(ev.Key, unicode.IsControl), "key %q", ev.Key)
+	})
+}
+
+func FuzzDecodeBatch(f *testing.F) {
+	for _, seed := range []string{
+		`{"events": [{"type": "a"}, {"type": "b", "key": "k"}]}`,
+		`{"events": [{"type": "a", "key": "k\u0000"}, {"type": "b"}]}`,
+		"{\"events\": [{\"type\": \"a\", \"data\": \"caf\xe9\"}, {\"type\": \"b\"}]}",
+		"{\"events\": [{\"type\": \"a\", \"id\": \"\xff\"}, 7, null, \"\xff\"]}",
+		`{"events": []}`, `{"events": {}}`, `{}`, `[]`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		events, index, results, err := decodeBatch(body)
+		if err != nil {
+			require.Nil(t, events)
+			requireClientError(t, err)
+			return
+		}
+		require.Len(t, events, len(index))
+		rejected := 0
+		for i, r := range results {
+			require.Equal(t, i, r.Index)
+			if r.Status == batchRejected {
+				rejected++
+				require.NotNil(t, r.Error)
+				require.True(t, strings.HasPrefix(r.Error.Field, fmt.Sprintf("events[%d]", i)), "%+v", r.Error)
+			}
+		}
+		require.Equal(t, len(results), rejected+len(events), "every item is either decoded or rejected")
+		for _, ev := range events {
+			require.True(t, utf8.Valid(ev.Data), "data %q", ev.Data)
+			require.True(t, utf8.ValidString(ev.Key) && !strings.ContainsRune(ev.Key, 0))
+		}
 	})
 }
 
@@ -67,6 +118,13 @@ func FuzzDecodeSubscription(f *testing.F) {
 		`{"url": "https://e.com", "rate_limit": {"max": 1}}`,
 		`{"url": "javascript:alert(1)"}`, `{"url": "http://[::1"}`, `{"url": 1}`,
 		`[]`, `null`, ``, `{`, `{"url": "https://e.com",}`,
+		`{"url": "https://e.com", "description": "a\u0000b"}`, `{"url": "https://e.com", "description": "\u001b[31m"}`,
+		`{"url": "https://e.com", "description": "line\n\tnext"}`,
+		"{\"url\": \"https://e.com\", \"description\": \"caf\xe9\"}",
+		"{\"url\": \"https://e.com\", \"metadata\": {\"a\": \"\xff\"}}",
+		`{"url": "https://e.com", "filter": {"cel": "data.a == '\u0000'"}}`,
+		`{"url": "https://e.com", "event_types": ["a\u0000"]}`,
+		`{"url": "https://e.com", "headers": {"Expect": "100-continue", "Proxy-Authorization": "x"}}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -83,6 +141,19 @@ func FuzzDecodeSubscription(f *testing.F) {
 		require.True(t, s.Ordering.Valid())
 		require.True(t, s.TimeoutMS >= 1 && s.TimeoutMS <= maxTimeoutMS)
 		require.True(t, json.Valid(s.Metadata))
+		require.True(t, utf8.Valid(s.Metadata), "metadata %q", s.Metadata)
+		texts := append([]string{s.URL, s.Description}, s.EventTypes...)
+		if s.Filter != nil {
+			texts = append(texts, s.Filter.CEL, s.Filter.JMESPath)
+			require.True(t, utf8.Valid(s.Filter.ESQuery))
+		}
+		for _, v := range texts {
+			require.True(t, utf8.ValidString(v), "%q", v)
+			require.NotContains(t, v, "\x00")
+		}
+		for name := range s.Headers {
+			require.False(t, webhook.ReservedHeader(name), "reserved header %q accepted", name)
+		}
 		for name, value := range s.Headers {
 			require.NoError(t, validHeader(name, value))
 		}

@@ -74,6 +74,9 @@ func eventFromObject(o object) (*herald.Event, error) {
 	if n := utf8.RuneCountInString(ev.Key); n > maxEventKey {
 		return nil, invalid(o.at("key"), "must be at most %d characters, got %d", maxEventKey, n)
 	}
+	if strings.IndexFunc(ev.Key, unicode.IsControl) >= 0 {
+		return nil, invalid(o.at("key"), "must not contain control characters")
+	}
 
 	var version int64
 	set, err = o.integer("version", &version)
@@ -142,7 +145,7 @@ type batchJSON struct {
 // rejected by itself. It returns the valid events with their indexes and a
 // result slot for every item, rejected ones already filled in.
 func decodeBatch(body []byte) (events []*herald.Event, index []int, results []batchResultJSON, err error) {
-	o, err := parseBody(body)
+	o, err := parseJSONBody(body) // items are checked one by one
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"strings"
 	"time"
@@ -35,9 +36,14 @@ type Authenticator interface {
 const (
 	// DefaultMaxBodyBytes caps the body of single requests (1 MiB).
 	DefaultMaxBodyBytes = 1 << 20
-	// DefaultMaxBatchBodyBytes caps the body of POST /v1/events/batch
-	// (16 MiB: up to 1000 events of about 16 KiB each).
-	DefaultMaxBatchBodyBytes = 16 << 20
+	// BatchBodyFactor: the body of POST /v1/events/batch may be this many
+	// times MaxBodyBytes (README: "the batch API allows 16×"), unless
+	// MaxBatchBodyBytes says otherwise.
+	BatchBodyFactor = 16
+	// DefaultMaxBatchBodyBytes caps the body of POST /v1/events/batch with
+	// the default MaxBodyBytes (16 MiB: up to 1000 events of about 16 KiB
+	// each).
+	DefaultMaxBatchBodyBytes = BatchBodyFactor * DefaultMaxBodyBytes
 	// MaxBatchEvents is the most events one batch call may carry.
 	MaxBatchEvents = 1000
 	// readyTimeout bounds the store ping of /readyz so a hung database
@@ -69,7 +75,7 @@ type Config struct {
 	// MaxBodyBytes caps single request bodies (default DefaultMaxBodyBytes).
 	MaxBodyBytes int64
 	// MaxBatchBodyBytes caps POST /v1/events/batch bodies (default
-	// DefaultMaxBatchBodyBytes).
+	// BatchBodyFactor × MaxBodyBytes, so --max-body-bytes sets both).
 	MaxBatchBodyBytes int64
 	// SecretGrace is how long a rotated-out secret keeps signing when the
 	// rotate call names no grace period (default herald.DefaultSecretGrace).
@@ -106,7 +112,7 @@ func New(cfg Config) http.Handler {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	if cfg.MaxBatchBodyBytes <= 0 {
-		cfg.MaxBatchBodyBytes = DefaultMaxBatchBodyBytes
+		cfg.MaxBatchBodyBytes = BatchBodyFactor * min(cfg.MaxBodyBytes, math.MaxInt64/BatchBodyFactor)
 	}
 	if cfg.SecretGrace <= 0 {
 		cfg.SecretGrace = herald.DefaultSecretGrace

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/heraldhq/herald"
@@ -43,16 +44,6 @@ var subscriptionFields = []string{
 
 // readOnlySubscriptionFields appear in answers but cannot be patched.
 var readOnlySubscriptionFields = []string{"id", "created_at", "updated_at", "disabled_reason", "secret"}
-
-// reservedHeaders are header names a subscription may not set: herald
-// writes them itself (content-type, webhook-*, herald-*), or they belong to
-// the transport and would corrupt the request.
-var reservedHeaders = []string{
-	"content-type", "content-length", "host", "transfer-encoding", "connection", "keep-alive",
-	"te", "trailer", "upgrade", "proxy-connection",
-}
-
-var reservedHeaderPrefixes = []string{"webhook-", "herald-"}
 
 // subscriptionInput is a decoded and validated subscription body.
 type subscriptionInput struct {
@@ -275,14 +266,12 @@ func validHeader(name, value string) error {
 			return errors.New("name is not a valid HTTP header name")
 		}
 	}
-	lower := strings.ToLower(name)
-	if slices.Contains(reservedHeaders, lower) {
-		return fmt.Errorf("is reserved: herald sets %s itself", lower)
-	}
-	for _, p := range reservedHeaderPrefixes {
-		if strings.HasPrefix(lower, p) {
-			return fmt.Errorf("is reserved: herald sets the %s* headers itself", p)
-		}
+	// The sender's own list, so the API refuses exactly what it would
+	// drop: herald's headers (content-type, webhook-*, herald-*) and those
+	// of the transport (host, content-length, connection, expect,
+	// proxy-*, ...).
+	if webhook.ReservedHeader(name) {
+		return fmt.Errorf("is reserved: herald sets %s itself or it controls the connection", strings.ToLower(name))
 	}
 	if len(value) > maxHeaderValueBytes {
 		return fmt.Errorf("value must be at most %d bytes", maxHeaderValueBytes)
@@ -380,6 +369,13 @@ func decodeDescription(o object, s *herald.Subscription) error {
 	}
 	if n := utf8.RuneCountInString(s.Description); n > maxDescription {
 		return invalid("description", "must be at most %d characters, got %d", maxDescription, n)
+	}
+	// Line breaks and tabs are fine in a description; other control
+	// characters (NUL, escape sequences) are not.
+	if strings.IndexFunc(s.Description, func(r rune) bool {
+		return unicode.IsControl(r) && r != '\t' && r != '\n' && r != '\r'
+	}) >= 0 {
+		return invalid("description", "must not contain control characters other than tab and line breaks")
 	}
 	return nil
 }

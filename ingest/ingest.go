@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -75,8 +76,15 @@ type Ingester struct {
 	fanout *Fanout
 	reqs   chan *request
 	wg     sync.WaitGroup
-	stop   chan struct{}
 	once   sync.Once
+	// Closing protocol. Close closes closing (waking enqueues blocked on a
+	// full queue), then takes closeMu, which waits for every enqueue in
+	// progress (each holds the read side from its closing check to its
+	// send), then closes stop: the committers drain reqs and exit. So no
+	// request is queued after the committers' last look at reqs.
+	closeMu sync.RWMutex
+	closing chan struct{}
+	stop    chan struct{}
 }
 
 type request struct {
@@ -113,10 +121,11 @@ func New(cfg Config) *Ingester {
 		fanout = NewFanout(cfg.Store, cfg.Logger)
 	}
 	return &Ingester{
-		cfg:    cfg,
-		fanout: fanout,
-		reqs:   make(chan *request, cfg.MaxBatch*cfg.Committers),
-		stop:   make(chan struct{}),
+		cfg:     cfg,
+		fanout:  fanout,
+		reqs:    make(chan *request, cfg.MaxBatch*cfg.Committers),
+		closing: make(chan struct{}),
+		stop:    make(chan struct{}),
 	}
 }
 
@@ -132,10 +141,26 @@ func (i *Ingester) Start() {
 	}
 }
 
-// Close stops accepting events, commits what was queued and waits.
+// Close stops accepting events, commits what was queued and waits. Every
+// PublishOne that queued its event is answered; the others get ErrClosed.
 func (i *Ingester) Close() {
-	i.once.Do(func() { close(i.stop) })
+	i.once.Do(func() {
+		close(i.closing)
+		i.closeMu.Lock()
+		i.closeMu.Unlock() //nolint:staticcheck // empty critical section: waits out enqueues in progress
+		close(i.stop)
+	})
 	i.wg.Wait()
+	// Left over only when Start was never called: nobody will commit it.
+	for {
+		select {
+		case r := <-i.reqs:
+			r.err = ErrClosed
+			close(r.done)
+		default:
+			return
+		}
+	}
 }
 
 // PublishOne stores one event through group commit and returns once its
@@ -143,23 +168,35 @@ func (i *Ingester) Close() {
 func (i *Ingester) PublishOne(ctx context.Context, ev *herald.Event) (store.EventInsertResult, error) {
 	start := time.Now()
 	r := &request{ev: ev, done: make(chan struct{})}
-	select {
-	case <-i.stop:
-		return store.EventInsertResult{}, ErrClosed
-	default:
-	}
-	select {
-	case i.reqs <- r:
-	case <-ctx.Done():
-		return store.EventInsertResult{}, ctx.Err()
-	case <-i.stop:
-		return store.EventInsertResult{}, ErrClosed
+	if err := i.enqueue(ctx, r); err != nil {
+		return store.EventInsertResult{}, err
 	}
 	// Once queued, wait for the outcome even if ctx ends: the caller may
 	// have gone, but the answer must not be sent before the commit.
 	<-r.done
 	i.cfg.Observer.ObservePublish(time.Since(start), r.err)
 	return r.res, r.err
+}
+
+// enqueue queues r for a committer, or says why not (ErrClosed, ctx's
+// error). See the closing protocol on Ingester.
+func (i *Ingester) enqueue(ctx context.Context, r *request) error {
+	i.closeMu.RLock()
+	defer i.closeMu.RUnlock()
+	select {
+	case <-i.closing:
+		return ErrClosed
+	default:
+	}
+	select {
+	case i.reqs <- r:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-i.closing:
+		// The queue is full and Close waits for this enqueue to end.
+		return ErrClosed
+	}
 }
 
 // PublishMany stores events and their deliveries in one transaction (the
@@ -305,24 +342,25 @@ func (i *Ingester) committer() {
 		case r := <-i.reqs:
 			batch = append(batch, r)
 		case <-i.stop:
-			// Drain what was queued before stopping.
+			// Nothing can be queued any more (see Close): commit what
+			// is, in batches as usual, but without waiting for more.
 			for {
 				select {
 				case r := <-i.reqs:
-					i.flush([]*request{r})
+					i.flush(i.fill(append(batch[:0], r), false))
 				default:
 					return
 				}
 			}
 		}
-		batch = i.fill(batch)
+		batch = i.fill(batch, true)
 		i.flush(batch)
 	}
 }
 
-// fill adds queued requests to batch without waiting, then, if
+// fill adds queued requests to batch without waiting, then, if wait and
 // FlushInterval is set, waits up to that long for more.
-func (i *Ingester) fill(batch []*request) []*request {
+func (i *Ingester) fill(batch []*request, wait bool) []*request {
 	for len(batch) < i.cfg.MaxBatch {
 		select {
 		case r := <-i.reqs:
@@ -332,7 +370,7 @@ func (i *Ingester) fill(batch []*request) []*request {
 		}
 		break
 	}
-	if i.cfg.FlushInterval <= 0 || len(batch) >= i.cfg.MaxBatch {
+	if !wait || i.cfg.FlushInterval <= 0 || len(batch) >= i.cfg.MaxBatch {
 		return batch
 	}
 	t := time.NewTimer(i.cfg.FlushInterval)
@@ -348,6 +386,15 @@ func (i *Ingester) fill(batch []*request) []*request {
 	return batch
 }
 
+// flush commits batch and answers its requests.
+//
+// A store that refuses the batch (anything but unavailable or too slow)
+// refused something in it, and one refused event fails the whole
+// transaction: each half is then committed on its own, down to single
+// events, so only the bad events' callers get the error and every other
+// caller in the group commit gets its result. One bad event costs about
+// 2·log2(batch) more transactions; results and duplicates are as if the
+// batch had committed whole (halves commit in order).
 func (i *Ingester) flush(batch []*request) {
 	events := make([]*herald.Event, len(batch))
 	for n, r := range batch {
@@ -358,6 +405,12 @@ func (i *Ingester) flush(batch []*request) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	res, err := i.commit(ctx, events)
 	cancel()
+	if err != nil && len(batch) > 1 && !transientStoreError(err) {
+		mid := len(batch) / 2
+		i.flush(batch[:mid])
+		i.flush(batch[mid:])
+		return
+	}
 	for n, r := range batch {
 		if err != nil {
 			r.err = err
@@ -366,4 +419,11 @@ func (i *Ingester) flush(batch []*request) {
 		}
 		close(r.done)
 	}
+}
+
+// transientStoreError reports an error that says nothing about the events
+// written: the store did not answer (in time). Committing the same events
+// again in smaller parts would not help.
+func transientStoreError(err error) bool {
+	return errors.Is(err, herald.ErrStoreUnavailable) || errors.Is(err, context.DeadlineExceeded)
 }

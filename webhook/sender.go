@@ -92,13 +92,16 @@ type Result struct {
 	Status int
 	// Class says why the attempt failed; herald.ErrorNone on success.
 	Class herald.ErrorClass
-	// Message is a short human description of the failure. It never holds
-	// secrets, the request URL (it may carry tokens) or the address the
-	// Guard refused (internal DNS is not echoed back to API users).
+	// Message is a short human description of the failure, one line of at
+	// most 256 bytes of valid UTF-8 without NUL or other control characters
+	// (herald.CleanLine). It never holds secrets, the request URL (it may
+	// carry tokens) or the address the Guard refused (internal DNS is not
+	// echoed back to API users).
 	Message string
 	// Excerpt is the start of the response body, at most
-	// herald.ResponseExcerptLimit bytes of valid UTF-8 without NUL, so it
-	// can be stored in any text column.
+	// herald.ResponseExcerptLimit bytes of valid UTF-8 without NUL or
+	// control characters other than tab and line breaks
+	// (herald.CleanText), so it can be stored in any text column.
 	Excerpt  string
 	Duration time.Duration
 	// RetryAfter is the receiver's Retry-After on 429 and 503, clamped to
@@ -182,9 +185,10 @@ func (s *Sender) Send(ctx context.Context, r *Request) Result {
 	start := time.Now()
 	res := s.send(ctx, r, start)
 	res.Duration = time.Since(start)
-	if len(res.Message) > maxMessageLen {
-		res.Message = truncateUTF8(res.Message, maxMessageLen)
-	}
+	// The message quotes Go error texts, which quote what the receiver
+	// sent (a certificate's names, for one): clean it like the excerpt, so
+	// it can be stored in any text column.
+	res.Message = herald.CleanLine(res.Message, maxMessageLen)
 	return res
 }
 
@@ -290,7 +294,7 @@ func (s *Sender) newRequest(ctx context.Context, r *Request, start time.Time) (*
 
 	h := req.Header
 	for name, value := range r.Headers {
-		if reservedHeader(name) {
+		if ReservedHeader(name) {
 			continue
 		}
 		h.Set(name, value)
@@ -314,18 +318,32 @@ func (s *Sender) newRequest(ctx context.Context, r *Request, start time.Time) (*
 	return req, Result{}, true
 }
 
-// reservedHeader reports whether an extra header may not be sent: herald's
-// own headers, headers net/http computes (host, content-length), and
-// hop-by-hop headers that would change how the connection behaves.
-func reservedHeader(name string) bool {
-	n := strings.ToLower(name)
-	if strings.HasPrefix(n, "webhook-") || strings.HasPrefix(n, "herald-") || strings.HasPrefix(n, "proxy-") {
-		return true
+// The extra header names herald never sends: its own headers, headers
+// net/http computes (host, content-length), and hop-by-hop headers that
+// would change how the connection behaves (HTTP/2 refuses most of them
+// outright). This is THE list: the API refuses exactly these names when a
+// subscription is created or patched (httpapi), and the Sender skips them.
+var (
+	reservedHeaderNames = []string{
+		"content-type", "content-length", "host", "transfer-encoding", "connection",
+		"keep-alive", "te", "trailer", "upgrade", "expect",
 	}
-	switch n {
-	case "content-type", "content-length", "host", "transfer-encoding", "connection",
-		"keep-alive", "te", "trailer", "upgrade", "expect":
-		return true
+	reservedHeaderPrefixes = []string{"webhook-", "herald-", "proxy-"}
+)
+
+// ReservedHeader reports whether an extra header name (any case) is one
+// herald never sends.
+func ReservedHeader(name string) bool {
+	n := strings.ToLower(name)
+	for _, p := range reservedHeaderPrefixes {
+		if strings.HasPrefix(n, p) {
+			return true
+		}
+	}
+	for _, r := range reservedHeaderNames {
+		if n == r {
+			return true
+		}
 	}
 	return false
 }
@@ -378,40 +396,23 @@ func readBody(body io.Reader) (string, error) {
 	return excerpt(buf[:n], true), err
 }
 
-// excerpt turns raw response bytes into text that is safe to store: invalid
-// UTF-8 and NUL become U+FFFD, and the result is at most
-// herald.ResponseExcerptLimit bytes. When more may follow (truncated), an
-// incomplete rune at the end is dropped rather than replaced.
+// excerpt turns raw response bytes into text that is safe to store
+// (herald.CleanText: invalid UTF-8 and control characters become U+FFFD)
+// of at most herald.ResponseExcerptLimit bytes. When more may follow
+// (truncated), an incomplete character at the end is dropped rather than
+// replaced: the read limit cut it.
 func excerpt(b []byte, truncated bool) string {
-	const replacement = "\uFFFD"
-	var sb strings.Builder
-	for len(b) > 0 {
-		r, size := utf8.DecodeRune(b)
-		if r == utf8.RuneError && size == 1 && truncated && !utf8.FullRune(b) {
-			break // cut mid-rune by the read limit
+	if truncated {
+		for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
+			if utf8.RuneStart(b[i]) {
+				if !utf8.FullRune(b[i:]) {
+					b = b[:i]
+				}
+				break
+			}
 		}
-		piece := b[:size]
-		if r == 0 || r == utf8.RuneError && size == 1 {
-			piece = []byte(replacement)
-		}
-		if sb.Len()+len(piece) > herald.ResponseExcerptLimit {
-			break
-		}
-		sb.Write(piece)
-		b = b[size:]
 	}
-	return sb.String()
-}
-
-// truncateUTF8 cuts s to at most n bytes on a rune boundary.
-func truncateUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
+	return herald.CleanText(string(b), herald.ResponseExcerptLimit)
 }
 
 // statusText is "503 Service Unavailable" or "599" for unknown codes.

@@ -347,6 +347,7 @@ func TestExcerpt(t *testing.T) {
 		{"utf8", "héllo ✓", false, "héllo ✓"},
 		{"invalid byte", "a\xffb", false, "a\uFFFDb"},
 		{"NUL", "a\x00b", false, "a\uFFFDb"},
+		{"controls", "a\x1b[2J\x7f\tb\r\n", false, "a\uFFFD[2J\uFFFD\tb\r\n"},
 		{"incomplete rune at end, complete body", "a\xe2\x9c", false, "a\uFFFD\uFFFD"},
 		{"incomplete rune at end, truncated body", "a\xe2\x9c", true, "a"},
 		{"at limit", strings.Repeat("x", limit), true, strings.Repeat("x", limit)},
@@ -561,7 +562,7 @@ func TestReservedHeader(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			require.Equal(t, tt.reserved, reservedHeader(tt.name))
+			require.Equal(t, tt.reserved, ReservedHeader(tt.name))
 		})
 	}
 }

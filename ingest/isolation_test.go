@@ -1,0 +1,165 @@
+package ingest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/testdb"
+	"github.com/heraldhq/herald/store"
+)
+
+// refusingStore wraps a store and records the size of every
+// EventInsertMany. It refuses a call (non-transient, as a database refuses
+// a bad row) when refuse says so for any of its events.
+type refusingStore struct {
+	store.Store
+	refuse func(ev *herald.Event) bool
+
+	mu    sync.Mutex
+	sizes []int
+}
+
+func (r *refusingStore) EventInsertMany(ctx context.Context, p *store.EventInsertManyParams) ([]store.EventInsertResult, error) {
+	r.mu.Lock()
+	r.sizes = append(r.sizes, len(p.Events))
+	r.mu.Unlock()
+	for _, in := range p.Events {
+		if r.refuse != nil && r.refuse(in.Event) {
+			return nil, errors.New("injected: the database refused a row")
+		}
+	}
+	return r.Store.EventInsertMany(ctx, p)
+}
+
+func (r *refusingStore) callSizes() []int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]int(nil), r.sizes...)
+}
+
+// refusedByPostgres is what PostgreSQL refuses in a text or json column:
+// NUL (22021) and invalid UTF-8 (22021).
+func refusedByPostgres(ev *herald.Event) bool {
+	return strings.Contains(ev.Key, "\x00") || !utf8.Valid(ev.Data)
+}
+
+// A group commit the store refuses because of one event fails only that
+// event: every other publisher in the same commit gets its result. On
+// PostgreSQL the refusal is the database's own (a NUL key, Latin-1 bytes
+// in data; the API refuses both, so the test calls the Ingester directly);
+// SQLite stores both, so there the store refuses them by injection.
+func TestGroupCommitIsolatesRefusedEvent(t *testing.T) {
+	t.Parallel()
+	for _, b := range testdb.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			t.Parallel()
+			s := b.New(t)
+			createSub(t, s, nil, nil, herald.SubscriptionEnabled)
+			rs := &refusingStore{Store: s}
+			if b.Name == "sqlite" {
+				rs.refuse = refusedByPostgres
+			}
+			const n = 30
+			// MaxBatch n and a long FlushInterval: the commit waits until
+			// all n publishes are in it.
+			ing := setup(t, rs, Config{MaxBatch: n, FlushInterval: time.Minute})
+
+			bad := map[int]*herald.Event{
+				7:  {ID: "bad-key", Type: "a.b", Key: "k\x00ey", Data: json.RawMessage(`{}`)},
+				19: {ID: "bad-data", Type: "a.b", Data: json.RawMessage("{\"name\":\"caf\xe9\"}")},
+			}
+			evs := make([]*herald.Event, n)
+			for i := range evs {
+				evs[i] = bad[i]
+				if evs[i] == nil {
+					evs[i] = &herald.Event{ID: fmt.Sprintf("good-%d", i), Type: "a.b", Key: "k", Data: json.RawMessage(`{"i":1}`)}
+				}
+			}
+			results := make([]store.EventInsertResult, n)
+			errs := make([]error, n)
+			var wg sync.WaitGroup
+			for i := range evs {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					results[i], errs[i] = ing.PublishOne(context.Background(), evs[i])
+				}()
+			}
+			waitOrFail(t, &wg, 60*time.Second, "publishers were not answered")
+
+			for i, ev := range evs {
+				_, getErr := s.EventGet(context.Background(), ev.ID)
+				if bad[i] != nil {
+					require.Error(t, errs[i], "the bad event %d fails", i)
+					t.Logf("event %d refused: %v", i, errs[i])
+					require.ErrorIs(t, getErr, herald.ErrNotFound, "and is not stored")
+					continue
+				}
+				require.NoError(t, errs[i], "publisher %d shares a commit with a bad event", i)
+				require.Equal(t, ev.ID, results[i].ID)
+				require.Equal(t, 1, results[i].DeliveryCount)
+				require.NoError(t, getErr)
+			}
+			sizes := rs.callSizes()
+			require.Equal(t, n, sizes[0], "all publishes were in one group commit first")
+			require.LessOrEqual(t, len(sizes), 1+2*2*5, "two bad events cost at most two paths of halves: %v", sizes)
+		})
+	}
+}
+
+// A store that is merely unavailable fails the whole group commit at once:
+// committing the same events in parts would not help.
+func TestGroupCommitUnavailableFailsWhole(t *testing.T) {
+	t.Parallel()
+	s := testdb.SQLite(t)
+	createSub(t, s, nil, nil, herald.SubscriptionEnabled)
+	down := &downStore{Store: s}
+	const n = 8
+	ing := setup(t, down, Config{MaxBatch: n, FlushInterval: time.Minute})
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = ing.PublishOne(context.Background(), event("a.b", `{}`))
+		}()
+	}
+	waitOrFail(t, &wg, 30*time.Second, "publishers were not answered")
+	for _, err := range errs {
+		require.ErrorIs(t, err, herald.ErrStoreUnavailable)
+	}
+	require.Equal(t, 1, int(down.calls.Load()), "one transaction, not split")
+}
+
+type downStore struct {
+	store.Store
+	calls atomic.Int64
+}
+
+func (d *downStore) EventInsertMany(context.Context, *store.EventInsertManyParams) ([]store.EventInsertResult, error) {
+	d.calls.Add(1)
+	return nil, fmt.Errorf("injected: %w", herald.ErrStoreUnavailable)
+}
+
+func waitOrFail(t *testing.T, wg *sync.WaitGroup, d time.Duration, msg string) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Fatal(msg)
+	}
+}
