@@ -28,7 +28,9 @@ type memStore struct {
 
 func newMemStore() *memStore { return &memStore{stored: map[string]bool{}} }
 
-func (m *memStore) SubscriptionsVersion(context.Context) (int64, error) { return 1, nil }
+func (m *memStore) SubscriptionsVersion(context.Context) (store.SubscriptionsVersions, error) {
+	return store.SubscriptionsVersions{Subscriptions: 1}, nil
+}
 
 func (m *memStore) SubscriptionListAll(context.Context) (*store.SubscriptionListAllResult, error) {
 	return &store.SubscriptionListAllResult{Version: 1}, nil
