@@ -13,7 +13,11 @@ import (
 
 // insertEventsSQL stores events and, in a data-modifying CTE, the deliveries
 // of those that were not duplicates — one statement, one round trip, atomic
-// on its own. It returns the ids actually inserted.
+// on its own. It returns the ids actually inserted. The deliveries are
+// inserted in input order (ORDER BY the array position), so the publish
+// positions their seq default takes from deliveries_seq follow the call's
+// order (store/ordering.go): the default is evaluated above the sorted
+// SELECT, row by row.
 const insertEventsSQL = `
 WITH ins AS (
 	INSERT INTO events (id, type, key, version, data, created_at, delivery_count)
@@ -29,8 +33,9 @@ WITH ins AS (
 		CASE WHEN d.lease_owner IS NULL THEN 'pending' ELSE 'in_flight' END, 0, d.next_attempt_at,
 		ins.key, ins.version, d.lease_owner, d.lease_until, $11, $11
 	FROM unnest($8::text[], $9::text[], $10::text[], $12::timestamptz[], $13::text[], $14::timestamptz[])
-		AS d(id, event_id, subscription_id, next_attempt_at, lease_owner, lease_until)
+		WITH ORDINALITY AS d(id, event_id, subscription_id, next_attempt_at, lease_owner, lease_until, pos)
 	JOIN ins ON ins.id = d.event_id
+	ORDER BY d.pos
 )
 SELECT id FROM ins`
 
