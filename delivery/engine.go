@@ -433,6 +433,12 @@ func (e *Engine) tierLoop(t *tierRunner) {
 // The caller reserved limit slots; claim gives back those it did not fill.
 func (e *Engine) claim(t *tierRunner, limit int) (int, *time.Time, error) {
 	now := e.now()
+	// started is when the claim really started: the store reads it once it
+	// holds its locks (the writer, throttle rows) and records rate-limited
+	// starts at it, so lateness (releaseLate) is measured from there, not
+	// from before the claim waited. The store calls Clock before it
+	// returns, on this goroutine.
+	started := now
 	claimed, err := e.cfg.Store.DeliveryClaim(e.claimCtx, &store.DeliveryClaimParams{
 		Tier:        t.tier,
 		Limit:       limit,
@@ -441,6 +447,12 @@ func (e *Engine) claim(t *tierRunner, limit int) (int, *time.Time, error) {
 		LeaseUntil:  now.Add(herald.DefaultTimeout + e.cfg.LeaseMargin),
 		LeaseMargin: e.cfg.LeaseMargin,
 		RotateAfter: t.rotate,
+		Clock: func() time.Time {
+			if at := e.now(); at.After(now) { // the store counts an earlier one as Now
+				started = at
+			}
+			return started
+		},
 	})
 	if err == nil {
 		e.cfg.Observer.ObserveClaim(len(claimed))
@@ -455,7 +467,7 @@ func (e *Engine) claim(t *tierRunner, limit int) (int, *time.Time, error) {
 	for _, c := range claimed {
 		e.inflightAll.Add(1)
 		e.work.Add(1)
-		go e.attempt(t, c, now)
+		go e.attempt(t, c, started)
 	}
 	if len(claimed) == limit {
 		return len(claimed), nil, nil

@@ -11,20 +11,22 @@ import (
 // request may start.
 //
 // The store counts a rate-limited subscription's starts over PerSeconds +
-// store.ThrottleMargin, taking the claim's Now as the start. That keeps the
-// receiver within Max starts per PerSeconds only while every request starts
-// within the margin of its claim. Normally it starts within a millisecond
-// or two, but a slow claim transaction (waiting for SQLite's writer or a
-// PostgreSQL throttle lock) or an overloaded process can push it later. A
-// request that would start later than this is not sent: the delivery is
-// given back without an attempt (its start stays counted, so the budget is
-// lost, never exceeded) and is claimed again when budget returns. Half the
-// margin is kept for the sender to reach the wire.
+// store.ThrottleMargin, taking as the start the claim's clock read inside
+// its transaction once it holds its locks (DeliveryClaimParams.Clock), so
+// time spent waiting for SQLite's writer or a PostgreSQL throttle lock is
+// not counted against the request. That keeps the receiver within Max
+// starts per PerSeconds only while every request starts within the margin
+// of that start. Normally it starts within a millisecond or two, but an
+// overloaded process can push it later. A request that would start later
+// than this is not sent: the delivery is given back without an attempt
+// (its start stays counted, so the budget is lost, never exceeded) and is
+// claimed again when budget returns. Half the margin is kept for the sender
+// to reach the wire.
 const lateStartLimit = store.ThrottleMargin / 2
 
-// releaseLate gives back a rate-limited delivery claimed at claimedAt when
-// it is too late to start it now (see lateStartLimit) and reports whether
-// it did.
+// releaseLate gives back a rate-limited delivery whose claim started at
+// claimedAt (the start the store recorded) when it is too late to start it
+// now (see lateStartLimit) and reports whether it did.
 func (e *Engine) releaseLate(c *store.ClaimedDelivery, claimedAt time.Time) bool {
 	if c.Subscription == nil || c.Subscription.RateLimit == nil {
 		return false

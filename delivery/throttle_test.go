@@ -3,6 +3,7 @@ package delivery_test
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -32,13 +33,15 @@ type arrivals struct {
 	mu          sync.Mutex
 	at          []time.Time
 	byEvent     map[string]time.Time // first arrival per herald-subscription-id… per event id
+	byDelivery  map[string]time.Time // first arrival per delivery (webhook-id)
 	running     int
 	maxRunning  int
 	requestsFor map[string]int // subscription id -> requests
 }
 
 func newArrivals(t *testing.T, answer func(n int) (int, string, time.Duration)) *arrivals {
-	a := &arrivals{answer: answer, byEvent: map[string]time.Time{}, requestsFor: map[string]int{}}
+	a := &arrivals{answer: answer, byEvent: map[string]time.Time{}, byDelivery: map[string]time.Time{},
+		requestsFor: map[string]int{}}
 	a.srv = httptest.NewServer(http.HandlerFunc(a.serve))
 	t.Cleanup(a.srv.Close)
 	return a
@@ -55,6 +58,11 @@ func (a *arrivals) serve(w http.ResponseWriter, r *http.Request) {
 	a.at = append(a.at, now)
 	if _, ok := a.byEvent[ev.ID]; !ok {
 		a.byEvent[ev.ID] = now
+	}
+	if id := r.Header.Get(webhook.HeaderID); id != "" {
+		if _, ok := a.byDelivery[id]; !ok {
+			a.byDelivery[id] = now
+		}
 	}
 	a.requestsFor[r.Header.Get("herald-subscription-id")]++
 	a.running++
@@ -103,15 +111,64 @@ func maxInWindow(ts []time.Time, w time.Duration) int {
 }
 
 // countingStore counts claims, to show the engine does not spin on
-// throttled work.
+// throttled work, and notes the start each claimed delivery's claim
+// recorded (DeliveryClaimParams.Clock). With delay set, every claim first
+// waits that long after its caller took Now, as a claim queued behind
+// SQLite's writer or a PostgreSQL throttle lock does.
 type countingStore struct {
 	store.Store
 	claims atomic.Int64
+	delay  time.Duration
+
+	mu     sync.Mutex
+	starts map[string]time.Time // delivery id -> start recorded by its last claim
 }
 
 func (c *countingStore) DeliveryClaim(ctx context.Context, p *store.DeliveryClaimParams) ([]*store.ClaimedDelivery, error) {
 	c.claims.Add(1)
-	return c.Store.DeliveryClaim(ctx, p)
+	if c.delay > 0 {
+		timer := time.NewTimer(c.delay) // the simulated wait for the lock
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, ctx.Err()
+		}
+	}
+	q := *p
+	start := p.Now
+	if p.Clock != nil {
+		q.Clock = func() time.Time {
+			start = p.Clock()
+			return start
+		}
+	}
+	claimed, err := c.Store.DeliveryClaim(ctx, &q)
+	if start.Before(p.Now) {
+		start = p.Now // the store counts an earlier clock as Now
+	}
+	c.mu.Lock()
+	for _, d := range claimed {
+		c.starts[d.Delivery.ID] = start.Truncate(time.Millisecond)
+	}
+	c.mu.Unlock()
+	return claimed, err
+}
+
+// startOf is the start the last claim of delivery id recorded on any node.
+func startOf(nodes []*node, id string) (time.Time, bool) {
+	var (
+		start time.Time
+		found bool
+	)
+	for _, n := range nodes {
+		n.store.mu.Lock()
+		if at, ok := n.store.starts[id]; ok && at.After(start) {
+			start, found = at, true
+		}
+		n.store.mu.Unlock()
+	}
+	return start, found
 }
 
 // node is one engine (and its ingester) on a store.
@@ -123,7 +180,14 @@ type node struct {
 
 func startNode(t *testing.T, s store.Store, workers int) *node {
 	t.Helper()
-	n := &node{store: &countingStore{Store: s}}
+	return startNodeWith(t, s, workers, 0)
+}
+
+// startNodeWith is startNode whose claims each wait claimDelay after the
+// engine took their Now (countingStore).
+func startNodeWith(t *testing.T, s store.Store, workers int, claimDelay time.Duration) *node {
+	t.Helper()
+	n := &node{store: &countingStore{Store: s, delay: claimDelay, starts: map[string]time.Time{}}}
 	n.engine = delivery.New(delivery.Config{
 		Store:       n.store,
 		Sender:      webhook.NewSender(webhook.Config{Guard: &webhook.Guard{AllowLoopback: true}}),
@@ -173,7 +237,9 @@ func publishN(t *testing.T, ing *ingest.Ingester, typ string, n int) {
 }
 
 // requireRate runs events through nodes and checks the receiver never saw
-// more than max starts in any per-second window.
+// more than max starts in any per-second window, and that each request
+// arrived within store.ThrottleMargin after the start its claim recorded
+// (the premise of the store's rate window).
 func requireRate(t *testing.T, s store.Store, nodes []*node, max, events int) {
 	t.Helper()
 	recv := newArrivals(t, nil)
@@ -200,6 +266,17 @@ func requireRate(t *testing.T, s store.Store, nodes []*node, max, events int) {
 	t.Logf("max=%d/s, %d events, %d node(s): busiest 1s window %d starts, took %s (ideal %.1fs), %d claims",
 		max, events, len(nodes), got, took.Round(time.Millisecond), float64(events-max)/float64(max), claims)
 	require.LessOrEqual(t, got, max, "more than max starts in one 1s window")
+	recv.mu.Lock()
+	arrived := maps.Clone(recv.byDelivery)
+	recv.mu.Unlock()
+	require.Len(t, arrived, events)
+	for id, at := range arrived {
+		start, ok := startOf(nodes, id)
+		require.True(t, ok, "delivery %s was claimed", id)
+		require.False(t, at.Before(start), "delivery %s arrived before the start its claim recorded", id)
+		require.Less(t, at.Sub(start), store.ThrottleMargin,
+			"delivery %s arrived %s after the start its claim recorded", id, at.Sub(start))
+	}
 	// Budget is used: not far from the ideal (events-max)/max seconds.
 	// Loose: under load (-race, parallel tests) requests that would start
 	// too late after their claim are given back (delivery/throttle.go),
@@ -221,6 +298,17 @@ func TestThrottleRateLimit(t *testing.T) {
 			t.Parallel()
 			requireRate(t, s, []*node{startNode(t, s, 16)}, 5, 30)
 		})
+	})
+}
+
+// Claims that wait after their Now was taken (behind SQLite's writer or a
+// PostgreSQL throttle lock) record their starts when they really start: the
+// requests are not given back as late, and they arrive within the margin of
+// the recorded start.
+func TestThrottleRateLimitSlowClaims(t *testing.T) {
+	t.Parallel()
+	testdb.ForEach(t, func(t *testing.T, s store.Store) {
+		requireRate(t, s, []*node{startNodeWith(t, s, 16, 2*store.ThrottleMargin)}, 10, 40)
 	})
 }
 

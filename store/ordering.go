@@ -10,11 +10,25 @@ import (
 //
 // Deliveries carry their event's key and version (EventKey, EventVersion).
 // For a subscription whose ordering is fifo or latest, the deliveries of
-// one non-empty key form a sequence in publish order: delivery created_at
-// (when the event was committed), then delivery id (ids sort by creation
-// time). Deliveries without a key are unordered in every mode, and a
-// subscription with ordering none is claimed exactly as if keys did not
-// exist.
+// one non-empty key form a sequence in publish order. Deliveries without a
+// key are unordered in every mode, and a subscription with ordering none is
+// claimed exactly as if keys did not exist.
+//
+// Publish order is a position the database assigns when it stores the
+// delivery (its seq, migration 006), never a node's clock: created_at comes
+// from the inserting node, and with clock skew between nodes it would
+// reorder a key. Within one EventInsertMany call, positions follow the
+// input order. SQLite takes positions from a counter in the single
+// writer's transaction, so its publish order is commit order. PostgreSQL
+// takes them from a sequence when the rows are inserted, not when they
+// commit: two publishes whose transactions overlap may commit in the other
+// order than their positions, so a key's order between two such
+// concurrent (unacknowledged) publishes is either one. An event whose
+// publish was acknowledged before another publish began always comes
+// first, whatever the nodes' clocks say. Deliveries stored before
+// migration 006 all have position 0 and keep their old order among
+// themselves, (created_at, id), before every later one: the full position
+// is (seq, created_at, id), and only the first part decides for new rows.
 //
 // Per-key state lives in the store (one row per subscription and key):
 // the delivery holding the key (its lock: set when the delivery is
@@ -88,10 +102,12 @@ type KeyState struct {
 	Held bool
 	// LastVersion is the highest delivered version (nil: none delivered).
 	LastVersion *int64
-	// LastPosAt/LastPosID is the publish position (created_at, id) of the
-	// newest delivered versionless delivery (zero/"" when none).
-	LastPosAt time.Time
-	LastPosID string
+	// LastPosSeq/LastPosAt/LastPosID is the publish position (seq,
+	// created_at, id) of the newest delivered versionless delivery
+	// (zero/"" when none; LastPosID is set whenever one was delivered).
+	LastPosSeq int64
+	LastPosAt  time.Time
+	LastPosID  string
 	// LastSentAt is when a delivery of the key was last claimed.
 	LastSentAt *time.Time
 }
@@ -103,7 +119,11 @@ type KeyDelivery struct {
 	Tier          int
 	NextAttemptAt *time.Time
 	Version       *int64
-	CreatedAt     time.Time
+	// Seq, CreatedAt and ID are its publish position (see the top of this
+	// file): Seq decides; CreatedAt and ID only order the deliveries stored
+	// before migration 006 (Seq 0).
+	Seq       int64
+	CreatedAt time.Time
 }
 
 // KeyPlan is what PlanKey decided for a key.
@@ -189,6 +209,9 @@ func newerThanDelivered(r *KeyDelivery, st *KeyState) bool {
 	}
 	if st.LastPosID == "" {
 		return true
+	}
+	if r.Seq != st.LastPosSeq {
+		return r.Seq > st.LastPosSeq
 	}
 	if !r.CreatedAt.Equal(st.LastPosAt) {
 		return r.CreatedAt.After(st.LastPosAt)

@@ -503,6 +503,30 @@ type DeliveryClaimParams struct {
 	// even claims of Limit 1 (one free slot) visit every subscription with
 	// due work in turn instead of always the one with the oldest backlog.
 	RotateAfter string
+	// Clock is when the claim really starts. A claim may wait, after the
+	// caller took Now, for what serializes it with other claims (SQLite's
+	// writer, PostgreSQL's throttle row locks); the backend reads Clock
+	// once inside the claim transaction, after it holds those locks and
+	// before it commits, and records the request starts of throttled
+	// subscriptions (the rate window, see ThrottleMargin) at that value
+	// rather than at Now, so a slow claim neither starts requests long
+	// after their recorded start nor has them given back as late. A value
+	// before Now counts as Now. nil means Now (tests stay deterministic).
+	// Due times, leases and key intervals still use Now. See ClaimStart.
+	Clock func() time.Time
+}
+
+// ClaimStart is the claim's start for its rate window (backend helper):
+// Clock's value, or Now when Clock is nil or says earlier. Backends call
+// it once per claim transaction, once the claim holds its locks.
+func (p *DeliveryClaimParams) ClaimStart() time.Time {
+	if p.Clock == nil {
+		return p.Now
+	}
+	if t := p.Clock(); t.After(p.Now) {
+		return t
+	}
+	return p.Now
 }
 
 // ClaimedDelivery is everything a worker needs to make one attempt without

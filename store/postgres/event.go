@@ -24,6 +24,11 @@ import (
 // waits for this commit, so its cancellation sees the new deliveries.
 // Pauses, disables and updates take FOR NO KEY UPDATE, which does not
 // conflict with KEY SHARE: publishing never waits for them.
+//
+// The deliveries are inserted in input order (ORDER BY the array position),
+// so the publish positions their seq default takes from deliveries_seq
+// follow the call's order (store/ordering.go): the default is evaluated
+// above the sorted SELECT, row by row.
 const insertEventsSQL = `
 WITH live AS (
 	SELECT s.id FROM subscriptions s
@@ -32,7 +37,7 @@ WITH live AS (
 	FOR KEY SHARE
 ), d AS (
 	SELECT d.* FROM unnest($7::text[], $8::text[], $9::text[], $11::timestamptz[], $12::text[], $13::timestamptz[])
-		AS d(id, event_id, subscription_id, next_attempt_at, lease_owner, lease_until)
+		WITH ORDINALITY AS d(id, event_id, subscription_id, next_attempt_at, lease_owner, lease_until, pos)
 	WHERE d.subscription_id IN (SELECT id FROM live)
 ), counts AS (
 	SELECT event_id, count(*)::int AS n FROM d GROUP BY event_id
@@ -51,6 +56,7 @@ WITH live AS (
 		CASE WHEN d.lease_owner IS NULL THEN 'pending' ELSE 'in_flight' END, 0, d.next_attempt_at,
 		ins.key, ins.version, d.lease_owner, d.lease_until, $10, $10
 	FROM d JOIN ins ON ins.id = d.event_id
+	ORDER BY d.pos
 )
 SELECT id, NULL::text AS gone FROM ins
 UNION ALL

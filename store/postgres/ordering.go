@@ -185,7 +185,7 @@ CROSS JOIN LATERAL (
 			FROM deliveries h
 			WHERE h.subscription_id = s.id AND h.event_key = g.event_key AND h.event_key <> ''
 			  AND h.state IN ('pending', 'in_flight')
-			ORDER BY h.created_at, h.id LIMIT 1), false)))
+			ORDER BY h.seq, h.created_at, h.id LIMIT 1), false)))
 ) ks
 WHERE s.state = 'enabled' AND s.deleted_at IS NULL AND ` + orderedPredicate + `
   AND (@sub = '' OR s.id = @sub) AND pg.n > 0
@@ -489,7 +489,7 @@ func (o *orderedClaim) add(ctx context.Context, tx pgx.Tx, sub *orderedSub, clai
 
 // keyLockSQL locks the key rows no other claim holds (the rest is another
 // node's to decide) and returns their state.
-const keyLockSQL = `SELECT event_key, holder, last_version, last_pos_at, last_pos_id, last_sent_at
+const keyLockSQL = `SELECT event_key, ` + keyStateColumns + `
 	FROM delivery_keys WHERE subscription_id = $1 AND event_key = ANY($2)
 	ORDER BY event_key FOR UPDATE SKIP LOCKED`
 
@@ -611,30 +611,46 @@ func (o *orderedClaim) claimKeys(ctx context.Context, tx pgx.Tx, sub *orderedSub
 	return len(claimed), used, nil
 }
 
+// keyStateColumns are the columns of delivery_keys scanKeyState reads.
+const keyStateColumns = `holder, last_version, last_pos_seq, last_pos_at, last_pos_id, last_sent_at`
+
 // scanKeyStates reads keyLockSQL's rows into states.
 func scanKeyStates(rows pgx.Rows, states map[string]*store.KeyState) error {
 	defer rows.Close()
 	for rows.Next() {
-		var (
-			key    string
-			holder *string
-			st     store.KeyState
-			posAt  *time.Time
-			posID  *string
-		)
-		if err := rows.Scan(&key, &holder, &st.LastVersion, &posAt, &posID, &st.LastSentAt); err != nil {
+		var key string
+		st, err := scanKeyState(rows, &key)
+		if err != nil {
 			return err
 		}
-		st.Held = holder != nil
-		if posAt != nil {
-			st.LastPosAt = posAt.UTC()
-		}
-		if posID != nil {
-			st.LastPosID = *posID
-		}
-		states[key] = &st
+		states[key] = st
 	}
 	return rows.Err()
+}
+
+// scanKeyState scans keyStateColumns, preceded by the key when key is not
+// nil.
+func scanKeyState(row pgx.Row, key *string) (*store.KeyState, error) {
+	var (
+		holder, posID *string
+		posAt         *time.Time
+		st            store.KeyState
+	)
+	dest := []any{&holder, &st.LastVersion, &st.LastPosSeq, &posAt, &posID, &st.LastSentAt}
+	if key != nil {
+		dest = append([]any{key}, dest...)
+	}
+	if err := row.Scan(dest...); err != nil {
+		return nil, err
+	}
+	st.Held = holder != nil
+	if posAt != nil {
+		st.LastPosAt = posAt.UTC()
+	}
+	if posID != nil {
+		st.LastPosID = *posID
+	}
+	return &st, nil
 }
 
 // finishUnsentSQL moves pending deliveries to skipped or superseded.
@@ -642,17 +658,18 @@ const finishUnsentSQL = `UPDATE deliveries SET state = $2, next_attempt_at = NUL
 	WHERE id = ANY($1) AND state = 'pending'`
 
 // readKeyDeliveriesSQL reads the unfinished deliveries of keys ($2) of a
-// subscription ($1), each key's in publish order: one index range per key
-// (LATERAL, index deliveries_key_order_idx), whatever the planner thinks of
-// the table — a key's unfinished deliveries are a handful of rows, the
-// subscription's history may be millions.
-const readKeyDeliveriesSQL = `SELECT k.key, d.id, d.state, d.tier, d.next_attempt_at, d.event_version, d.created_at
+// subscription ($1), each key's in publish order (seq, created_at, id;
+// store/ordering.go): one index range per key (LATERAL, index
+// deliveries_key_order_idx), whatever the planner thinks of the table — a
+// key's unfinished deliveries are a handful of rows, the subscription's
+// history may be millions.
+const readKeyDeliveriesSQL = `SELECT k.key, d.id, d.state, d.tier, d.next_attempt_at, d.event_version, d.seq, d.created_at
 	FROM unnest($2::text[]) AS k(key)
 	CROSS JOIN LATERAL (
-		SELECT d.id, d.state, d.tier, d.next_attempt_at, d.event_version, d.created_at FROM deliveries d
+		SELECT d.id, d.state, d.tier, d.next_attempt_at, d.event_version, d.seq, d.created_at FROM deliveries d
 		WHERE d.subscription_id = $1 AND d.event_key = k.key AND d.event_key <> ''
 		  AND d.state IN ('pending', 'in_flight')
-		ORDER BY d.created_at, d.id) d`
+		ORDER BY d.seq, d.created_at, d.id) d`
 
 // readKeyDeliveries reads the unfinished deliveries of keys, each key's in
 // publish order.
@@ -677,7 +694,7 @@ func scanKeyDeliveries(rows pgx.Rows) (map[string][]store.KeyDelivery, error) {
 			d     store.KeyDelivery
 			state string
 		)
-		if err := rows.Scan(&key, &d.ID, &state, &d.Tier, &d.NextAttemptAt, &d.Version, &d.CreatedAt); err != nil {
+		if err := rows.Scan(&key, &d.ID, &state, &d.Tier, &d.NextAttemptAt, &d.Version, &d.Seq, &d.CreatedAt); err != nil {
 			return nil, err
 		}
 		d.State, d.NextAttemptAt, d.CreatedAt = herald.DeliveryState(state), utcPtr(d.NextAttemptAt), d.CreatedAt.UTC()
@@ -688,28 +705,12 @@ func scanKeyDeliveries(rows pgx.Rows) (map[string][]store.KeyDelivery, error) {
 
 // readKeyState reads one key's state without locking (visibility).
 func readKeyState(ctx context.Context, q querier, subID, key string) (*store.KeyState, error) {
-	var (
-		holder, posID *string
-		posAt         *time.Time
-		st            store.KeyState
-	)
-	err := q.QueryRow(ctx, `SELECT holder, last_version, last_pos_at, last_pos_id, last_sent_at
-		FROM delivery_keys WHERE subscription_id = $1 AND event_key = $2`, subID, key).
-		Scan(&holder, &st.LastVersion, &posAt, &posID, &st.LastSentAt)
+	st, err := scanKeyState(q.QueryRow(ctx, `SELECT `+keyStateColumns+`
+		FROM delivery_keys WHERE subscription_id = $1 AND event_key = $2`, subID, key), nil)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return &store.KeyState{}, nil
 	}
-	if err != nil {
-		return nil, err
-	}
-	st.Held = holder != nil
-	if posAt != nil {
-		st.LastPosAt = posAt.UTC()
-	}
-	if posID != nil {
-		st.LastPosID = *posID
-	}
-	return &st, nil
+	return st, err
 }
 
 // claimOrdered runs the ordered part of a claim: it takes the throttle
@@ -752,24 +753,26 @@ func (o *orderedClaim) take() []*store.ClaimedDelivery {
 }
 
 // keysCompleteSQL frees the keys held by applied outcomes ($1 ids, $2
-// owners, $3 states) and raises the last delivered version or position of
-// delivered ones (never lowers them). A key is held by a delivery only
-// while it is in flight under that owner, which is exactly when its
-// outcome applies.
+// owners, $3 states) and raises the last delivered version or position
+// (seq, created_at, id) of delivered ones (never lowers them). A key is
+// held by a delivery only while it is in flight under that owner, which is
+// exactly when its outcome applies.
 const keysCompleteSQL = `
 UPDATE delivery_keys k SET holder = NULL, holder_owner = NULL, holder_until = NULL,
 	last_version = CASE WHEN o.state = 'delivered' AND d.event_version IS NOT NULL
 		THEN greatest(k.last_version, d.event_version) ELSE k.last_version END,
-	last_pos_at = CASE WHEN o.state = 'delivered' AND d.event_version IS NULL
-		AND (k.last_pos_at IS NULL OR (d.created_at, d.id) > (k.last_pos_at, k.last_pos_id))
-		THEN d.created_at ELSE k.last_pos_at END,
-	last_pos_id = CASE WHEN o.state = 'delivered' AND d.event_version IS NULL
-		AND (k.last_pos_at IS NULL OR (d.created_at, d.id) > (k.last_pos_at, k.last_pos_id))
-		THEN d.id ELSE k.last_pos_id END
+	last_pos_seq = CASE WHEN ` + keyPosNewerSQL + ` THEN d.seq ELSE k.last_pos_seq END,
+	last_pos_at = CASE WHEN ` + keyPosNewerSQL + ` THEN d.created_at ELSE k.last_pos_at END,
+	last_pos_id = CASE WHEN ` + keyPosNewerSQL + ` THEN d.id ELSE k.last_pos_id END
 FROM unnest($1::text[], $2::text[], $3::text[]) AS o(id, owner, state)
 JOIN deliveries d ON d.id = o.id
 WHERE d.event_key <> '' AND k.subscription_id = d.subscription_id AND k.event_key = d.event_key
   AND k.holder = o.id AND k.holder_owner = o.owner`
+
+// keyPosNewerSQL: outcome o delivered d, a versionless delivery after the
+// key's last delivered position.
+const keyPosNewerSQL = `(o.state = 'delivered' AND d.event_version IS NULL
+		AND (k.last_pos_id IS NULL OR (d.seq, d.created_at, d.id) > (k.last_pos_seq, k.last_pos_at, k.last_pos_id)))`
 
 // keysReleaseSQL frees the keys held by deliveries ($1) released by owner ($2).
 const keysReleaseSQL = `UPDATE delivery_keys SET holder = NULL, holder_owner = NULL, holder_until = NULL

@@ -38,7 +38,11 @@ import (
 // COMMITTED), so it sees every start committed by the previous holder: two
 // nodes cannot both spend the last budget. The lock statements are sent in
 // the same round trip as the claim (a pipeline), so they cost no extra
-// round trip. While no subscription has a rate limit or an in-flight cap
+// round trip. Because of that the claim reads its clock
+// (DeliveryClaimParams.ClaimStart) only after its claim statements, and
+// moves the starts it recorded at Now to that time (throttleRestartSQL) in
+// its last round trip: a claim that waited for the locks records when its
+// requests really start. While no subscription has a rate limit or an in-flight cap
 // (cached, orderedCache), the locks are not taken and claimPlainSQL leaves
 // limited subscriptions out instead.
 
@@ -290,6 +294,16 @@ func throttleWaitingFor(ctx context.Context, q querier, subID string, now time.T
 	}
 	return store.WaitingForNothing, nil
 }
+
+// throttleRestartSQL moves the starts a claim recorded (subscriptions $1,
+// deliveries $2) from its Now ($3) to its real start ($4,
+// DeliveryClaimParams.ClaimStart), read once the claim held its throttle
+// locks: the budget was counted at Now, over a window reaching further
+// back, so it only errs on the safe side, and no later start exists yet
+// (the locks are held), so the starts stay in non-decreasing order. A
+// start already recorded later (another node's newer start) stays.
+const throttleRestartSQL = `UPDATE throttle_starts SET at = $4
+	WHERE subscription_id = ANY($1) AND at >= $3 AND at < $4 AND delivery_id = ANY($2)`
 
 // throttleOrderedClaimed records the starts of an ordered subscription's
 // claimed deliveries and spends its budget.

@@ -51,11 +51,15 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *store.DeliveryClaimPa
 	}
 	now := ms(params.Now)
 	err := s.queueTx(ctx, "delivery claim", func(tx *sql.Tx) error {
+		// The claim holds the writer from here on: its requests start now,
+		// however long it waited for the writer after its caller took Now.
+		// Throttling counts and records starts at this time.
+		start := ms(params.ClaimStart())
 		cands, err := claimCandidates(ctx, tx, params)
 		if err != nil || len(cands) == 0 {
 			return err
 		}
-		if cands, err = throttleClaimCaps(ctx, tx, cands, now); err != nil || len(cands) == 0 {
+		if cands, err = throttleClaimCaps(ctx, tx, cands, start); err != nil || len(cands) == 0 {
 			return err
 		}
 		// Select, then update by primary key: measured on SQLite 3.5x, the
@@ -94,7 +98,7 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *store.DeliveryClaimPa
 					return err
 				}
 				if c.throttled {
-					if err := throttleRecord(ctx, tx, c.id, picked, now); err != nil {
+					if err := throttleRecord(ctx, tx, c.id, picked, start); err != nil {
 						return err
 					}
 					c.cap -= len(picked)

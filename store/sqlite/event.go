@@ -105,8 +105,18 @@ func insertEvents(ctx context.Context, tx *sql.Tx, events []store.EventInsert, n
 			}
 		}
 	}
+	// Publish positions (store/ordering.go): one bump of the counter for
+	// the whole call, handed out in input order.
+	var seq int64
+	if len(dls) > 0 {
+		if err := tx.QueryRowContext(ctx, `UPDATE meta SET value = value + ? WHERE key = 'delivery_seq' RETURNING value`,
+			len(dls)).Scan(&seq); err != nil {
+			return nil, fmt.Errorf("assigning publish positions: %w", err)
+		}
+		seq -= int64(len(dls))
+	}
 	for lo := 0; lo < len(dls); lo += insertChunk {
-		if err := insertDeliveryRows(ctx, tx, dls[lo:min(lo+insertChunk, len(dls))], nowMS); err != nil {
+		if err := insertDeliveryRows(ctx, tx, dls[lo:min(lo+insertChunk, len(dls))], nowMS, seq+int64(lo)+1); err != nil {
 			return nil, err
 		}
 	}
@@ -241,12 +251,14 @@ type deliveryRow struct {
 	version any
 }
 
-func insertDeliveryRows(ctx context.Context, tx *sql.Tx, dls []deliveryRow, nowMS int64) error {
-	const cols = 10
+// insertDeliveryRows inserts dls in one statement, with publish positions
+// seq, seq+1, … in order.
+func insertDeliveryRows(ctx context.Context, tx *sql.Tx, dls []deliveryRow, nowMS, seq int64) error {
+	const cols = 12
 	var q strings.Builder
-	q.Grow(200 + len(dls)*32)
+	q.Grow(200 + len(dls)*34)
 	q.WriteString(`INSERT INTO deliveries (id, event_id, subscription_id, state, tier,
-		next_attempt_at, event_key, event_version, lease_owner, lease_until, created_at, updated_at) VALUES `)
+		next_attempt_at, event_key, event_version, lease_owner, lease_until, created_at, updated_at, seq) VALUES `)
 	args := make([]any, 0, len(dls)*cols)
 	for n, r := range dls {
 		if n > 0 {
@@ -258,9 +270,9 @@ func insertDeliveryRows(ctx context.Context, tx *sql.Tx, dls []deliveryRow, nowM
 		if r.d.LeaseOwner != "" {
 			state, owner, until = "in_flight", r.d.LeaseOwner, ms(r.d.LeaseUntil)
 		}
-		q.WriteString(`(?,?,?,?,0,?,?,?,?,?,?,?)`)
+		q.WriteString(`(?,?,?,?,0,?,?,?,?,?,?,?,?)`)
 		args = append(args, r.d.ID, r.eventID, r.d.SubscriptionID, state, ms(r.d.NextAttemptAt), r.key, r.version,
-			owner, until, nowMS, nowMS)
+			owner, until, nowMS, nowMS, seq+int64(n))
 	}
 	if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
 		return fmt.Errorf("inserting deliveries: %w", err)

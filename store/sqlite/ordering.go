@@ -205,7 +205,7 @@ func readKeysBatch(ctx context.Context, tx *sql.Tx, subID string, keys []string)
 		return states, dls, nil
 	}
 	args := append([]any{subID}, anySlice(keys)...)
-	rows, err := tx.QueryContext(ctx, `SELECT event_key, holder, last_version, last_pos_at, last_pos_id, last_sent_at
+	rows, err := tx.QueryContext(ctx, `SELECT event_key, `+keyStateColumns+`
 		FROM delivery_keys WHERE subscription_id = ? AND event_key IN (`+placeholders(len(keys))+`)`, args...)
 	if err != nil {
 		return nil, nil, err
@@ -222,10 +222,10 @@ func readKeysBatch(ctx context.Context, tx *sql.Tx, subID string, keys []string)
 	if err := rows.Close(); err != nil {
 		return nil, nil, err
 	}
-	rows, err = tx.QueryContext(ctx, `SELECT event_key, id, state, tier, next_attempt_at, event_version, created_at
+	rows, err = tx.QueryContext(ctx, `SELECT event_key, `+keyDeliveryColumns+`
 		FROM deliveries WHERE subscription_id = ? AND event_key IN (`+placeholders(len(keys))+`) AND event_key <> ''
 		  AND state IN ('pending', 'in_flight')
-		ORDER BY event_key, created_at, id`, args...)
+		ORDER BY event_key, seq, created_at, id`, args...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -252,9 +252,12 @@ func finishUnsent(ctx context.Context, tx *sql.Tx, state herald.DeliveryState, i
 	return err
 }
 
+// keyStateColumns are the columns of delivery_keys scanKeyState reads.
+const keyStateColumns = `holder, last_version, last_pos_seq, last_pos_at, last_pos_id, last_sent_at`
+
 // readKeyState reads a key's state; a key never claimed has a zero state.
 func readKeyState(ctx context.Context, q queryer, subID, key string) (*store.KeyState, error) {
-	st, err := scanKeyState(q.QueryRowContext(ctx, `SELECT holder, last_version, last_pos_at, last_pos_id, last_sent_at
+	st, err := scanKeyState(q.QueryRowContext(ctx, `SELECT `+keyStateColumns+`
 		FROM delivery_keys WHERE subscription_id = ? AND event_key = ?`, subID, key), nil)
 	if errors.Is(err, sql.ErrNoRows) {
 		return &store.KeyState{}, nil
@@ -262,21 +265,22 @@ func readKeyState(ctx context.Context, q queryer, subID, key string) (*store.Key
 	return st, err
 }
 
-// scanKeyState scans (holder, last_version, last_pos_at, last_pos_id,
-// last_sent_at), preceded by the key when key is not nil.
+// scanKeyState scans keyStateColumns, preceded by the key when key is not
+// nil.
 func scanKeyState(row scanner, key *string) (*store.KeyState, error) {
 	var (
 		holder, posID      sql.NullString
 		version, posAt, at sql.NullInt64
+		posSeq             int64
 	)
-	dest := []any{&holder, &version, &posAt, &posID, &at}
+	dest := []any{&holder, &version, &posSeq, &posAt, &posID, &at}
 	if key != nil {
 		dest = append([]any{key}, dest...)
 	}
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
-	st := &store.KeyState{Held: holder.Valid, LastSentAt: fromNullMS(at), LastPosID: posID.String}
+	st := &store.KeyState{Held: holder.Valid, LastSentAt: fromNullMS(at), LastPosSeq: posSeq, LastPosID: posID.String}
 	if version.Valid {
 		v := version.Int64
 		st.LastVersion = &v
@@ -287,13 +291,16 @@ func scanKeyState(row scanner, key *string) (*store.KeyState, error) {
 	return st, nil
 }
 
+// keyDeliveryColumns are the columns of deliveries scanKeyDelivery reads.
+const keyDeliveryColumns = `id, state, tier, next_attempt_at, event_version, seq, created_at`
+
 // readKeyDeliveries reads a key's unfinished deliveries in publish order
 // (index deliveries_key_order).
 func readKeyDeliveries(ctx context.Context, q queryer, subID, key string) ([]store.KeyDelivery, error) {
-	rows, err := q.QueryContext(ctx, `SELECT id, state, tier, next_attempt_at, event_version, created_at
+	rows, err := q.QueryContext(ctx, `SELECT `+keyDeliveryColumns+`
 		FROM deliveries WHERE subscription_id = ? AND event_key = ? AND event_key <> ''
 		  AND state IN ('pending', 'in_flight')
-		ORDER BY created_at, id`, subID, key)
+		ORDER BY seq, created_at, id`, subID, key)
 	if err != nil {
 		return nil, err
 	}
@@ -309,8 +316,8 @@ func readKeyDeliveries(ctx context.Context, q queryer, subID, key string) ([]sto
 	return out, rows.Err()
 }
 
-// scanKeyDelivery scans (id, state, tier, next_attempt_at, event_version,
-// created_at), preceded by the key when key is not nil.
+// scanKeyDelivery scans keyDeliveryColumns, preceded by the key when key is
+// not nil.
 func scanKeyDelivery(row scanner, key *string) (store.KeyDelivery, error) {
 	var (
 		d         store.KeyDelivery
@@ -318,7 +325,7 @@ func scanKeyDelivery(row scanner, key *string) (store.KeyDelivery, error) {
 		next, ver sql.NullInt64
 		created   int64
 	)
-	dest := []any{&d.ID, &state, &d.Tier, &next, &ver, &created}
+	dest := []any{&d.ID, &state, &d.Tier, &next, &ver, &d.Seq, &created}
 	if key != nil {
 		dest = append([]any{key}, dest...)
 	}
@@ -335,22 +342,24 @@ func scanKeyDelivery(row scanner, key *string) (store.KeyDelivery, error) {
 
 // keyComplete frees the key held by an applied outcome's delivery and,
 // when it was delivered, raises the key's last delivered version (never
-// lowers it) or publish position. Keys that were never claimed (unordered
-// subscriptions) have no row: the update matches nothing.
+// lowers it) or publish position (seq, created_at, id). Keys that were
+// never claimed (unordered subscriptions) have no row: the update matches
+// nothing.
 func keyComplete(ctx context.Context, tx *sql.Tx, id, owner string, delivered bool) error {
+	// ?1: delivered. newer: d is a delivered versionless delivery after the
+	// key's last position (row values compare left to right).
+	const newer = `?1 AND d.event_version IS NULL
+		AND (last_pos_id IS NULL OR (d.seq, d.created_at, d.id) > (last_pos_seq, last_pos_at, last_pos_id))`
 	_, err := tx.ExecContext(ctx, `UPDATE delivery_keys SET holder = NULL, holder_owner = NULL, holder_until = NULL,
-			last_version = CASE WHEN ? AND d.event_version IS NOT NULL
+			last_version = CASE WHEN ?1 AND d.event_version IS NOT NULL
 				THEN max(COALESCE(last_version, d.event_version), d.event_version) ELSE last_version END,
-			last_pos_at = CASE WHEN ? AND d.event_version IS NULL
-				AND (last_pos_at IS NULL OR d.created_at > last_pos_at OR (d.created_at = last_pos_at AND d.id > last_pos_id))
-				THEN d.created_at ELSE last_pos_at END,
-			last_pos_id = CASE WHEN ? AND d.event_version IS NULL
-				AND (last_pos_at IS NULL OR d.created_at > last_pos_at OR (d.created_at = last_pos_at AND d.id > last_pos_id))
-				THEN d.id ELSE last_pos_id END
-		FROM (SELECT id, subscription_id, event_key, event_version, created_at FROM deliveries WHERE id = ?) AS d
+			last_pos_seq = CASE WHEN `+newer+` THEN d.seq ELSE last_pos_seq END,
+			last_pos_at = CASE WHEN `+newer+` THEN d.created_at ELSE last_pos_at END,
+			last_pos_id = CASE WHEN `+newer+` THEN d.id ELSE last_pos_id END
+		FROM (SELECT id, subscription_id, event_key, event_version, seq, created_at FROM deliveries WHERE id = ?2) AS d
 		WHERE delivery_keys.subscription_id = d.subscription_id AND delivery_keys.event_key = d.event_key
-		  AND delivery_keys.holder = d.id AND delivery_keys.holder_owner = ?`,
-		delivered, delivered, delivered, id, owner)
+		  AND delivery_keys.holder = d.id AND delivery_keys.holder_owner = ?3`,
+		delivered, id, owner)
 	return err
 }
 

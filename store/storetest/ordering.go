@@ -196,6 +196,8 @@ func testOrdering(t *testing.T, newStore NewStoreFunc) {
 		require.ElementsMatch(t, ids, claimedIDs(b.claim(t, store.DeliveryClaimParams{})))
 		b.requireWaitingFor(t, now, ids[0], store.WaitingForNothing)
 	})
+
+	t.Run("PublishOrder", func(t *testing.T) { testPublishOrder(t, newStore) })
 }
 
 // createOrderedSub stores an unthrottled subscription with an ordering mode

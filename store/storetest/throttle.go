@@ -254,4 +254,6 @@ func testThrottle(t *testing.T, newStore NewStoreFunc) {
 		require.NoError(t, err)
 		require.Zero(t, st.Throttled)
 	})
+
+	t.Run("ClaimClock", func(t *testing.T) { testThrottleClaimClock(t, newStore) })
 }
