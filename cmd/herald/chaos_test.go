@@ -50,8 +50,8 @@ const (
 	// leases a kill leaves behind (timeout + --lease-margin).
 	chaosTimeoutMS = 2000
 	// Deadlines for async work (polled, never slept).
-	phaseDrainDeadline = 20 * time.Second
-	finalDeadline      = 45 * time.Second
+	phaseDrainDeadline = 15 * time.Second
+	finalDeadline      = 30 * time.Second
 )
 
 // staticRoles are the healthy subscriptions that live from start to end;
@@ -473,7 +473,7 @@ func (c *chaos) ack(ev *ackedEvent) {
 	c.acks.Add(1)
 }
 
-// waitAcks waits (deadline 20 s) until n more publishes were acknowledged,
+// waitAcks waits (deadline phaseDrainDeadline) until n more publishes were acknowledged,
 // so the next disruption lands mid-load.
 func (c *chaos) waitAcks(n int64, what string) {
 	from := c.acks.Load()
@@ -742,7 +742,7 @@ func (c *chaos) connectionLimit(ctx context.Context) {
 // ---------------------------------------------------------------------------
 // Invariants
 
-// phaseLatencies waits (deadline 20 s) until every acknowledged paced event
+// phaseLatencies waits (deadline phaseDrainDeadline) until every acknowledged paced event
 // of phase reached every static subscription, and returns the
 // publish→delivery latencies (undelivered for those that never arrived).
 func (c *chaos) phaseLatencies(phase string) []time.Duration {
@@ -826,7 +826,7 @@ func (c *chaos) compareLatency(base, hostile []time.Duration) {
 	}
 }
 
-// finalCheck waits (deadline 45 s) until every invariant holds, and
+// finalCheck waits (deadline finalDeadline) until every invariant holds, and
 // reports, precisely, each one that still does not.
 func (c *chaos) finalCheck(ctx context.Context, tiers int) {
 	var problems []string
