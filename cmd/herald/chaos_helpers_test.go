@@ -64,6 +64,13 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// String returns what was kept (the last logKeep bytes at least).
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return string(s.b)
+}
+
 // Tail returns the last n bytes written.
 func (s *syncBuffer) Tail(n int) string {
 	s.mu.Lock()
