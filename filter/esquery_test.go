@@ -393,7 +393,7 @@ func TestFoldKey(t *testing.T) {
 	}{
 		{"Needle", "nEEDLE", true},
 		{"k", "\u212a", true}, // Kelvin sign
-		{"s", "ſ", true},       // long s
+		{"s", "ſ", true},      // long s
 		{"straße", "STRASSE", false},
 		{"Σίσυφος", "ΣΊΣΥΦΟΣ", true},
 		{"abc", "abd", false},
