@@ -1,6 +1,7 @@
 package filter
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -95,6 +96,10 @@ func (m *celMatcher) Match(in *Input) (ok bool) {
 	}()
 	out, _, err := m.prg.Eval(celActivation{in})
 	if err != nil {
+		var cancelled interpreter.EvalCancelledError
+		if errors.As(err, &cancelled) && cancelled.Cause == interpreter.CostLimitExceeded {
+			costLimitHits.cel.Add(1)
+		}
 		return false
 	}
 	b, isBool := out.(types.Bool)

@@ -128,9 +128,11 @@ func TestCELCostLimit(t *testing.T) {
 
 	m, err := Compile(&herald.Filter{CEL: `data.l.all(a, data.l.all(b, data.l.exists(c, a + b + c == "x") || true))`})
 	require.NoError(t, err)
+	before := CostLimitHits()["cel"]
 	start := time.Now()
 	require.False(t, m.Match(in))
 	elapsed := time.Since(start)
+	require.Greater(t, CostLimitHits()["cel"], before, "counted")
 	t.Logf("cost-limited evaluation stopped after %s", elapsed)
 	require.Less(t, elapsed, time.Second)
 
@@ -138,4 +140,23 @@ func TestCELCostLimit(t *testing.T) {
 	m, err = Compile(&herald.Filter{CEL: `size(data.l) == 1000`})
 	require.NoError(t, err)
 	require.True(t, m.Match(in))
+}
+
+// TestCELStringGrowth: string functions that multiply their input (replace,
+// join of split) are charged by size, so a chain of them stops at the cost
+// limit instead of building a string exponential in the chain's length.
+func TestCELStringGrowth(t *testing.T) {
+	t.Parallel()
+
+	for _, expr := range []string{
+		`type` + strings.Repeat(`.replace("", type)`, 12) + `.size() > 0`,
+		strings.Repeat(`"aaaaaaaaaa".replace("a", `, 10) + `"aaaaaaaaaa"` + strings.Repeat(`)`, 10) + `.size() > 0`,
+		`type.split("").join(type).split("").join(type).split("").join(type).split("").join(type).size() > 0`,
+	} {
+		m, err := Compile(&herald.Filter{CEL: expr})
+		require.NoError(t, err)
+		before := CostLimitHits()["cel"]
+		require.False(t, m.Match(testInput(t)), expr)
+		require.Greater(t, CostLimitHits()["cel"], before, expr)
+	}
 }

@@ -32,12 +32,15 @@
 //
 // Compile refuses a filter that does not compile with a *herald.Error of
 // code herald.CodeInvalidFilter whose Field names the fault. Matching never
-// fails: an evaluation error (a missing key, a type mismatch, the CEL cost
-// limit) is "no match", as in DSS, and no filter can panic or hang the
-// delivery path. Work is bounded by MaxCELLength and CELCostLimit for CEL,
-// MaxJMESPathLength for JMESPath (whose evaluation is otherwise bounded
-// only by the event size), and MaxESQueryBytes, MaxESQueryDepth,
-// MaxESQueryClauses and MaxESQueryTerms for ES queries.
+// fails: an evaluation error (a missing key, a type mismatch, a cost limit)
+// is "no match", as in DSS, and no filter can panic or hang the delivery
+// path. Every evaluation runs under a work budget: CELCostLimit for CEL,
+// ESQueryCostLimit for ES queries, and for JMESPath, which cannot be
+// interrupted, a bound computed at compile time (JMESPathMaxCostFactor) and
+// checked against the event before it runs (JMESPathCostLimit). Evaluations
+// stopped by their budget are counted (CostLimitHits). Expressions are
+// further bounded by MaxCELLength, MaxJMESPathLength, MaxESQueryBytes,
+// MaxESQueryDepth, MaxESQueryClauses and MaxESQueryTerms.
 //
 // NewInput decodes an event once for any number of filters; numbers keep
 // int64 precision where the JSON literal is an integer.

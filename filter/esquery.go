@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -26,6 +27,17 @@ const (
 	// maxFieldLength and maxFieldSegments bound a dotted field path.
 	maxFieldLength   = 512
 	maxFieldSegments = 32
+
+	// ESQueryCostLimit bounds the work of one evaluation: one unit per
+	// document value a clause visits, one per byte a test reads rune by
+	// rune (match, case-insensitive term, prefix and wildcard), one per
+	// step of a wildcard match, one per 16 bytes hashed or compared.
+	// Without it a query of MaxESQueryClauses clauses, each reading a 1 MB
+	// event, or one wildcard against a long string (pattern length times
+	// string length), costs seconds. An evaluation that reaches it stops
+	// and the event does not match (counted in CostLimitHits); at the limit
+	// it has taken 10–30 ms of CPU (BenchmarkESQueryCostLimit).
+	ESQueryCostLimit = 2_000_000
 )
 
 // esQueryTypes lists the supported query types, for error messages.
@@ -43,12 +55,38 @@ func (m *esMatcher) Match(in *Input) bool {
 	if in == nil {
 		in = emptyInput
 	}
-	return m.root.match(in.envelope)
+	b := &esBudget{left: ESQueryCostLimit}
+	ok := m.root.match(in.envelope, b)
+	if b.exhausted() {
+		// Clauses cut short answered false, which a must_not turns into
+		// true: the answer means nothing.
+		costLimitHits.esQuery.Add(1)
+		return false
+	}
+	return ok
 }
+
+// esBudget is the work left to one evaluation, in ESQueryCostLimit units.
+// Once it is spent every clause answers false at once.
+type esBudget struct{ left int }
+
+// spend takes n units and reports whether the evaluation may go on.
+func (b *esBudget) spend(n int) bool {
+	b.left -= n
+	return b.left >= 0
+}
+
+func (b *esBudget) exhausted() bool { return b.left < 0 }
+
+// spendBytes charges a test that reads s byte by byte or rune by rune.
+func (b *esBudget) spendBytes(s string) bool { return b.spend(1 + len(s)) }
+
+// spendHash charges hashing or comparing s, which runs a word at a time.
+func (b *esBudget) spendHash(s string) bool { return b.spend(1 + len(s)/16) }
 
 // esNode is one compiled query; doc is the envelope.
 type esNode interface {
-	match(doc any) bool
+	match(doc any, b *esBudget) bool
 }
 
 // compileESQuery parses the query DSL subset DSS v1 subscriptions used:
@@ -150,7 +188,7 @@ func (c *esCompiler) query(v any, path string, depth int) (esNode, error) {
 
 type constNode bool
 
-func (n constNode) match(any) bool { return bool(n) }
+func (n constNode) match(any, *esBudget) bool { return bool(n) }
 
 type boolNode struct {
 	must    []esNode // must and filter: scoring does not exist here
@@ -161,14 +199,14 @@ type boolNode struct {
 	minShould int
 }
 
-func (n *boolNode) match(doc any) bool {
+func (n *boolNode) match(doc any, b *esBudget) bool {
 	for _, q := range n.must {
-		if !q.match(doc) {
+		if !q.match(doc, b) {
 			return false
 		}
 	}
 	for _, q := range n.mustNot {
-		if q.match(doc) {
+		if q.match(doc, b) || b.exhausted() {
 			return false
 		}
 	}
@@ -177,7 +215,7 @@ func (n *boolNode) match(doc any) bool {
 	}
 	hits := 0
 	for i, q := range n.should {
-		if q.match(doc) {
+		if q.match(doc, b) {
 			hits++
 			if hits >= n.minShould {
 				return true
@@ -313,22 +351,23 @@ type fieldNode struct {
 	keywordAlt *fieldPath
 }
 
+// leafTest tests one document value, charging b for what it reads.
 type leafTest interface {
-	test(v any) bool
+	test(v any, b *esBudget) bool
 }
 
-func (n *fieldNode) match(doc any) bool {
-	if n.path.walk(doc, 0, n.test) {
+func (n *fieldNode) match(doc any, b *esBudget) bool {
+	if n.path.walk(doc, 0, n.test, b) {
 		return true
 	}
-	return n.keywordAlt != nil && n.keywordAlt.walk(doc, 0, stringsOnly{n.test})
+	return n.keywordAlt != nil && n.keywordAlt.walk(doc, 0, stringsOnly{n.test}, b)
 }
 
 type stringsOnly struct{ leafTest }
 
-func (s stringsOnly) test(v any) bool {
+func (s stringsOnly) test(v any, b *esBudget) bool {
 	_, ok := v.(string)
-	return ok && s.leafTest.test(v)
+	return ok && s.leafTest.test(v, b)
 }
 
 func newFieldNode(field, path string, test leafTest) (esNode, error) {
@@ -420,7 +459,14 @@ type termTest struct {
 	ci  bool
 }
 
-func (t termTest) test(v any) bool { return t.val.equal(v, t.ci) }
+func (t termTest) test(v any, b *esBudget) bool {
+	if s, ok := v.(string); ok {
+		if t.ci && !b.spendBytes(s) || !t.ci && !b.spendHash(s) {
+			return false
+		}
+	}
+	return t.val.equal(v, t.ci)
+}
 
 func termQuery(body any, path string) (esNode, error) {
 	field, spec, err := fieldParams(body, path)
@@ -452,9 +498,12 @@ type termsTest struct {
 }
 
 // test is scalar.equal against each value, by set lookups.
-func (t *termsTest) test(v any) bool {
+func (t *termsTest) test(v any, b *esBudget) bool {
 	switch x := v.(type) {
 	case string:
+		if !b.spendHash(x) {
+			return false
+		}
 		if _, ok := t.strs[x]; ok {
 			return true
 		}
@@ -521,9 +570,15 @@ type matchTest struct {
 	tokens []string // the query's whitespace-separated tokens
 	all    bool     // operator "and"
 	val    scalar   // the query value, for non-string fields
+	// folded maps each token, case-folded (foldKey), to its index in
+	// distinct; an "and" match needs every distinct folded token.
+	folded   map[string]int
+	distinct int
 }
 
-func (t *matchTest) test(v any) bool {
+// test is linear in the value: each of its tokens is folded once and
+// looked up, instead of compared with every query token.
+func (t *matchTest) test(v any, b *esBudget) bool {
 	s, ok := v.(string)
 	if !ok {
 		return t.val.equal(v, false)
@@ -531,17 +586,28 @@ func (t *matchTest) test(v any) bool {
 	if t.val.kind != kindString {
 		return t.val.equal(v, false)
 	}
-	if t.all {
-		for _, q := range t.tokens {
-			if !hasToken(s, q) {
-				return false
-			}
-		}
-		return len(t.tokens) > 0
+	if !b.spendBytes(s) {
+		return false
 	}
+	var found []bool
+	if t.all {
+		if t.distinct == 0 {
+			return false
+		}
+		found = make([]bool, t.distinct)
+	}
+	missing := t.distinct
 	for tok := range strings.FieldsSeq(s) {
-		for _, q := range t.tokens {
-			if strings.EqualFold(tok, q) {
+		i, ok := t.folded[foldKey(tok)]
+		if !ok {
+			continue
+		}
+		if !t.all {
+			return true
+		}
+		if !found[i] {
+			found[i] = true
+			if missing--; missing == 0 {
 				return true
 			}
 		}
@@ -549,13 +615,30 @@ func (t *matchTest) test(v any) bool {
 	return false
 }
 
-func hasToken(s, q string) bool {
-	for tok := range strings.FieldsSeq(s) {
-		if strings.EqualFold(tok, q) {
-			return true
+// foldKey maps s to a key equal for exactly the strings strings.EqualFold
+// finds equal to s: every rune becomes the smallest rune of its Unicode
+// simple case-folding orbit.
+func foldKey(s string) string {
+	ascii := true
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c >= utf8.RuneSelf || 'a' <= c && c <= 'z' {
+			ascii = false
+			break
 		}
 	}
-	return false
+	if ascii {
+		return s // no lower-case letter, nothing to fold
+	}
+	var out strings.Builder
+	out.Grow(len(s))
+	for _, r := range s {
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			least = min(least, f)
+		}
+		out.WriteRune(least)
+	}
+	return out.String()
 }
 
 func matchQuery(body any, path string) (esNode, error) {
@@ -587,6 +670,14 @@ func matchQuery(body any, path string) (esNode, error) {
 		if len(t.tokens) > MaxMatchTokens {
 			return nil, filterError(path, "on %q: more than %d tokens", field, MaxMatchTokens)
 		}
+		t.folded = make(map[string]int, len(t.tokens))
+		for _, tok := range t.tokens {
+			k := foldKey(tok)
+			if _, dup := t.folded[k]; !dup {
+				t.folded[k] = t.distinct
+				t.distinct++
+			}
+		}
 	}
 	return newFieldNode(field, path, t)
 }
@@ -613,7 +704,10 @@ type rangeTest struct {
 	bounds []rangeBound
 }
 
-func (t *rangeTest) test(v any) bool {
+func (t *rangeTest) test(v any, budget *esBudget) bool {
+	if s, ok := v.(string); ok && !budget.spend(len(t.bounds)*(1+len(s)/16)) {
+		return false
+	}
 	for _, b := range t.bounds {
 		c, ok := b.val.compare(v)
 		if !ok {
@@ -678,28 +772,31 @@ func rangeQuery(body any, path string) (esNode, error) {
 
 type existsTest struct{}
 
-func (existsTest) test(v any) bool { return hasValue(v, 0) }
+func (existsTest) test(v any, b *esBudget) bool { return hasValue(v, 0, b) }
 
 // hasValue reports whether v holds a non-null value; like Elasticsearch,
 // null, [] and arrays of nulls do not exist, and an object exists when
 // something below it does.
-func hasValue(v any, depth int) bool {
+func hasValue(v any, depth int, b *esBudget) bool {
 	if depth > 10_000 { // encoding/json nests no deeper; this is a guard
 		return true
+	}
+	if !b.spend(1) {
+		return false
 	}
 	switch x := v.(type) {
 	case nil:
 		return false
 	case []any:
 		for _, e := range x {
-			if hasValue(e, depth+1) {
+			if hasValue(e, depth+1, b) {
 				return true
 			}
 		}
 		return false
 	case map[string]any:
 		for _, e := range x {
-			if hasValue(e, depth+1) {
+			if hasValue(e, depth+1, b) {
 				return true
 			}
 		}
@@ -730,12 +827,15 @@ type prefixTest struct {
 	ci     bool
 }
 
-func (t prefixTest) test(v any) bool {
+func (t prefixTest) test(v any, b *esBudget) bool {
 	s, ok := v.(string)
 	if !ok {
 		return false
 	}
 	if t.ci {
+		if !b.spendBytes(s) {
+			return false
+		}
 		return strings.HasPrefix(strings.ToLower(s), t.prefix)
 	}
 	return strings.HasPrefix(s, t.prefix)
@@ -781,15 +881,18 @@ type wildcardTest struct {
 	ci      bool
 }
 
-func (t *wildcardTest) test(v any) bool {
+func (t *wildcardTest) test(v any, b *esBudget) bool {
 	s, ok := v.(string)
 	if !ok {
 		return false
 	}
 	if t.ci {
+		if !b.spendBytes(s) {
+			return false
+		}
 		s = strings.ToLower(s)
 	}
-	return wildcardMatch(t.pattern, s)
+	return wildcardMatch(t.pattern, s, b)
 }
 
 func wildcardQuery(body any, path string) (esNode, error) {
@@ -835,11 +938,20 @@ func parseWildcard(p string) []wcToken {
 }
 
 // wildcardMatch is the classic greedy matcher with one backtrack point per
-// star: O(len(pattern) * len(s)) in the worst case, never exponential.
-func wildcardMatch(p []wcToken, s string) bool {
+// star: O(len(pattern) * len(s)) in the worst case, never exponential, and
+// each step is charged to b.
+func wildcardMatch(p []wcToken, s string, b *esBudget) bool {
 	pi, si := 0, 0
 	starP, starS := -1, 0
+	const chunk = 256 // steps charged at a time
+	steps := 0
 	for si < len(s) {
+		if steps++; steps == chunk {
+			if !b.spend(chunk) {
+				return false
+			}
+			steps = 0
+		}
 		r, size := utf8.DecodeRuneInString(s[si:])
 		if pi < len(p) {
 			switch t := p[pi]; t.kind {

@@ -312,7 +312,96 @@ func TestWildcardMatch(t *testing.T) {
 		{"*a*a*a*a*a*a*b", strings.Repeat("a", 200), false},
 	}
 	for _, tt := range tests {
-		require.Equal(t, tt.want, wildcardMatch(parseWildcard(tt.pattern), tt.s), "%q ~ %q", tt.pattern, tt.s)
+		require.Equal(t, tt.want, wildcardMatch(parseWildcard(tt.pattern), tt.s, &esBudget{left: ESQueryCostLimit}), "%q ~ %q", tt.pattern, tt.s)
+	}
+}
+
+// TestESQueryCostLimit: an evaluation that runs out of ESQueryCostLimit
+// stops and does not match, even where a cut-short must_not would have
+// made it match, and is counted.
+func TestESQueryCostLimit(t *testing.T) {
+	t.Parallel()
+
+	var list strings.Builder
+	list.WriteString(`{"l": [`)
+	for i := range 5000 {
+		if i > 0 {
+			list.WriteByte(',')
+		}
+		fmt.Fprintf(&list, `"v%d"`, i)
+	}
+	list.WriteString(`], "s": "` + strings.Repeat("a", 100_000) + `"}`)
+	in := NewInput(&herald.Event{Type: "t", Data: json.RawMessage(list.String())})
+
+	// 1000 clauses, each walking 5000 values: 5,000,000 units.
+	var clauses []string
+	for i := range 1000 {
+		clauses = append(clauses, fmt.Sprintf(`{"term": {"data.l": "absent-%d"}}`, i))
+	}
+	mustNot := `{"bool": {"must_not": [` + strings.Join(clauses, ",") + `]}}`
+	// A wildcard that compares 1000 pattern characters at each of the
+	// 100,000 positions of the string: 10^8 steps.
+	wildcard := `{"wildcard": {"data.s": "*` + strings.Repeat("a", 1000) + `b"}}`
+
+	for name, q := range map[string]string{"ManyClauses": mustNot, "Wildcard": wildcard} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			m, err := Compile(&herald.Filter{ESQuery: json.RawMessage(q)})
+			require.NoError(t, err)
+			before := CostLimitHits()["es_query"]
+			require.False(t, m.Match(in))
+			require.Greater(t, CostLimitHits()["es_query"], before)
+		})
+	}
+
+	// Within the budget, the same shapes answer as before.
+	m, err := Compile(&herald.Filter{ESQuery: json.RawMessage(`{"bool": {"must_not": [` + strings.Join(clauses[:10], ",") + `]}}`)})
+	require.NoError(t, err)
+	require.True(t, m.Match(in))
+}
+
+// TestESMatchLinear: a match query costs one pass over the value, whatever
+// the number of query tokens (it was tokens × value length).
+func TestESMatchLinear(t *testing.T) {
+	t.Parallel()
+
+	text := strings.Repeat("lorem ipsum dolor ", 20_000) + "Needle"
+	in := NewInput(&herald.Event{Type: "t", Data: json.RawMessage(`{"text": "` + text + `"}`)})
+	var tokens []string
+	for i := range MaxMatchTokens - 1 {
+		tokens = append(tokens, fmt.Sprintf("w%d", i))
+	}
+	for _, op := range []string{"or", "and"} {
+		query := strings.Join(append(tokens, "nEEDLE"), " ")
+		if op == "and" {
+			query = "LOREM needle Ipsum"
+		}
+		m, err := Compile(&herald.Filter{ESQuery: json.RawMessage(`{"match": {"data.text": {"query": "` + query + `", "operator": "` + op + `"}}}`)})
+		require.NoError(t, err)
+		b := &esBudget{left: ESQueryCostLimit}
+		require.True(t, m.(*esMatcher).root.match(in.envelope, b), op)
+		require.LessOrEqual(t, ESQueryCostLimit-b.left, 2*len(text), "%s: work linear in the text", op)
+	}
+}
+
+func TestFoldKey(t *testing.T) {
+	t.Parallel()
+
+	for _, tt := range []struct {
+		a, b string
+		want bool
+	}{
+		{"Needle", "nEEDLE", true},
+		{"k", "\u212a", true}, // Kelvin sign
+		{"s", "ſ", true},      // long s
+		{"straße", "STRASSE", false},
+		{"Σίσυφος", "ΣΊΣΥΦΟΣ", true},
+		{"abc", "abd", false},
+		{"\xff", "\ufffd", true}, // both decode to U+FFFD
+		{"", "", true},
+	} {
+		require.Equal(t, tt.want, foldKey(tt.a) == foldKey(tt.b), "%q %q", tt.a, tt.b)
+		require.Equal(t, strings.EqualFold(tt.a, tt.b), foldKey(tt.a) == foldKey(tt.b), "%q %q", tt.a, tt.b)
 	}
 }
 

@@ -45,27 +45,30 @@ func parseFieldPath(field, path string) (fieldPath, error) {
 // walk follows the path from segment i through v and calls t.test on every
 // value found, stopping at the first true. Arrays are walked element by
 // element at every step and at the end, as Elasticsearch flattens them.
-func (p *fieldPath) walk(v any, i int, t leafTest) bool {
+func (p *fieldPath) walk(v any, i int, t leafTest, b *esBudget) bool {
+	if !b.spend(1) {
+		return false
+	}
 	switch x := v.(type) {
 	case []any:
 		for _, e := range x {
-			if p.walk(e, i, t) {
+			if p.walk(e, i, t, b) {
 				return true
 			}
 		}
 		return false
 	case map[string]any:
 		if i == len(p.start) {
-			return t.test(v)
+			return t.test(v, b)
 		}
 		for j := i; j < len(p.start); j++ {
-			if c, ok := x[p.full[p.start[i]:p.end[j]]]; ok && p.walk(c, j+1, t) {
+			if c, ok := x[p.full[p.start[i]:p.end[j]]]; ok && p.walk(c, j+1, t, b) {
 				return true
 			}
 		}
 		return false
 	}
-	return i == len(p.start) && t.test(v)
+	return i == len(p.start) && t.test(v, b)
 }
 
 // ---- scalars and numbers ----

@@ -113,7 +113,7 @@ func TestNewInput(t *testing.T) {
 
 	t.Run("JMESPathViewIsFloat", func(t *testing.T) {
 		t.Parallel()
-		doc := testInput(t).jmesDoc()
+		doc, _ := testInput(t).jmesDoc()
 		require.Equal(t, float64(7), doc["version"])
 		require.Equal(t, float64(15), doc["data"].(map[string]any)["size"])
 	})

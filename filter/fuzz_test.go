@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,7 +44,10 @@ func fuzzCheck(t *testing.T, f *herald.Filter, field string) {
 	m.Match(NewInput(nil))
 }
 
-const fuzzDeadline = 5 * time.Second
+// fuzzDeadline is far above what a budgeted evaluation takes (tens of
+// milliseconds) and below what the hostile seeds took before the budgets
+// (the n = 22 JMESPath seed: 3.9 s).
+const fuzzDeadline = 2 * time.Second
 
 var fuzzEvent = func() *herald.Event {
 	v := int64(3)
@@ -65,6 +70,10 @@ func FuzzCompileCEL(f *testing.F) {
 		`"a".repeat(10)`,
 		`data.tags[9223372036854775807] == "x"`,
 		`dyn(data.size) + 9223372036854775807 > 0`,
+		// Hostile: strings that grow with every call stop at the cost limit.
+		`type` + strings.Repeat(`.replace("", type)`, 40) + `.size() > 0`,
+		`type.split("").join(type).split("").join(type).split("").join(type).split("").join(type).size() > 0`,
+		`data.files.all(a, data.files.all(b, data.files.all(c, data.files.all(d, a != b || true))))`,
 	} {
 		f.Add(s)
 	}
@@ -88,6 +97,18 @@ func FuzzCompileJMESPath(f *testing.F) {
 		"data.files[::0]",
 		"to_number('1e400')",
 		"join(', ', data.tags)",
+		// Hostile: each is refused at compile time or bounded by the cost
+		// limit (issue 10).
+		"[data]" + strings.Repeat(".[@,@][]", 22),
+		"[data]" + strings.Repeat(".[@,@][]", 30),
+		"`[1]`" + strings.Repeat(".[@,@][]", 30),
+		"[data]" + strings.Repeat(".[@,@][]", 3) + " | length(@) > `0`",
+		"*.*.*.*.*.*.*.*.*.*",
+		"map(&[@,@,@,@], map(&[@,@,@,@], map(&[@,@,@,@], map(&[@,@,@,@], data.tags))))",
+		"sort_by(data.files, &to_string(sort_by(data.files, &to_string(@))))",
+		"to_string(to_string(to_string(to_string(data))))",
+		"join(type, data.tags)",
+		"length(join(', ', [to_string(@), to_string(@), to_string(@), to_string(@)]))",
 	} {
 		f.Add(s)
 	}
@@ -114,6 +135,10 @@ func FuzzCompileESQuery(f *testing.F) {
 		`{"term": {"a..b": 1}}`,
 		`{"range": {"a": {"gt": "now-1d"}}}`,
 		`{"term": {"data.size": 1e400}}`,
+		// Hostile: long backtracking wildcard, many clauses.
+		`{"wildcard": {"data.project.title": "*` + strings.Repeat("?", 500) + `x"}}`,
+		`{"bool": {"must_not": [` + strings.Repeat(`{"exists": {"field": "data.project"}},`, 500) + `{"match_all": {}}]}}`,
+		`{"match": {"data.project.title": {"query": "` + strings.Repeat("a ", 255) + `cortex", "operator": "and"}}}`,
 		`[]`,
 		`null`,
 		`{`,
@@ -122,5 +147,84 @@ func FuzzCompileESQuery(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		fuzzCheck(t, &herald.Filter{ESQuery: raw}, "filter.es_query")
+	})
+}
+
+// FuzzJMESPathCostBound checks the cost analysis against go-jmespath: for
+// any expression that compiles and runs on the fuzz event, the size of the
+// result is within the bound the analysis computed for it. A rule of
+// jmescost.go that undercounts an output shows up here.
+func FuzzJMESPathCostBound(f *testing.F) {
+	for _, s := range []string{
+		"[data]" + strings.Repeat(".[@,@][]", 3),
+		"data.files[*].{n: name, s: size, t: type(@)}[?s > `1`]",
+		"*.*.*",
+		"to_string(data)",
+		"reverse(to_string(data.files))",
+		"join('--', data.tags)",
+		"map(&[@, to_string(@)], data.tags)",
+		"sort_by(data.files, &name)",
+		"merge(data.bundle, data.sample, {a: data.tags})",
+		"values(data)[][]",
+		"keys(data.sample)",
+		"not_null(data.missing, data.files)",
+		"data.matrix[*][*].[@, `[1, \"x\"]`]",
+		"data.project.contributors[::-1].[name, email][]",
+		"to_array(data) | [0].files[-1:]",
+		"max_by(data.files, &size) || min_by(data.files, &name)",
+		"type(data) && length(data) && type(@)",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, src string) {
+		m, err := Compile(&herald.Filter{JMESPath: src})
+		if err != nil {
+			return
+		}
+		jm, ok := m.(*jmesMatcher)
+		if !ok {
+			return // the empty filter
+		}
+		in := NewInput(fuzzEvent)
+		doc, size := in.jmesDoc()
+		if jm.cost.at(size, in.jmesPathSize, JMESPathCostLimit) > JMESPathCostLimit {
+			return
+		}
+		if jm.cost.sortsInPlace {
+			doc, _ = toFloatTree(in.envelope).(map[string]any)
+		}
+		out, ok := jmesSearch(jm, doc)
+		if !ok {
+			return
+		}
+		bound := jm.cost.eval(jm.cost.out, size, in.jmesPathSize, math.Inf(1))
+		if got := jmesValueSize(out); got > bound {
+			t.Fatalf("%q: result of size %.0f over its bound %.0f", src, got, bound)
+		}
+	})
+}
+
+// jmesSearch evaluates without the matcher's truthiness; ok is false on an
+// evaluation error or panic.
+func jmesSearch(m *jmesMatcher, doc map[string]any) (out any, ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	out, err := m.expr.Search(doc)
+	return out, err == nil
+}
+
+// FuzzFoldKey: match queries look tokens up by foldKey; two strings must
+// get the same key exactly when strings.EqualFold finds them equal.
+func FuzzFoldKey(f *testing.F) {
+	for _, s := range [][2]string{{"Needle", "nEEDLE"}, {"k", "\u212a"}, {"ß", "ss"}, {"\xff", "\ufffd"}, {"Σ", "ς"}} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, a, b string) {
+		if strings.EqualFold(a, b) != (foldKey(a) == foldKey(b)) {
+			t.Fatalf("EqualFold(%q, %q) = %v, foldKey %q %q", a, b, strings.EqualFold(a, b), foldKey(a), foldKey(b))
+		}
 	})
 }

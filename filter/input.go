@@ -39,6 +39,12 @@ type Input struct {
 
 	jmesOnce     sync.Once
 	jmesEnvelope map[string]any
+	jmesSize     float64 // jmesValueSize(jmesEnvelope)
+
+	// jmesPathSizes caches the sizes of root paths (jmesPath.key) that
+	// JMESPath cost bounds read; several filters often read the same.
+	jmesMu        sync.Mutex
+	jmesPathSizes map[string]float64
 }
 
 // NewInput prepares ev for matching. Data that is not valid JSON is treated
@@ -61,12 +67,57 @@ func NewInput(ev *herald.Event) *Input {
 }
 
 // jmesDoc returns the envelope with every number as float64, the only
-// numeric type go-jmespath compares.
-func (in *Input) jmesDoc() map[string]any {
+// numeric type go-jmespath compares, and its size for the cost bound.
+func (in *Input) jmesDoc() (map[string]any, float64) {
 	in.jmesOnce.Do(func() {
 		in.jmesEnvelope, _ = toFloatTree(in.envelope).(map[string]any)
+		in.jmesSize = jmesValueSize(in.jmesEnvelope)
 	})
-	return in.jmesEnvelope
+	return in.jmesEnvelope, in.jmesSize
+}
+
+// jmesPathSize returns the size of the value p reaches in the JMESPath
+// view of the envelope (1, the size of null, when it reaches nothing).
+func (in *Input) jmesPathSize(p *jmesPath) float64 {
+	in.jmesMu.Lock()
+	size, ok := in.jmesPathSizes[p.key]
+	in.jmesMu.Unlock()
+	if ok {
+		return size
+	}
+	doc, _ := in.jmesDoc()
+	var v any = doc
+	for _, st := range p.steps {
+		v = jmesStepValue(v, st)
+	}
+	size = jmesValueSize(v)
+	in.jmesMu.Lock()
+	if in.jmesPathSizes == nil {
+		in.jmesPathSizes = map[string]float64{}
+	}
+	in.jmesPathSizes[p.key] = size
+	in.jmesMu.Unlock()
+	return size
+}
+
+// jmesStepValue applies one field or index step as go-jmespath does.
+func jmesStepValue(v any, st jmesStep) any {
+	if !st.isIndex {
+		m, _ := v.(map[string]any)
+		return m[st.name]
+	}
+	l, ok := v.([]any)
+	if !ok {
+		return nil
+	}
+	i := st.index
+	if i < 0 {
+		i += len(l)
+	}
+	if i < 0 || i >= len(l) {
+		return nil
+	}
+	return l[i]
 }
 
 // decodeJSON decodes raw into a tree of map[string]any, []any, string,

@@ -3,18 +3,21 @@ package filter
 import (
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 
 	"github.com/jmespath/go-jmespath"
 )
 
 // MaxJMESPathLength bounds the source of a JMESPath expression, in bytes.
-// go-jmespath has no evaluation budget; its work is bounded by the
-// expression and the event size, and this keeps the expression side small.
+// Its cost is bounded by JMESPathMaxCostFactor and JMESPathCostLimit
+// (jmescost.go).
 const MaxJMESPathLength = 4096
 
 type jmesMatcher struct {
 	expr *jmespath.JMESPath
+	cost *jmesCost
 }
 
 func compileJMESPath(src string) (m Matcher, err error) {
@@ -32,7 +35,35 @@ func compileJMESPath(src string) (m Matcher, err error) {
 	if err != nil {
 		return nil, filterError(fieldJMESPath, "%s", jmesMessage(err))
 	}
-	return &jmesMatcher{expr: expr}, nil
+	ast, err := jmesParse(src)
+	if err != nil {
+		return nil, filterError(fieldJMESPath, "%s", jmesMessage(err))
+	}
+	cost, err := jmesAnalyze(&ast)
+	if err != nil {
+		return nil, filterError(fieldJMESPath, "expression refused: %s", err)
+	}
+	if f := cost.work.factor(); f > JMESPathMaxCostFactor {
+		return nil, filterError(fieldJMESPath,
+			"expression refused: its work can grow to %s times the event size, the limit is %d "+
+				"(each multi-select, projection or flatten applied to the result of another multiplies it)",
+			jmesFactor(f), JMESPathMaxCostFactor)
+	}
+	if cost.work.b > JMESPathCostLimit {
+		return nil, filterError(fieldJMESPath,
+			"expression refused: its work exceeds the limit of %d units whatever the event (multi-selects or projections of large literals)",
+			JMESPathCostLimit)
+	}
+	return &jmesMatcher{expr: expr, cost: cost}, nil
+}
+
+// jmesFactor renders a cost factor for a message; bounds saturate at
+// jmesBoundCap.
+func jmesFactor(f float64) string {
+	if f >= 1e15 {
+		return "more than 10^15"
+	}
+	return strconv.FormatFloat(math.Ceil(f), 'f', 0, 64)
 }
 
 // jmesMessage renders a go-jmespath compile error with its position; the
@@ -47,7 +78,9 @@ func jmesMessage(err error) string {
 }
 
 // Match evaluates the expression on the envelope and matches when the
-// result is truthy. An evaluation error is no match, as in DSS v2.
+// result is truthy. An evaluation error is no match, as in DSS v2, and so
+// is an event on which the expression's cost bound exceeds
+// JMESPathCostLimit: it is not evaluated.
 func (m *jmesMatcher) Match(in *Input) (ok bool) {
 	if in == nil {
 		in = emptyInput
@@ -57,7 +90,17 @@ func (m *jmesMatcher) Match(in *Input) (ok bool) {
 			ok = false
 		}
 	}()
-	out, err := m.expr.Search(in.jmesDoc())
+	doc, size := in.jmesDoc()
+	if m.cost.at(size, in.jmesPathSize, JMESPathCostLimit) > JMESPathCostLimit {
+		costLimitHits.jmespath.Add(1)
+		return false
+	}
+	if m.cost.sortsInPlace {
+		// sort_by sorts the list it is given in place: give it a copy, not
+		// the tree other subscriptions' filters read, maybe concurrently.
+		doc, _ = toFloatTree(in.envelope).(map[string]any)
+	}
+	out, err := m.expr.Search(doc)
 	if err != nil {
 		return false
 	}

@@ -151,9 +151,8 @@ func decodeEventTypes(o object, s *herald.Subscription) error {
 		return invalid("event_types", "may hold at most %d patterns, got %d", maxEventTypes, len(types))
 	}
 	for i, p := range types {
-		if !herald.ValidEventTypePattern(p) {
-			return invalid(fmt.Sprintf("event_types[%d]", i),
-				"is not a valid pattern (1 to 256 characters, glob syntax: * ? [a-z])")
+		if err := herald.CheckEventTypePattern(p); err != nil {
+			return invalid(fmt.Sprintf("event_types[%d]", i), "%s", err)
 		}
 	}
 	s.EventTypes = types

@@ -259,6 +259,7 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(metrics.NewStatsCollector(s, len(c.tiers)))
+	reg.MustRegister(metrics.NewFilterCollector())
 
 	api := httpapi.New(httpapi.Config{
 		Store:        s,
