@@ -505,14 +505,17 @@ type DeliveryClaimParams struct {
 	RotateAfter string
 	// Clock is when the claim really starts. A claim may wait, after the
 	// caller took Now, for what serializes it with other claims (SQLite's
-	// writer, PostgreSQL's throttle row locks); the backend reads Clock
-	// once inside the claim transaction, after it holds those locks and
-	// before it commits, and records the request starts of throttled
+	// writer, PostgreSQL's throttle row locks); the backend reads Clock at
+	// most once inside the claim transaction, after it holds those locks
+	// and before it commits (PostgreSQL: only when it claimed rate-limited
+	// deliveries), and records the request starts of throttled
 	// subscriptions (the rate window, see ThrottleMargin) at that value
 	// rather than at Now, so a slow claim neither starts requests long
 	// after their recorded start nor has them given back as late. A value
 	// before Now counts as Now. nil means Now (tests stay deterministic).
-	// Due times, leases and key intervals still use Now. See ClaimStart.
+	// Due times, leases and key intervals still use Now. It is called
+	// before DeliveryClaim returns, on the caller's goroutine. See
+	// ClaimStart.
 	Clock func() time.Time
 }
 

@@ -266,30 +266,12 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *store.DeliveryClaimPa
 		// Subscriptions and secrets once per subscription, not per
 		// delivery: one more round trip for the whole claim.
 		batch := &pgx.Batch{}
-		// The throttle locks, if any, are held: the requests start now,
-		// however long the claim waited for them after its caller took
-		// Now. The starts it recorded at Now move there, in this round
-		// trip (throttleRestartSQL).
-		restart := false
-		if start := ms(params.ClaimStart()); kinds.limited && start.After(now) {
-			claimedIDs := make([]string, len(out))
-			for i, c := range out {
-				claimedIDs[i] = c.Delivery.ID
-			}
-			batch.Queue(throttleRestartSQL, ids, claimedIDs, now, start)
-			restart = true
-		}
 		batch.Queue("SELECT "+subscriptionColumns+" FROM subscriptions WHERE id = ANY($1)", ids)
 		batch.Queue(`SELECT subscription_id, value, created_at, expires_at FROM subscription_secrets
 			WHERE subscription_id = ANY($1) AND (expires_at IS NULL OR expires_at > $2)
 			ORDER BY subscription_id, created_at DESC, id DESC`, ids, now)
 		br := tx.SendBatch(ctx, batch)
 		defer br.Close()
-		if restart {
-			if _, err := br.Exec(); err != nil {
-				return err
-			}
-		}
 		subRows, err := br.Query()
 		if err != nil {
 			return err
@@ -310,11 +292,29 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *store.DeliveryClaimPa
 		if _, err := collectSecrets(secRows, secrets); err != nil {
 			return err
 		}
+		var rateSubs, rateIDs []string // rate-limited deliveries claimed
 		for _, c := range out {
 			c.Subscription = byID[c.Delivery.SubscriptionID]
 			c.Secrets = secrets[c.Delivery.SubscriptionID]
+			if c.Subscription != nil && c.Subscription.RateLimit != nil {
+				rateSubs, rateIDs = append(rateSubs, c.Subscription.ID), append(rateIDs, c.Delivery.ID)
+			}
 		}
-		return br.Close()
+		if err := br.Close(); err != nil {
+			return err
+		}
+		if len(rateIDs) == 0 {
+			return nil
+		}
+		// The throttle locks are held: the requests start now, however
+		// long the claim waited for them after its caller took Now. The
+		// starts it recorded at Now move there (throttleRestartSQL), in one
+		// more round trip, as late as possible before the commit.
+		if start := ms(params.ClaimStart()); start.After(now) {
+			_, err := tx.Exec(ctx, throttleRestartSQL, rateSubs, rateIDs, now, start)
+			return err
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err

@@ -39,12 +39,13 @@ import (
 // nodes cannot both spend the last budget. The lock statements are sent in
 // the same round trip as the claim (a pipeline), so they cost no extra
 // round trip. Because of that the claim reads its clock
-// (DeliveryClaimParams.ClaimStart) only after its claim statements, and
-// moves the starts it recorded at Now to that time (throttleRestartSQL) in
-// its last round trip: a claim that waited for the locks records when its
-// requests really start. While no subscription has a rate limit or an in-flight cap
-// (cached, orderedCache), the locks are not taken and claimPlainSQL leaves
-// limited subscriptions out instead.
+// (DeliveryClaimParams.ClaimStart) only after its claim statements and
+// reads, and moves the starts it recorded at Now to that time
+// (throttleRestartSQL) just before it commits: a claim that waited for the
+// locks records when its requests really start. Only claims that took
+// rate-limited deliveries do it (one more round trip). While no subscription has a rate limit or an
+// in-flight cap (cached, orderedCache), the locks are not taken and
+// claimPlainSQL leaves limited subscriptions out instead.
 
 // throttledPredicate selects the subscriptions the throttle looks at.
 const throttledPredicate = `(s.rate_limit_max IS NOT NULL OR s.max_in_flight > 0 OR s.paused_until IS NOT NULL)`
