@@ -777,7 +777,16 @@ func (c *chaos) phaseLatencies(phase string) []time.Duration {
 				} else {
 					missing++
 				}
-				samples = append(samples, d)
+				if role != "fifo" {
+					// The latency bound is on the unordered subscriptions:
+					// fifo's latency is its key's round trip times the
+					// queue per key, which CPU contention alone (another
+					// package's tests on the same 2 cores) stretches on
+					// PostgreSQL from ~0.4 s to ~2 s p99 whether or not
+					// hostility runs. Its deliveries are still required
+					// (missing), and its p50/p99 are logged per role.
+					samples = append(samples, d)
+				}
 				byRole[role] = append(byRole[role], d)
 				worst = append(worst, slow{role, ev.id, ev.scheduled, d})
 			}
@@ -804,7 +813,8 @@ func (c *chaos) phaseLatencies(phase string) []time.Duration {
 	return samples
 }
 
-// compareLatency: the healthy subscriptions' p99 under hostility must stay
+// compareLatency: the healthy unordered subscriptions' p99 under hostility
+// (phaseLatencies leaves fifo out of the samples) must stay
 // within max(2×baseline, baseline+500ms). The floor: on a 2-core machine
 // shared with other test binaries, a baseline p99 of a few tens of
 // milliseconds doubles from scheduler noise alone (one GC pause of the
