@@ -20,8 +20,8 @@ test: ## Run every test (PostgreSQL tests skip, visibly, when no server answers)
 	$(GO) test $(PKGS)
 
 .PHONY: test-race
-test-race: ## Run every test with the race detector (what CI runs)
-	$(GO) test -race $(PKGS)
+test-race: ## Run every test with the race detector, one package at a time (what CI runs)
+	$(GO) test -race -p 1 $(PKGS)
 
 .PHONY: lint
 lint: ## gofmt and go vet
