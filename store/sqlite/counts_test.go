@@ -47,7 +47,7 @@ func TestMigrateCountsSeeded(t *testing.T) {
 	db, err := sql.Open("sqlite3", path)
 	require.NoError(t, err)
 	for _, q := range []string{
-		`DROP TRIGGER deliveries_count_insert`, `DROP TRIGGER deliveries_count_delete`, `DROP TRIGGER deliveries_count_update`,
+		`DROP TRIGGER deliveries_count_insert`, `DROP TRIGGER deliveries_count_delete`, `DROP TRIGGER deliveries_count_update_in`, `DROP TRIGGER deliveries_count_update_out`,
 		`DROP TABLE delivery_counts`,
 	} {
 		_, err := db.Exec(q)
