@@ -2,16 +2,10 @@ package delivery_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
 	"io"
 	"log"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -24,6 +18,7 @@ import (
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/delivery"
+	"github.com/heraldhq/herald/internal/testcert"
 	"github.com/heraldhq/herald/internal/testdb"
 	"github.com/heraldhq/herald/store"
 	"github.com/heraldhq/herald/webhook"
@@ -35,25 +30,12 @@ import (
 // an error text that contains NUL.
 func nulTLSServer(t *testing.T) (port string) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: "hostile"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		DNSNames:     []string{"evil\x00.example"},
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	require.NoError(t, err)
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
-	srv.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{testcert.NULName(t)}}
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
-	_, port, err = net.SplitHostPort(srv.Listener.Addr().String())
+	_, port, err := net.SplitHostPort(srv.Listener.Addr().String())
 	require.NoError(t, err)
 	return port
 }

@@ -2,45 +2,18 @@ package webhook
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
-	"time"
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/testcert"
 )
-
-// nulCertificate is a self-signed certificate whose only DNS name holds a
-// NUL byte. Go's x509 quotes the names verbatim in a HostnameError, so a
-// receiver serving it puts a NUL into the error text of every attempt.
-func nulCertificate(t testing.TB) tls.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: "hostile"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		DNSNames:     []string{"evil\x00.example"},
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	require.NoError(t, err)
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-}
 
 // requireStorable checks the Result's texts are fit for any text column.
 func requireStorable(t *testing.T, res Result) {
@@ -59,7 +32,7 @@ func requireStorable(t *testing.T, res Result) {
 func TestSendTLSErrorWithNULIsClean(t *testing.T) {
 	t.Parallel()
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
-	srv.TLS = &tls.Config{Certificates: []tls.Certificate{nulCertificate(t)}}
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{testcert.NULName(t)}}
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	_, port, err := net.SplitHostPort(srv.Listener.Addr().String())

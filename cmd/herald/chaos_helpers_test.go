@@ -4,19 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log"
-	"math/big"
 	mrand "math/rand/v2"
 	"net"
 	"net/http"
@@ -213,29 +208,6 @@ func quietTLSServer(t *testing.T, h http.Handler, cert *tls.Certificate) *httpte
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	return srv
-}
-
-// nulSANCert is a self-signed certificate whose only DNS name holds a NUL
-// byte. Go verifies the host name before the chain, so an https://localhost
-// URL fails with "x509: certificate is valid for evil\x00host.example, not
-// localhost": the raw NUL reaches herald's attempt error message (issue 10
-// item 1), which PostgreSQL refuses to store.
-func nulSANCert(t *testing.T) *tls.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: "chaos"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		DNSNames:     []string{"evil\x00host.example"},
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	require.NoError(t, err)
-	return &tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
 
 // Paths of the raw TCP receiver, one hostile behaviour each.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/heraldhq/herald/internal/testcert"
 	"github.com/heraldhq/herald/internal/testdb"
 )
 
@@ -252,7 +253,8 @@ func (c *chaos) startReceivers() {
 	healthy := httptest.NewServer(c.rec)
 	t.Cleanup(healthy.Close)
 	c.urls.healthy = healthy.URL
-	nul := quietTLSServer(t, c.rec, nulSANCert(t))
+	nulCert := testcert.NULName(t)
+	nul := quietTLSServer(t, c.rec, &nulCert)
 	c.urls.tlsNUL = "https://localhost:" + strconv.Itoa(nul.Listener.Addr().(*net.TCPAddr).Port) + "/"
 	c.urls.tlsCA = quietTLSServer(t, c.rec, nil).URL // httptest's CA is not trusted by herald
 	c.urls.raw = startRawServer(t, c.rng)

@@ -177,10 +177,17 @@ func liveSubscriptions(ctx context.Context, tx *sql.Tx, events []store.EventInse
 			}
 		}
 	}
-	live := make(map[string]bool, len(ids))
+	return subscriptionsWhere(ctx, tx, "deleted_at IS NULL", ids)
+}
+
+// subscriptionsWhere returns which of ids name a subscription that meets
+// cond (an SQL condition on subscriptions), reading insertChunk ids per
+// statement.
+func subscriptionsWhere(ctx context.Context, tx *sql.Tx, cond string, ids []any) (map[string]bool, error) {
+	found := make(map[string]bool, len(ids))
 	for lo := 0; lo < len(ids); lo += insertChunk {
 		chunk := ids[lo:min(lo+insertChunk, len(ids))]
-		rows, err := tx.QueryContext(ctx, `SELECT id FROM subscriptions WHERE deleted_at IS NULL AND id IN (`+placeholders(len(chunk))+`)`, chunk...)
+		rows, err := tx.QueryContext(ctx, `SELECT id FROM subscriptions WHERE `+cond+` AND id IN (`+placeholders(len(chunk))+`)`, chunk...)
 		if err != nil {
 			return nil, err
 		}
@@ -190,7 +197,7 @@ func liveSubscriptions(ctx context.Context, tx *sql.Tx, events []store.EventInse
 				rows.Close()
 				return nil, err
 			}
-			live[id] = true
+			found[id] = true
 		}
 		if err := rows.Close(); err != nil {
 			return nil, err
@@ -199,7 +206,7 @@ func liveSubscriptions(ctx context.Context, tx *sql.Tx, events []store.EventInse
 			return nil, err
 		}
 	}
-	return live, nil
+	return found, nil
 }
 
 // insertEventRows inserts events[idx…] in one statement, each with the

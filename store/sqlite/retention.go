@@ -49,12 +49,12 @@ func (s *Store) RetentionSweep(ctx context.Context, params *store.RetentionSweep
 	}
 	if !cut.Events.IsZero() {
 		cutoff := ms(cut.Events)
-		err := s.sweepLoop(ctx, "retention: events", batch, &res.Events, func(tx *sql.Tx) (sql.Result, error) {
-			return tx.ExecContext(ctx, `DELETE FROM events WHERE id IN (
+		err := s.sweepLoop(ctx, "retention: events", batch, &res.Events, func(tx *sql.Tx) (int64, error) {
+			return affected(tx.ExecContext(ctx, `DELETE FROM events WHERE id IN (
 				SELECT e.id FROM events e
 				WHERE e.created_at < ?
 				  AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id)
-				ORDER BY e.created_at LIMIT ?)`, cutoff, batch)
+				ORDER BY e.created_at LIMIT ?)`, cutoff, batch))
 		})
 		if err != nil {
 			return res, err
@@ -75,13 +75,13 @@ func (s *Store) RetentionSweep(ctx context.Context, params *store.RetentionSweep
 	}
 	if !cut.Secrets.IsZero() {
 		cutoff := ms(cut.Secrets)
-		err := s.sweepLoop(ctx, "retention: secrets", batch, &res.Secrets, func(tx *sql.Tx) (sql.Result, error) {
-			return tx.ExecContext(ctx, `DELETE FROM subscription_secrets WHERE id IN (
+		err := s.sweepLoop(ctx, "retention: secrets", batch, &res.Secrets, func(tx *sql.Tx) (int64, error) {
+			return affected(tx.ExecContext(ctx, `DELETE FROM subscription_secrets WHERE id IN (
 				SELECT x.id FROM subscription_secrets x
 				WHERE x.expires_at < ?1
 				  AND EXISTS (SELECT 1 FROM subscription_secrets n WHERE n.subscription_id = x.subscription_id
 					AND (n.expires_at IS NULL OR n.expires_at >= ?1))
-				LIMIT ?2)`, cutoff, batch)
+				LIMIT ?2)`, cutoff, batch))
 		})
 		if err != nil {
 			return res, err
@@ -160,15 +160,11 @@ func (s *Store) sweepKeys(ctx context.Context, k *keySweep, after []string, batc
 
 // sweepLoop runs del, one write transaction per batch, until a batch
 // deletes fewer than batch rows, adding what it deleted to count.
-func (s *Store) sweepLoop(ctx context.Context, op string, batch int, count *int, del func(tx *sql.Tx) (sql.Result, error)) error {
+func (s *Store) sweepLoop(ctx context.Context, op string, batch int, count *int, del func(tx *sql.Tx) (int64, error)) error {
 	for {
 		var n int64
-		err := s.queueTx(ctx, op, func(tx *sql.Tx) error {
-			r, err := del(tx)
-			if err != nil {
-				return err
-			}
-			n, err = r.RowsAffected()
+		err := s.queueTx(ctx, op, func(tx *sql.Tx) (err error) {
+			n, err = del(tx)
 			return err
 		})
 		if err != nil {
@@ -181,49 +177,42 @@ func (s *Store) sweepLoop(ctx context.Context, op string, batch int, count *int,
 	}
 }
 
+// affected is the number of rows a statement changed.
+func affected(r sql.Result, err error) (int64, error) {
+	if err != nil {
+		return 0, err
+	}
+	return r.RowsAffected()
+}
+
 // sweepSubscriptions removes deleted subscriptions deleted before cutoff
 // that have no delivery left, with everything else that names them.
 func (s *Store) sweepSubscriptions(ctx context.Context, cutoff int64, batch int) (int, error) {
 	total := 0
-	for {
-		var n int
-		err := s.queueTx(ctx, "retention: subscriptions", func(tx *sql.Tx) error {
-			ids, err := queryStrings(ctx, tx, `SELECT s.id FROM subscriptions s
-				WHERE s.deleted_at IS NOT NULL AND s.deleted_at < ?
-				  AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.subscription_id = s.id)
-				ORDER BY s.deleted_at LIMIT ?`, cutoff, batch)
-			if err != nil || len(ids) == 0 {
-				return err
-			}
-			list, err := json.Marshal(ids)
-			if err != nil {
-				return err
-			}
-			// Rows that name the subscription first (secrets have a
-			// foreign key to it).
-			for _, table := range []string{"subscription_secrets", "delivery_keys", "throttle_starts"} {
-				if _, err := tx.ExecContext(ctx, `DELETE FROM `+table+`
-					WHERE subscription_id IN (SELECT value FROM json_each(?))`, string(list)); err != nil {
-					return err
-				}
-			}
-			r, err := tx.ExecContext(ctx, `DELETE FROM subscriptions
-				WHERE id IN (SELECT value FROM json_each(?)) AND deleted_at IS NOT NULL`, string(list))
-			if err != nil {
-				return err
-			}
-			deleted, err := r.RowsAffected()
-			n = int(deleted)
-			return err
-		})
+	err := s.sweepLoop(ctx, "retention: subscriptions", batch, &total, func(tx *sql.Tx) (int64, error) {
+		ids, err := queryStrings(ctx, tx, `SELECT s.id FROM subscriptions s
+			WHERE s.deleted_at IS NOT NULL AND s.deleted_at < ?
+			  AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.subscription_id = s.id)
+			ORDER BY s.deleted_at LIMIT ?`, cutoff, batch)
+		if err != nil || len(ids) == 0 {
+			return 0, err
+		}
+		list, err := json.Marshal(ids)
 		if err != nil {
-			return total, err
+			return 0, err
 		}
-		total += n
-		if n < batch {
-			return total, nil
+		// Rows that name the subscription first (secrets have a foreign
+		// key to it).
+		for _, table := range []string{"subscription_secrets", "delivery_keys", "throttle_starts"} {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM `+table+`
+				WHERE subscription_id IN (SELECT value FROM json_each(?))`, string(list)); err != nil {
+				return 0, err
+			}
 		}
-	}
+		return affected(tx.ExecContext(ctx, `DELETE FROM subscriptions
+			WHERE id IN (SELECT value FROM json_each(?)) AND deleted_at IS NOT NULL`, string(list)))
+	})
+	return total, err
 }
 
 // sweepOrphanAttempts is a store.SweepScanStep over attempts, in
@@ -282,62 +271,28 @@ func queryStrings(ctx context.Context, tx *sql.Tx, query string, args ...any) ([
 // with their attempts, batch by batch, and returns how many.
 func (s *Store) sweepDeliveries(ctx context.Context, states []string, cutoff int64, batch int) (int, error) {
 	total := 0
-	for {
-		var n int
-		err := s.queueTx(ctx, "retention: deliveries", func(tx *sql.Tx) error {
-			args := append(anySlice(states), cutoff, batch)
-			rows, err := tx.QueryContext(ctx, `SELECT id FROM deliveries
-				WHERE `+finishedPredicate+` AND state IN (`+placeholders(len(states))+`) AND updated_at < ?
-				ORDER BY state, updated_at LIMIT ?`, args...)
-			if err != nil {
-				return err
-			}
-			var ids []string
-			for rows.Next() {
-				var id string
-				if err := rows.Scan(&id); err != nil {
-					rows.Close()
-					return err
-				}
-				ids = append(ids, id)
-			}
-			if err := rows.Close(); err != nil {
-				return err
-			}
-			if err := rows.Err(); err != nil {
-				return err
-			}
-			if len(ids) == 0 {
-				return nil
-			}
-			list, err := json.Marshal(ids)
-			if err != nil {
-				return err
-			}
-			if _, err := tx.ExecContext(ctx, `DELETE FROM attempts
-				WHERE delivery_id IN (SELECT value FROM json_each(?))`, string(list)); err != nil {
-				return err
-			}
-			// The state is checked again: nothing else writes inside this
-			// transaction, but the guard keeps the rule local.
-			r, err := tx.ExecContext(ctx, `DELETE FROM deliveries
-				WHERE id IN (SELECT value FROM json_each(?)) AND state IN (`+placeholders(len(states))+`)`,
-				append([]any{string(list)}, anySlice(states)...)...)
-			if err != nil {
-				return err
-			}
-			deleted, err := r.RowsAffected()
-			n = int(deleted)
-			return err
-		})
+	err := s.sweepLoop(ctx, "retention: deliveries", batch, &total, func(tx *sql.Tx) (int64, error) {
+		ids, err := queryStrings(ctx, tx, `SELECT id FROM deliveries
+			WHERE `+finishedPredicate+` AND state IN (`+placeholders(len(states))+`) AND updated_at < ?
+			ORDER BY state, updated_at LIMIT ?`, append(anySlice(states), cutoff, batch)...)
+		if err != nil || len(ids) == 0 {
+			return 0, err
+		}
+		list, err := json.Marshal(ids)
 		if err != nil {
-			return total, err
+			return 0, err
 		}
-		total += n
-		if n < batch {
-			return total, nil
+		if _, err := tx.ExecContext(ctx, `DELETE FROM attempts
+			WHERE delivery_id IN (SELECT value FROM json_each(?))`, string(list)); err != nil {
+			return 0, err
 		}
-	}
+		// The state is checked again: nothing else writes inside this
+		// transaction, but the guard keeps the rule local.
+		return affected(tx.ExecContext(ctx, `DELETE FROM deliveries
+			WHERE id IN (SELECT value FROM json_each(?)) AND state IN (`+placeholders(len(states))+`)`,
+			append([]any{string(list)}, anySlice(states)...)...))
+	})
+	return total, err
 }
 
 // LeaderAttempt always succeeds: a SQLite data directory has one node.

@@ -172,28 +172,5 @@ func liveEnabled(ctx context.Context, tx *sql.Tx, ids map[string]bool) (map[stri
 	for id := range ids {
 		list = append(list, id)
 	}
-	live := make(map[string]bool, len(list))
-	for lo := 0; lo < len(list); lo += insertChunk {
-		chunk := list[lo:min(lo+insertChunk, len(list))]
-		rows, err := tx.QueryContext(ctx, `SELECT id FROM subscriptions
-			WHERE state = 'enabled' AND deleted_at IS NULL AND id IN (`+placeholders(len(chunk))+`)`, chunk...)
-		if err != nil {
-			return nil, err
-		}
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			live[id] = true
-		}
-		if err := rows.Close(); err != nil {
-			return nil, err
-		}
-		if err := rows.Err(); err != nil {
-			return nil, err
-		}
-	}
-	return live, nil
+	return subscriptionsWhere(ctx, tx, "state = 'enabled' AND deleted_at IS NULL", list)
 }
