@@ -12,6 +12,8 @@ const (
 	PrefixEvent        = "evt_"
 	PrefixSubscription = "sub_"
 	PrefixDelivery     = "dlv_"
+	// PrefixPushMessage names stored Web Push messages (package push).
+	PrefixPushMessage = "pm_"
 )
 
 // crockford base32, lower case: sortable as strings.

@@ -1,0 +1,48 @@
+package push
+
+import (
+	"fmt"
+	"net/http"
+)
+
+// Error is an endpoint error as autopush answers it: an HTTP status, an
+// errno (autopush's numbering, docs/api.md lists them) and a message. It is
+// written as
+//
+//	{"code":<status>,"errno":<errno>,"error":"<reason phrase>","message":"…","more_info":"…"}
+type Error struct {
+	Status  int
+	Errno   int
+	Message string
+	Err     error // cause, never shown to clients
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("push %d errno %d: %s", e.Status, e.Errno, e.Message)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Errno values (autopush's).
+const (
+	ErrnoInvalidToken    = 102 // 404: undecryptable token, bad length, bad version
+	ErrnoPayloadTooLarge = 104 // 413
+	ErrnoUserDeleted     = 105 // 410: user deleted while routing
+	ErrnoNoSubscription  = 106 // 410: unknown uaid or channel not registered
+	ErrnoInvalidCrypto   = 110 // 400: bad or missing crypto headers
+	ErrnoMissingTTL      = 111 // 400
+	ErrnoInvalidTopic    = 113 // 400
+	ErrnoInvalidTTL      = 114 // 400: negative or malformed TTL
+	ErrnoVAPID           = 109 // 401: any VAPID problem
+	ErrnoRetry           = 201 // 503: store unavailable, retry later
+	ErrnoInternal        = 999 // 500
+)
+
+// WriteError writes err as autopush's JSON error body. Errors that are not
+// *Error answer 500 errno 999 (their text is not shown). 410 answers carry
+// Cache-Control: max-age=86400, 503 answers Retry-After: 120, 401 answers
+// WWW-Authenticate: vapid.
+func WriteError(w http.ResponseWriter, err error) {
+	// Filled by the codecs branch.
+	http.Error(w, "not implemented", http.StatusInternalServerError)
+}

@@ -1,0 +1,224 @@
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// PushStore is the storage contract of the Web Push service (package push):
+// user agents (the router record), their channels, stored messages and
+// broadcast versions. Both backends implement it; storetest.RunPush proves
+// it on both. The same conventions as Store apply: ctx first, a params
+// struct per method, Now in the params where time matters, herald.ErrNotFound
+// / herald.ErrConflict where the contract says so, one transaction per call.
+//
+// Identifiers are strings in their wire form: a uaid is 32 lower-case hex
+// digits, a channel id a lower-case dashed UUID. Times are kept to the
+// millisecond, as in Store.
+type PushStore interface {
+	// PushUserGet returns a user agent's router record, or ErrNotFound.
+	PushUserGet(ctx context.Context, uaid string) (*PushUser, error)
+	// PushUserCreate inserts a user agent, connected to NodeID since
+	// ConnectedAt. New user agents are written only at their first
+	// register (autopush's deferred add). ErrConflict if the uaid exists.
+	PushUserCreate(ctx context.Context, params *PushUserCreateParams) error
+	// PushUserConnect records that the user agent is now connected to
+	// NodeID since ConnectedAt, and sets LastConnect to Now. Optimistic:
+	// ErrConflict when the stored ConnectedAt is newer than the given one
+	// (another node took the user agent over after us), ErrNotFound when
+	// the uaid is not stored.
+	PushUserConnect(ctx context.Context, params *PushUserConnectParams) error
+	// PushUserDisconnect clears NodeID only if the stored NodeID and
+	// ConnectedAt still equal the given ones, and reports whether it did:
+	// a node that finds a user agent gone (or cannot be reached) must not
+	// erase a newer connection elsewhere.
+	PushUserDisconnect(ctx context.Context, params *PushUserDisconnectParams) (bool, error)
+	// PushUserDelete removes a user agent with its channels and stored
+	// messages (uaid reset, idle drop). Deleting an absent uaid is not an
+	// error.
+	PushUserDelete(ctx context.Context, uaid string) error
+
+	// PushChannelAdd registers a channel for a stored user agent.
+	// Registering a channel id again replaces its KeyHash. ErrNotFound when
+	// the uaid is not stored.
+	PushChannelAdd(ctx context.Context, params *PushChannelAddParams) error
+	// PushChannelRemove unregisters a channel and deletes its stored
+	// messages; it reports whether the channel was registered (unregister
+	// is idempotent).
+	PushChannelRemove(ctx context.Context, params *PushChannelRemoveParams) (bool, error)
+	// PushRouteGet is the endpoint's one read per message: the router
+	// record of a user agent that has ChannelID registered, with the
+	// channel's KeyHash. ErrNotFound when the user agent or the channel is
+	// not registered (410 to the sender).
+	PushRouteGet(ctx context.Context, params *PushRouteGetParams) (*PushRoute, error)
+
+	// PushMessageSave stores messages for one user agent. A message with a
+	// Topic replaces the stored message of the same channel and topic. A
+	// message whose channel is not registered (any more) is not stored and
+	// its id is returned; ErrNotFound when the user agent is not stored.
+	PushMessageSave(ctx context.Context, params *PushMessageSaveParams) (*PushMessageSaveResult, error)
+	// PushMessageList returns up to Limit stored messages of a user agent
+	// that have not expired at Now: topic messages first, then the others
+	// in id order (ids are time-ordered).
+	PushMessageList(ctx context.Context, params *PushMessageListParams) ([]*PushMessage, error)
+	// PushMessageDelete deletes stored messages of a user agent by id
+	// (acks, DELETE /m/{id}) and returns how many it deleted; absent ids
+	// are ignored.
+	PushMessageDelete(ctx context.Context, params *PushMessageDeleteParams) (int, error)
+
+	// PushBroadcastPut sets a broadcast's version (the operator's broadcast
+	// source).
+	PushBroadcastPut(ctx context.Context, params *PushBroadcastPutParams) error
+	// PushBroadcastList returns every broadcast id with its version.
+	PushBroadcastList(ctx context.Context) (map[string]string, error)
+
+	// PushRetentionSweep deletes, in one bounded batch each, messages
+	// expired at Now and user agents whose LastConnect is before
+	// IdleBefore (with their channels and messages). Callers repeat it
+	// while a count equals Limit.
+	PushRetentionSweep(ctx context.Context, params *PushRetentionSweepParams) (*PushRetentionSweepResult, error)
+	// PushStats counts user agents, channels and stored messages (for
+	// /metrics).
+	PushStats(ctx context.Context) (*PushStats, error)
+}
+
+// PushUser is a user agent's router record.
+type PushUser struct {
+	UAID string
+	// NodeID is the internal URL of the node the user agent is connected
+	// to; "" when it is not connected anywhere.
+	NodeID string
+	// ConnectedAt identifies the connection (milliseconds since the epoch,
+	// unique per uaid in practice): the optimistic lock of connect and
+	// disconnect.
+	ConnectedAt int64
+	// LastConnect is when the user agent last connected (idle expiry).
+	LastConnect time.Time
+}
+
+// PushUserCreateParams are the arguments of PushUserCreate.
+type PushUserCreateParams struct {
+	UAID        string
+	NodeID      string
+	ConnectedAt int64
+	Now         time.Time
+}
+
+// PushUserConnectParams are the arguments of PushUserConnect.
+type PushUserConnectParams struct {
+	UAID        string
+	NodeID      string
+	ConnectedAt int64
+	Now         time.Time
+}
+
+// PushUserDisconnectParams are the arguments of PushUserDisconnect.
+type PushUserDisconnectParams struct {
+	UAID        string
+	NodeID      string
+	ConnectedAt int64
+}
+
+// PushChannelAddParams are the arguments of PushChannelAdd.
+type PushChannelAddParams struct {
+	UAID      string
+	ChannelID string
+	// KeyHash is the SHA-256 of the application server key the channel was
+	// registered with (a v2 endpoint), nil without one.
+	KeyHash []byte
+	Now     time.Time
+}
+
+// PushChannelRemoveParams are the arguments of PushChannelRemove.
+type PushChannelRemoveParams struct {
+	UAID      string
+	ChannelID string
+}
+
+// PushRouteGetParams are the arguments of PushRouteGet.
+type PushRouteGetParams struct {
+	UAID      string
+	ChannelID string
+}
+
+// PushRoute is what the endpoint needs to route one message.
+type PushRoute struct {
+	PushUser
+	KeyHash []byte
+}
+
+// PushMessage is a stored (or routed) push message. The payload is kept
+// verbatim: herald never decrypts it.
+type PushMessage struct {
+	// ID is herald.NewID(herald.PrefixPushMessage): time-ordered.
+	ID        string
+	UAID      string
+	ChannelID string
+	// Topic is "" for a message without one.
+	Topic string
+	// Data is the request body, nil when empty.
+	Data []byte
+	// Headers are the crypto headers as sent to the user agent (keys
+	// encoding, encryption, crypto_key); nil without a body.
+	Headers map[string]string
+	// TTL in seconds, after capping.
+	TTL       int
+	CreatedAt time.Time
+	// ExpiresAt is CreatedAt + TTL: the message is never delivered at or
+	// after it.
+	ExpiresAt time.Time
+}
+
+// PushMessageSaveParams are the arguments of PushMessageSave.
+type PushMessageSaveParams struct {
+	UAID     string
+	Messages []*PushMessage
+}
+
+// PushMessageSaveResult answers PushMessageSave.
+type PushMessageSaveResult struct {
+	// Unregistered names the messages not stored because their channel is
+	// not registered.
+	Unregistered []string
+}
+
+// PushMessageListParams are the arguments of PushMessageList.
+type PushMessageListParams struct {
+	UAID  string
+	Now   time.Time
+	Limit int
+}
+
+// PushMessageDeleteParams are the arguments of PushMessageDelete.
+type PushMessageDeleteParams struct {
+	UAID string
+	IDs  []string
+}
+
+// PushBroadcastPutParams are the arguments of PushBroadcastPut.
+type PushBroadcastPutParams struct {
+	ID      string
+	Version string
+	Now     time.Time
+}
+
+// PushRetentionSweepParams are the arguments of PushRetentionSweep.
+type PushRetentionSweepParams struct {
+	Now        time.Time
+	IdleBefore time.Time
+	// Limit bounds each kind of deletion (default RetentionScanRows).
+	Limit int
+}
+
+// PushRetentionSweepResult counts what a sweep deleted.
+type PushRetentionSweepResult struct {
+	Messages int
+	Users    int
+}
+
+// PushStats are the push service's counts.
+type PushStats struct {
+	Users    int64
+	Channels int64
+	Messages int64
+}
