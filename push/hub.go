@@ -2,8 +2,16 @@ package push
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"net/http"
+	"strings"
+	"sync"
+	"time"
 
+	"github.com/gorilla/websocket"
+
+	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/store"
 )
 
@@ -21,29 +29,289 @@ const (
 	Stored
 )
 
-// hub is the connection side of one node: the user agents connected here.
-type hub struct {
-	s *Server
+func (o DeliverOutcome) String() string {
+	switch o {
+	case Delivered:
+		return "delivered"
+	case Stored:
+		return "stored"
+	default:
+		return "not_connected"
+	}
 }
 
-func newHub(s *Server) *hub { return &hub{s: s} }
+// Connection-side limits.
+const (
+	// maxFrameBytes is the largest client frame read (64 KiB); a larger
+	// one closes the session with 1009. Client frames are small JSON (an
+	// ack of a full batch is about 2 KB).
+	maxFrameBytes = 64 << 10
+	// readBufferSize is the per-connection read buffer. Client frames are
+	// rare and small; a larger frame is read in several fills.
+	readBufferSize = 1024
+	// writeBufferSize is the size of the pooled write buffers: a
+	// notification of the largest body (MaxBodyBytes, base64url) plus its
+	// headers fits in one frame. Buffers go back to the pool after every
+	// message, so an idle connection holds none.
+	writeBufferSize = 16 << 10
+	// writeWait bounds every write to a user agent.
+	writeWait = 10 * time.Second
+	// closeGrace is how long a closing session waits for the user agent's
+	// close frame before dropping the TCP connection.
+	closeGrace = time.Second
+	// storeTimeout bounds each store call of the connection side.
+	storeTimeout = 10 * time.Second
+	// defaultMinPingInterval: a second protocol ping sooner than this
+	// closes the session (autopush's 45 s).
+	defaultMinPingInterval = 45 * time.Second
+	// closeDrainBytes bounds what is read and discarded from a user agent
+	// after the session closed (a frame over the read limit is still
+	// arriving): reading it lets the close frame reach the peer instead of
+	// being lost to a TCP reset.
+	closeDrainBytes = 1 << 20
+)
+
+// writeBufferPool is shared by every connection of every hub.
+var writeBufferPool = &sync.Pool{}
+
+// hub is the connection side of one node: the user agents connected here.
+type hub struct {
+	s        *Server
+	store    store.PushStore
+	keys     *Keys
+	nodeID   string
+	endpoint string // EndpointURL without a trailing slash
+	obs      Observer
+	log      *slog.Logger
+	now      func() time.Time
+
+	msgLimit         int
+	ackWait          time.Duration
+	pingInterval     time.Duration
+	pingTimeout      time.Duration
+	handshakeTimeout time.Duration
+	broadcastPoll    time.Duration
+	// minPingInterval is the least time between two protocol pings of a
+	// user agent (45 s); a field so tests can shorten it.
+	minPingInterval time.Duration
+
+	upgrader websocket.Upgrader
+
+	mu     sync.RWMutex
+	conns  map[string]*conn // by uaid: sessions past hello
+	all    map[*conn]struct{}
+	closed bool
+	wg     sync.WaitGroup // sessions and their storage checks
+
+	bc       broadcastRegistry
+	bcReady  chan struct{} // closed after the first broadcast load
+	stop     chan struct{}
+	pollDone chan struct{}
+}
+
+func newHub(s *Server) *hub {
+	cfg := &s.cfg
+	h := &hub{
+		s:                s,
+		store:            cfg.Store,
+		keys:             cfg.Keys,
+		nodeID:           cfg.NodeID,
+		endpoint:         strings.TrimRight(cfg.EndpointURL, "/"),
+		obs:              cfg.Observer,
+		log:              cfg.Logger,
+		now:              cfg.Now,
+		msgLimit:         cfg.MsgLimit,
+		ackWait:          orDuration(cfg.AckWait, DefaultAckWait),
+		pingInterval:     orDuration(cfg.PingInterval, DefaultPingInterval),
+		pingTimeout:      orDuration(cfg.PingTimeout, DefaultPingTimeout),
+		handshakeTimeout: orDuration(cfg.HandshakeTimeout, DefaultHandshakeTimeout),
+		broadcastPoll:    orDuration(cfg.BroadcastPoll, DefaultBroadcastPoll),
+		minPingInterval:  defaultMinPingInterval,
+		conns:            map[string]*conn{},
+		all:              map[*conn]struct{}{},
+		bcReady:          make(chan struct{}),
+		stop:             make(chan struct{}),
+		pollDone:         make(chan struct{}),
+	}
+	if h.obs == nil {
+		h.obs = nopObserver{}
+	}
+	if h.log == nil {
+		h.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if h.now == nil {
+		h.now = time.Now
+	}
+	if h.msgLimit <= 0 {
+		h.msgLimit = DefaultMsgLimit
+	}
+	h.upgrader = websocket.Upgrader{
+		HandshakeTimeout: h.handshakeTimeout,
+		ReadBufferSize:   readBufferSize,
+		WriteBufferSize:  writeBufferSize,
+		WriteBufferPool:  writeBufferPool,
+		// Firefox asks for push-notification; other clients ask for
+		// nothing and are served too.
+		Subprotocols: []string{"push-notification"},
+		// User agents connect from any page's origin (autopush checks
+		// none); the socket carries no ambient credentials.
+		CheckOrigin: func(*http.Request) bool { return true },
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+		if err := h.loadBroadcasts(ctx); err != nil {
+			h.log.Warn("push: loading broadcasts", "err", err)
+		}
+		cancel()
+		close(h.bcReady)
+		h.pollBroadcasts()
+	}()
+	return h
+}
+
+func orDuration(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
 
 // Deliver hands m to the user agent m.UAID if it is connected here and
 // returns once the outcome is final (see DeliverOutcome): a 201 may be sent
-// for Delivered and Stored.
+// for Delivered and Stored. m.ID is set when empty (the version sent to the
+// user agent names it). A TTL 0 message is written and not tracked. Any
+// other waits up to AckWait for the user agent's ack; without one it is
+// stored (Stored), and the ack that comes later deletes it. If ctx ends
+// first, ctx's error is returned and the message stays the session's: it
+// is stored when the socket closes unacked.
 func (h *hub) Deliver(ctx context.Context, m *store.PushMessage) (DeliverOutcome, error) {
-	return NotConnected, nil
+	c := h.lookup(m.UAID)
+	if c == nil {
+		return NotConnected, nil
+	}
+	if m.ID == "" {
+		m.ID = herald.NewID(herald.PrefixPushMessage)
+	}
+	version, err := h.keys.MessageID(&MessageRef{UAID: m.UAID, ChannelID: m.ChannelID, ID: m.ID, Topic: m.Topic})
+	if err != nil {
+		return NotConnected, err
+	}
+	return c.deliver(ctx, m, version)
 }
 
 // Notify asks the session of uaid, if connected here, to check storage;
 // it reports whether uaid is connected here.
-func (h *hub) Notify(uaid string) bool { return false }
+func (h *hub) Notify(uaid string) bool {
+	c := h.lookup(uaid)
+	if c == nil {
+		return false
+	}
+	return c.notify()
+}
 
-// ServeHTTP upgrades a request to a push WebSocket session.
-func (h *hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {}
+// ServeHTTP upgrades a request to a push WebSocket session and runs it on
+// the request's goroutine until the socket closes.
+func (h *hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		http.Error(w, "shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	h.wg.Add(1)
+	h.mu.Unlock()
+	defer h.wg.Done()
+	ws, err := h.upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		return // the upgrader answered the request
+	}
+	c := &conn{h: h, ws: ws, checking: true}
+	if !h.track(c) {
+		c.closeWith(closeGoingAway, "shutting down")
+		c.finish(nil)
+		return
+	}
+	defer h.untrack(c)
+	c.serve()
+}
 
 // Connected counts the user agents in session on this node.
-func (h *hub) Connected() int { return 0 }
+func (h *hub) Connected() int {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return len(h.conns)
+}
 
 // Close ends every session (unacked direct messages are stored) and waits.
-func (h *hub) Close() {}
+func (h *hub) Close() {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		h.wg.Wait()
+		return
+	}
+	h.closed = true
+	all := make([]*conn, 0, len(h.all))
+	for c := range h.all {
+		all = append(all, c)
+	}
+	h.mu.Unlock()
+	close(h.stop)
+	for _, c := range all {
+		c.closeWith(closeGoingAway, "shutting down")
+	}
+	h.wg.Wait()
+	<-h.pollDone
+}
+
+func (h *hub) lookup(uaid string) *conn {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.conns[uaid]
+}
+
+// track records a new socket so Close can end it; false once closed.
+func (h *hub) track(c *conn) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return false
+	}
+	h.all[c] = struct{}{}
+	return true
+}
+
+func (h *hub) untrack(c *conn) {
+	h.mu.Lock()
+	delete(h.all, c)
+	h.mu.Unlock()
+}
+
+// register makes c the session of its uaid on this node. An older session
+// of the same uaid here is ghosted (closed), as autopush does: the user
+// agent evidently reconnected.
+func (h *hub) register(c *conn) {
+	h.mu.Lock()
+	old := h.conns[c.uaid]
+	h.conns[c.uaid] = c
+	h.mu.Unlock()
+	if old != nil && old != c {
+		old.closeWith(closeError, "ghost: a newer session of this uaid connected")
+	}
+}
+
+// unregister removes c as its uaid's session (if it still is).
+func (h *hub) unregister(c *conn) {
+	h.mu.Lock()
+	if h.conns[c.uaid] == c {
+		delete(h.conns, c.uaid)
+	}
+	h.mu.Unlock()
+}
+
+// storeCtx bounds one store call of the connection side. Session work is
+// not tied to a request, and what a closing session writes (unacked direct
+// messages) must not be cut short by the close.
+func storeCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), storeTimeout)
+}

@@ -1,0 +1,359 @@
+package push
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/heraldhq/herald/store"
+)
+
+// WebSocket close codes the connection side uses (RFC 6455 §7.4.1), chosen
+// as the reference (push-autopush-webpush.md §1.2) lists them: a uaid reset
+// is a normal close, protocol violations 1002, frames of a kind the protocol
+// does not have 1003, frames above maxFrameBytes 1009 (written by gorilla),
+// everything else (store failure, excessive pings, ghosting, takeover,
+// handshake or pong timeout) 1011. None of them is 4774, Firefox's "back
+// off" code: every one of these closes allows an immediate reconnect.
+const (
+	closeUAIDReset   = 1000
+	closeGoingAway   = 1001 // the node is shutting down
+	closeProtocol    = 1002
+	closeUnsupported = 1003
+	closeError       = 1011
+)
+
+// Message types of the autopush protocol (the messageType field).
+const (
+	msgHello              = "hello"
+	msgRegister           = "register"
+	msgUnregister         = "unregister"
+	msgAck                = "ack"
+	msgNack               = "nack"
+	msgPing               = "ping"
+	msgBroadcastSubscribe = "broadcast_subscribe"
+	msgNotification       = "notification"
+	msgBroadcast          = "broadcast"
+)
+
+// frameError is a client frame the connection cannot accept; Code is the
+// close code the session ends with.
+type frameError struct {
+	Code   int
+	Reason string
+	Err    error
+}
+
+func (e *frameError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("push frame: %s: %v", e.Reason, e.Err)
+	}
+	return "push frame: " + e.Reason
+}
+
+func (e *frameError) Unwrap() error { return e.Err }
+
+func protocolError(reason string, err error) *frameError {
+	return &frameError{Code: closeProtocol, Reason: reason, Err: err}
+}
+
+// clientMessage is one decoded client frame. Only the fields of Type are
+// set; channel ids are in their canonical form (lower-case, dashed).
+type clientMessage struct {
+	Type string
+
+	// hello
+	UAID string // as sent, "" when absent; normalised by the session
+	// hello, broadcast_subscribe
+	Broadcasts map[string]string
+
+	// register, unregister
+	ChannelID string
+	// register: the application server key, nil when absent
+	Key *string
+	// unregister (200/201/202), nack (301/302/303): metrics only; 0 when
+	// absent
+	Code int
+
+	// ack
+	Updates []ackUpdate
+	// nack
+	Version string
+}
+
+// ackUpdate is one entry of an ack's updates.
+type ackUpdate struct {
+	ChannelID string
+	Version   string
+	Code      int // 0 when absent
+}
+
+// Wire forms of the client frames. Fields a message type does not have are
+// not declared, so a client sending extra fields (Firefox's use_webpush,
+// channelIDs) is not refused over their types.
+type (
+	wireType struct {
+		MessageType *string `json:"messageType"`
+	}
+	wireHello struct {
+		UAID       *string           `json:"uaid"`
+		Broadcasts map[string]string `json:"broadcasts"`
+	}
+	wireRegister struct {
+		ChannelID string  `json:"channelID"`
+		Key       *string `json:"key"`
+	}
+	wireUnregister struct {
+		ChannelID string `json:"channelID"`
+		Code      *int   `json:"code"`
+	}
+	wireAck struct {
+		Updates []struct {
+			ChannelID string `json:"channelID"`
+			Version   string `json:"version"`
+			Code      *int   `json:"code"`
+		} `json:"updates"`
+	}
+	wireNack struct {
+		Version string `json:"version"`
+		Code    *int   `json:"code"`
+	}
+	wireBroadcastSubscribe struct {
+		Broadcasts map[string]string `json:"broadcasts"`
+	}
+)
+
+// decodeClientMessage decodes one text frame. The literal empty object
+// (whitespace allowed) is a ping, as autopush and Firefox use it. An error
+// is a *frameError: undecodable JSON or fields of the wrong type close with
+// 1002, an unknown messageType with 1003.
+func decodeClientMessage(data []byte) (*clientMessage, error) {
+	if isEmptyObject(data) {
+		return &clientMessage{Type: msgPing}, nil
+	}
+	var t wireType
+	if err := json.Unmarshal(data, &t); err != nil {
+		return nil, protocolError("invalid JSON", err)
+	}
+	if t.MessageType == nil {
+		return nil, protocolError("missing messageType", nil)
+	}
+	m := &clientMessage{Type: *t.MessageType}
+	var err error
+	switch m.Type {
+	case msgHello:
+		var w wireHello
+		if err = json.Unmarshal(data, &w); err == nil {
+			if w.UAID != nil {
+				m.UAID = *w.UAID
+			}
+			m.Broadcasts = w.Broadcasts
+		}
+	case msgRegister:
+		var w wireRegister
+		if err = json.Unmarshal(data, &w); err == nil {
+			// register insists on the canonical form (autopush closes
+			// otherwise); the session checks it to name it in the close.
+			m.ChannelID, m.Key = w.ChannelID, w.Key
+		}
+	case msgUnregister:
+		var w wireUnregister
+		if err = json.Unmarshal(data, &w); err == nil {
+			m.Code = intOr0(w.Code)
+			var ok bool
+			if m.ChannelID, ok = canonicalUUID(w.ChannelID); !ok {
+				return nil, protocolError("invalid channelID", nil)
+			}
+		}
+	case msgAck:
+		var w wireAck
+		if err = json.Unmarshal(data, &w); err == nil {
+			m.Updates = make([]ackUpdate, 0, len(w.Updates))
+			for _, u := range w.Updates {
+				chid, ok := canonicalUUID(u.ChannelID)
+				if !ok {
+					return nil, protocolError("invalid channelID in ack", nil)
+				}
+				m.Updates = append(m.Updates, ackUpdate{ChannelID: chid, Version: u.Version, Code: intOr0(u.Code)})
+			}
+		}
+	case msgNack:
+		var w wireNack
+		if err = json.Unmarshal(data, &w); err == nil {
+			m.Version, m.Code = w.Version, intOr0(w.Code)
+		}
+	case msgPing:
+	case msgBroadcastSubscribe:
+		var w wireBroadcastSubscribe
+		if err = json.Unmarshal(data, &w); err == nil {
+			m.Broadcasts = w.Broadcasts
+		}
+	default:
+		return nil, &frameError{Code: closeUnsupported, Reason: "unknown messageType"}
+	}
+	if err != nil {
+		return nil, protocolError("invalid "+m.Type, err)
+	}
+	return m, nil
+}
+
+func intOr0(p *int) int {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+// isEmptyObject reports whether data is "{}" with optional JSON whitespace.
+func isEmptyObject(data []byte) bool {
+	const ws = " \t\r\n"
+	d := bytes.Trim(data, ws)
+	if len(d) < 2 || d[0] != '{' || d[len(d)-1] != '}' {
+		return false
+	}
+	return len(bytes.Trim(d[1:len(d)-1], ws)) == 0
+}
+
+// canonicalUUID accepts a UUID as hex digits in either case, with the four
+// dashes or none (what Rust's Uuid parser accepts in acks and unregisters,
+// less the braced and urn forms nobody sends) and returns it lower-case and
+// dashed.
+func canonicalUUID(s string) (string, bool) {
+	h, ok := uuidHex(s)
+	if !ok {
+		return "", false
+	}
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32], true
+}
+
+// isCanonicalUUID reports whether s is a lower-case dashed UUID: the only
+// form register accepts.
+func isCanonicalUUID(s string) bool {
+	c, ok := canonicalUUID(s)
+	return ok && c == s
+}
+
+// normalizeUAID returns a uaid sent in hello as 32 lower-case hex digits.
+func normalizeUAID(s string) (string, bool) { return uuidHex(s) }
+
+// uuidHex returns the 32 lower-case hex digits of a UUID written with its
+// four dashes or without any.
+func uuidHex(s string) (string, bool) {
+	switch len(s) {
+	case 32:
+	case 36:
+		if s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+			return "", false
+		}
+		s = s[0:8] + s[9:13] + s[14:18] + s[19:23] + s[24:36]
+	default:
+		return "", false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+			return "", false
+		}
+	}
+	return strings.ToLower(s), true
+}
+
+// decodeAppServerKey decodes register's key: base64url as Firefox sends it
+// (padded), unpadded, or standard base64, as autopush accepts it. An empty
+// key is refused: no VAPID key hashes to it, so its endpoint could never be
+// used.
+func decodeAppServerKey(s string) ([]byte, bool) {
+	s = strings.TrimRight(s, "=")
+	if s == "" {
+		return nil, false
+	}
+	if b, err := base64.RawURLEncoding.DecodeString(s); err == nil {
+		return b, true
+	}
+	if b, err := base64.RawStdEncoding.DecodeString(s); err == nil {
+		return b, true
+	}
+	return nil, false
+}
+
+// Server frames, in the exact field order of the reference's shapes.
+type (
+	helloReply struct {
+		MessageType string         `json:"messageType"`
+		UAID        string         `json:"uaid"`
+		Status      int            `json:"status"`
+		UseWebpush  bool           `json:"use_webpush"`
+		Broadcasts  map[string]any `json:"broadcasts"`
+	}
+	registerReply struct {
+		MessageType  string `json:"messageType"`
+		ChannelID    string `json:"channelID"`
+		Status       int    `json:"status"`
+		PushEndpoint string `json:"pushEndpoint"`
+	}
+	unregisterReply struct {
+		MessageType string `json:"messageType"`
+		ChannelID   string `json:"channelID"`
+		Status      int    `json:"status"`
+	}
+	notificationFrame struct {
+		MessageType string            `json:"messageType"`
+		ChannelID   string            `json:"channelID"`
+		Version     string            `json:"version"`
+		Data        string            `json:"data,omitempty"`
+		Headers     map[string]string `json:"headers,omitempty"`
+	}
+	broadcastFrame struct {
+		MessageType string         `json:"messageType"`
+		Broadcasts  map[string]any `json:"broadcasts"`
+	}
+)
+
+// pingReply is the answer to a ping: the literal empty object.
+var pingReply = []byte("{}")
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Only maps of strings and plain structs are marshalled here.
+		panic(fmt.Sprintf("push: marshal %T: %v", v, err))
+	}
+	return b
+}
+
+func encodeHello(uaid string, broadcasts map[string]any) []byte {
+	if broadcasts == nil {
+		broadcasts = map[string]any{}
+	}
+	return mustJSON(&helloReply{MessageType: msgHello, UAID: uaid, Status: 200, UseWebpush: true, Broadcasts: broadcasts})
+}
+
+func encodeRegister(chid string, status int, endpoint string) []byte {
+	return mustJSON(&registerReply{MessageType: msgRegister, ChannelID: chid, Status: status, PushEndpoint: endpoint})
+}
+
+func encodeUnregister(chid string, status int) []byte {
+	return mustJSON(&unregisterReply{MessageType: msgUnregister, ChannelID: chid, Status: status})
+}
+
+// encodeNotification writes m for the user agent: data (base64url without
+// padding) and headers only when there is a body; TTL, topic and times are
+// never sent.
+func encodeNotification(m *store.PushMessage, version string) []byte {
+	f := notificationFrame{MessageType: msgNotification, ChannelID: m.ChannelID, Version: version}
+	if len(m.Data) > 0 {
+		f.Data = base64.RawURLEncoding.EncodeToString(m.Data)
+		f.Headers = m.Headers
+	}
+	return mustJSON(&f)
+}
+
+func encodeBroadcast(broadcasts map[string]any) []byte {
+	return mustJSON(&broadcastFrame{MessageType: msgBroadcast, Broadcasts: broadcasts})
+}
+
+// errBinaryFrame is the reason a binary frame closes the session (1003).
+var errBinaryFrame = errors.New("binary frames are not part of the protocol")
