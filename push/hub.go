@@ -293,6 +293,11 @@ func (h *hub) untrack(c *conn) {
 func (h *hub) register(c *conn) {
 	h.mu.Lock()
 	old := h.conns[c.uaid]
+	if old != nil && old.connectedAt >= c.connectedAt {
+		// connected_at tells the two sessions apart in the router record:
+		// the older one's disconnect must not clear the newer one's.
+		c.connectedAt = old.connectedAt + 1
+	}
 	h.conns[c.uaid] = c
 	h.mu.Unlock()
 	if old != nil && old != c {

@@ -80,8 +80,9 @@ func (o *countObserver) counts() (acks, nacks map[int]int) {
 // faultStore wraps a store and fails the named methods.
 type faultStore struct {
 	store.PushStore
-	mu    sync.Mutex
-	fails map[string]error
+	mu       sync.Mutex
+	fails    map[string]error
+	saveHook func()
 }
 
 func (f *faultStore) fail(method string, err error) {
@@ -101,6 +102,30 @@ func (f *faultStore) PushUserConnect(ctx context.Context, p *store.PushUserConne
 		return err
 	}
 	return f.PushStore.PushUserConnect(ctx, p)
+}
+
+func (f *faultStore) PushUserGet(ctx context.Context, uaid string) (*store.PushUser, error) {
+	if err := f.err("PushUserGet"); err != nil {
+		return nil, err
+	}
+	return f.PushStore.PushUserGet(ctx, uaid)
+}
+
+// PushMessageSave calls the hook set with onSave first.
+func (f *faultStore) PushMessageSave(ctx context.Context, p *store.PushMessageSaveParams) (*store.PushMessageSaveResult, error) {
+	f.mu.Lock()
+	hook := f.saveHook
+	f.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
+	return f.PushStore.PushMessageSave(ctx, p)
+}
+
+func (f *faultStore) onSave(hook func()) {
+	f.mu.Lock()
+	f.saveHook = hook
+	f.mu.Unlock()
 }
 
 func (f *faultStore) PushChannelAdd(ctx context.Context, p *store.PushChannelAddParams) error {
@@ -129,8 +154,10 @@ type testEnv struct {
 
 const testNode = "http://127.0.0.1:1/"
 
-// setup starts a hub on 127.0.0.1. mod may change the config first.
-func setup(t *testing.T, mod ...func(*Config)) *testEnv {
+// setup starts a hub on 127.0.0.1. Options are func(*Config), applied
+// before the hub is made, and func(*hub), applied before it serves. The
+// protocol ping limit is off unless a test sets it (sync pings freely).
+func setup(t *testing.T, opts ...any) *testEnv {
 	t.Helper()
 	keys, _ := ParseKeys(GenerateKey()) // TEMP until the codec is on main
 	clock := &fakeClock{now: time.Now().Truncate(time.Millisecond)}
@@ -146,11 +173,19 @@ func setup(t *testing.T, mod ...func(*Config)) *testEnv {
 		Observer:         obs,
 		Now:              clock.Now,
 	}
-	for _, m := range mod {
-		m(&cfg)
+	for _, o := range opts {
+		if m, ok := o.(func(*Config)); ok {
+			m(&cfg)
+		}
 	}
 	s := &Server{cfg: cfg}
 	s.hub = newHub(s)
+	s.hub.minPingInterval = 0
+	for _, o := range opts {
+		if m, ok := o.(func(*hub)); ok {
+			m(s.hub)
+		}
+	}
 	srv := httptest.NewServer(s.hub) // listens on 127.0.0.1
 	t.Cleanup(func() {
 		s.hub.Close()
@@ -462,7 +497,7 @@ func TestBadFramesClose(t *testing.T) {
 
 func TestPing(t *testing.T) {
 	t.Parallel()
-	e := setup(t)
+	e := setup(t, func(h *hub) { h.minPingInterval = 45 * time.Second })
 	c := e.dial(t)
 	c.hello("", nil)
 	c.sendRaw(`{}`)
@@ -1001,4 +1036,57 @@ func TestCloseStoresAndEndsSessions(t *testing.T) {
 	require.Equal(t, Stored, wait(t, res).out)
 	require.Len(t, e.stored(t, uaid), 1)
 	require.Zero(t, e.obs.connected.Load())
+}
+
+func TestAckWhileStoring(t *testing.T) {
+	t.Parallel()
+	e := setup(t, func(c *Config) { c.AckWait = 20 * time.Millisecond })
+	c, uaid, chid := e.connected(t)
+	saving, release := make(chan struct{}), make(chan struct{})
+	e.fault.onSave(func() {
+		close(saving)
+		<-release
+	})
+	res := e.deliverAsync(e.msg(uaid, chid, 60, "racy", ""))
+	n := c.readType("notification")
+	<-saving // AckWait passed; Deliver is storing it
+	c.ack(chid, n["version"].(string))
+	c.sync() // the ack was handled while the save is blocked
+	e.fault.onSave(nil)
+	close(release)
+	r := wait(t, res)
+	require.NoError(t, r.err)
+	require.Equal(t, Delivered, r.out)
+	require.Empty(t, e.stored(t, uaid)) // the stored copy was deleted
+}
+
+func TestDeliverContextEnds(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	c, uaid, chid := e.connected(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan deliverResult, 1)
+	go func() {
+		out, err := e.h.Deliver(ctx, e.msg(uaid, chid, 60, "abandoned", ""))
+		ch <- deliverResult{out, err}
+	}()
+	c.readType("notification")
+	cancel()
+	r := wait(t, ch)
+	require.ErrorIs(t, r.err, context.Canceled)
+	// Still the session's: stored when the socket closes unacked.
+	require.NoError(t, c.ws.Close())
+	e.waitGone(t)
+	require.Len(t, e.stored(t, uaid), 1)
+}
+
+func TestHelloStoreErrorCloses(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	uaid := e.seedUser(t)
+	e.fault.fail("PushUserGet", herald.ErrStoreUnavailable)
+	c := e.dial(t)
+	c.send(map[string]any{"messageType": "hello", "uaid": uaid})
+	c.expectClose(closeError)
+	require.Equal(t, 0, e.h.Connected())
 }
