@@ -48,7 +48,7 @@ const (
 	maxFrameBytes = 64 << 10
 	// readBufferSize is the per-connection read buffer. Client frames are
 	// rare and small; a larger frame is read in several fills.
-	readBufferSize = 1024
+	readBufferSize = 512
 	// writeBufferSize is the size of the pooled write buffers: a
 	// notification of the largest body (MaxBodyBytes, base64url) plus its
 	// headers fits in one frame. Buffers go back to the pool after every
@@ -209,8 +209,8 @@ func (h *hub) Notify(uaid string) bool {
 	return c.notify()
 }
 
-// ServeHTTP upgrades a request to a push WebSocket session and runs it on
-// the request's goroutine until the socket closes.
+// ServeHTTP upgrades a request to a push WebSocket session, starts it and
+// returns.
 func (h *hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mu.Lock()
 	if h.closed {
@@ -220,19 +220,28 @@ func (h *hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h.wg.Add(1)
 	h.mu.Unlock()
-	defer h.wg.Done()
 	ws, err := h.upgrader.Upgrade(w, r, nil)
 	if err != nil {
+		h.wg.Done()
 		return // the upgrader answered the request
 	}
 	c := &conn{h: h, ws: ws, checking: true}
 	if !h.track(c) {
 		c.closeWith(closeGoingAway, "shutting down")
 		c.finish(nil)
+		h.wg.Done()
 		return
 	}
-	defer h.untrack(c)
-	c.serve()
+	// The session runs on a goroutine of its own and the handler returns:
+	// while a handler runs, net/http keeps the connection's 4 KiB read
+	// buffer, the response's buffer and the request alive (about 10 KB an
+	// idle session does not need), and the new goroutine's stack holds only
+	// the read loop's frames.
+	go func() {
+		defer h.wg.Done()
+		defer h.untrack(c)
+		c.serve()
+	}()
 }
 
 // Connected counts the user agents in session on this node.
