@@ -714,7 +714,9 @@ func (c *conn) storeUnacked(pd *pendingDirect) (DeliverOutcome, error) {
 		c.mu.Unlock()
 		return Stored, nil
 	default:
+		// Awaited by id and version only: the body is in the store now.
 		pd.state = directStored
+		pd.m = &store.PushMessage{ID: pd.m.ID, UAID: pd.m.UAID, ChannelID: pd.m.ChannelID, Topic: pd.m.Topic}
 		c.mu.Unlock()
 		return Stored, nil
 	}
