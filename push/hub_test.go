@@ -1090,3 +1090,23 @@ func TestHelloStoreErrorCloses(t *testing.T) {
 	c.expectClose(closeError)
 	require.Equal(t, 0, e.h.Connected())
 }
+
+func TestGhostedSessionsUnackedReachNewSession(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	c1, uaid, chid := e.connected(t)
+	res := e.deliverAsync(e.msg(uaid, chid, 60, "in flight", ""))
+	c1.readType("notification")
+	// The user agent reconnects before the old socket is gone.
+	c2 := e.dial(t)
+	c2.hello(uaid, nil)
+	c1.expectClose(closeError)
+	require.Equal(t, Stored, wait(t, res).out)
+	// Stored by the ghosted session after c2's own check: the nudge
+	// brings it.
+	n := c2.readType("notification")
+	require.Equal(t, base64.RawURLEncoding.EncodeToString([]byte("in flight")), n["data"])
+	c2.ack(chid, n["version"].(string))
+	c2.sync()
+	require.Empty(t, e.stored(t, uaid))
+}
