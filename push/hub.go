@@ -109,6 +109,9 @@ type hub struct {
 	pollDone chan struct{}
 }
 
+// newHub makes the connection side of s from s.cfg (zero durations and
+// limits mean the defaults) and starts its broadcast poller: s.cfg must be
+// set first, and Close must be called to stop it.
 func newHub(s *Server) *hub {
 	cfg := &s.cfg
 	h := &hub{
