@@ -1,9 +1,16 @@
 package push
 
 import (
+	"context"
+	"errors"
+	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"strings"
 	"time"
+
+	"github.com/gorilla/websocket"
 
 	"github.com/heraldhq/herald/store"
 )
@@ -24,6 +31,8 @@ const (
 	// one user agent (autopush-rs: 128); beyond it a hand-off answers "not
 	// here" and the message is stored.
 	ClientChannelCapacity = 128
+	// handoffTimeout is added to AckWait to bound one node-to-node call.
+	handoffTimeout = 2 * time.Second
 )
 
 // Config configures the push service of one node.
@@ -48,7 +57,8 @@ type Config struct {
 	PingTimeout      time.Duration
 	HandshakeTimeout time.Duration
 	BroadcastPoll    time.Duration
-	// HTTPClient calls other nodes' internal listeners.
+	// HTTPClient calls other nodes' internal listeners (default: a client
+	// of its own with keep-alive connections).
 	HTTPClient *http.Client
 	Observer   Observer
 	Logger     *slog.Logger
@@ -57,6 +67,143 @@ type Config struct {
 
 // Server is the push service of one node.
 type Server struct {
-	cfg Config
-	hub *hub
+	cfg      Config
+	hub      *hub
+	audience string // origin of EndpointURL: VAPID's aud
+	endpoint string // EndpointURL without a trailing slash
+	client   *http.Client
+	mux      *http.ServeMux // endpoint routes
+	internal *http.ServeMux // node-to-node routes
+}
+
+// New builds the push service of one node and starts its broadcast poller;
+// Close stops it.
+func New(cfg Config) (*Server, error) {
+	if cfg.Store == nil || cfg.Keys == nil {
+		return nil, errors.New("push: Config.Store and Config.Keys are required")
+	}
+	u, err := url.Parse(cfg.EndpointURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, errors.New("push: Config.EndpointURL must be an absolute http(s) URL")
+	}
+	if cfg.NodeID == "" {
+		return nil, errors.New("push: Config.NodeID is required")
+	}
+	if cfg.Observer == nil {
+		cfg.Observer = nopObserver{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.AckWait <= 0 {
+		cfg.AckWait = DefaultAckWait
+	}
+	s := &Server{
+		cfg:      cfg,
+		audience: u.Scheme + "://" + u.Host,
+		endpoint: strings.TrimRight(cfg.EndpointURL, "/"),
+		client:   cfg.HTTPClient,
+	}
+	if s.client == nil {
+		s.client = &http.Client{Transport: &http.Transport{
+			MaxIdleConnsPerHost: 64,
+			IdleConnTimeout:     90 * time.Second,
+		}}
+	}
+	s.hub = newHub(s)
+	s.routes()
+	return s, nil
+}
+
+func (s *Server) routes() {
+	s.mux = http.NewServeMux()
+	s.mux.HandleFunc("POST /wpush/v1/{token}", func(w http.ResponseWriter, r *http.Request) { s.send(w, r, 1) })
+	s.mux.HandleFunc("POST /wpush/v2/{token}", func(w http.ResponseWriter, r *http.Request) { s.send(w, r, 2) })
+	s.mux.HandleFunc("POST /wpush/{token}", func(w http.ResponseWriter, r *http.Request) { s.send(w, r, 1) })
+	s.mux.HandleFunc("DELETE /m/{id}", s.deleteMessage)
+	s.mux.Handle("/push/ws", s.hub)
+
+	s.internal = http.NewServeMux()
+	s.internal.HandleFunc("PUT /push/{uaid}", s.internalPush)
+	s.internal.HandleFunc("PUT /notif/{uaid}", s.internalNotif)
+}
+
+// Wrap serves the push routes and passes every other request to next:
+// WebSocket upgrades on / and /push/ws, POST /wpush/{v1,v2}/{token},
+// POST /wpush/{token} and DELETE /m/{id}. Any other request to / (a
+// browser's GET) is next's.
+func (s *Server) Wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := r.URL.Path
+		switch {
+		case p == "/" && websocket.IsWebSocketUpgrade(r):
+			s.hub.ServeHTTP(w, r)
+			return
+		case p == "/push/ws" || strings.HasPrefix(p, "/wpush/") || strings.HasPrefix(p, "/m/"):
+			if _, pattern := s.mux.Handler(r); pattern != "" {
+				s.mux.ServeHTTP(w, r)
+				return
+			}
+			if strings.HasPrefix(p, "/wpush/") || strings.HasPrefix(p, "/m/") {
+				// autopush answers POST only on endpoints (DELETE on /m).
+				w.Header().Set("Allow", allowFor(p))
+				WriteError(w, &Error{Status: http.StatusMethodNotAllowed, Errno: ErrnoInternal,
+					Message: "method " + r.Method + " not allowed"})
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func allowFor(p string) string {
+	if strings.HasPrefix(p, "/m/") {
+		return http.MethodDelete
+	}
+	return http.MethodPost
+}
+
+// InternalHandler serves the node-to-node routes of --internal-listen:
+// PUT /push/{uaid} and PUT /notif/{uaid}, with the bearer token of
+// Keys.InternalToken. It must never be mounted on the public listener.
+func (s *Server) InternalHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || !s.cfg.Keys.CheckInternalToken(tok) {
+			w.Header().Set("WWW-Authenticate", "Bearer")
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		s.internal.ServeHTTP(w, r)
+	})
+}
+
+// BroadcastPut sets a broadcast's version in the store and makes this
+// node's subscribed user agents receive it on their next ping tick (other
+// nodes load it within BroadcastPoll).
+func (s *Server) BroadcastPut(ctx context.Context, id, version string) error {
+	if err := s.cfg.Store.PushBroadcastPut(ctx, &store.PushBroadcastPutParams{
+		ID: id, Version: version, Now: s.cfg.Now().UTC(),
+	}); err != nil {
+		return err
+	}
+	return s.broadcastChanged(ctx)
+}
+
+// BroadcastList returns every broadcast with its version.
+func (s *Server) BroadcastList(ctx context.Context) (map[string]string, error) {
+	return s.cfg.Store.PushBroadcastList(ctx)
+}
+
+// Connected counts the user agents in session on this node.
+func (s *Server) Connected() int { return s.hub.Connected() }
+
+// Close ends every session (unacked direct messages are stored first) and
+// stops the broadcast poller. Close it before the store.
+func (s *Server) Close() error {
+	s.hub.Close()
+	return nil
 }

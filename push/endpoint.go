@@ -1,0 +1,235 @@
+package push
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/store"
+)
+
+// Message outcomes of ObserveMessageIn.
+const (
+	outcomeDirect   = "direct"
+	outcomeStored   = "stored"
+	outcomeDropped  = "dropped_ttl0"
+	outcomeRejected = "rejected"
+)
+
+// send serves POST /wpush/{v1,v2}/{token} and /wpush/{token}: validate,
+// route and answer 201 once the message was delivered (acked) or stored,
+// or dropped for TTL 0 with nobody connected.
+func (s *Server) send(w http.ResponseWriter, r *http.Request, version int) {
+	received := s.cfg.Now()
+	ctx := r.Context()
+	m, route, err := s.accept(ctx, r, version, received)
+	if err != nil {
+		s.reject(w, err)
+		return
+	}
+	outcome, err := s.route(ctx, m, route)
+	if err != nil {
+		s.reject(w, err)
+		return
+	}
+	loc, err := s.cfg.Keys.MessageID(&MessageRef{UAID: m.UAID, ChannelID: m.ChannelID, ID: m.ID, Topic: m.Topic})
+	if err != nil {
+		s.reject(w, err)
+		return
+	}
+	s.cfg.Observer.ObserveMessageIn(outcome, 0)
+	w.Header().Set("Location", s.endpoint+"/m/"+loc)
+	w.Header().Set("TTL", strconv.Itoa(m.TTL))
+	w.WriteHeader(http.StatusCreated)
+}
+
+// accept validates a send request and returns the message to route.
+func (s *Server) accept(ctx context.Context, r *http.Request, version int, now time.Time) (*store.PushMessage, *store.PushRoute, error) {
+	ep, err := s.cfg.Keys.ParseEndpointToken(r.PathValue("token"), version)
+	if err != nil {
+		return nil, nil, err
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
+	if err != nil {
+		return nil, nil, &Error{Status: http.StatusBadRequest, Errno: ErrnoInvalidCrypto, Message: "error reading the body", Err: err}
+	}
+	if len(body) > MaxBodyBytes {
+		return nil, nil, &Error{Status: http.StatusRequestEntityTooLarge, Errno: ErrnoPayloadTooLarge,
+			Message: "body larger than " + strconv.Itoa(MaxBodyBytes) + " bytes"}
+	}
+	hdr, err := ParseSendHeaders(r.Header, len(body) > 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	vapid, err := ParseVAPID(r.Header, s.audience, now)
+	if err != nil {
+		return nil, nil, err
+	}
+	if ep.KeyHash != nil {
+		if err := keyMatches(vapid, ep.KeyHash); err != nil {
+			return nil, nil, err
+		}
+	}
+	route, err := s.cfg.Store.PushRouteGet(ctx, &store.PushRouteGetParams{UAID: ep.UAID, ChannelID: ep.ChannelID})
+	if err != nil {
+		return nil, nil, storeError(err)
+	}
+	if route.KeyHash != nil {
+		// The channel is restricted to one application server key,
+		// whatever the token's version says.
+		if err := keyMatches(vapid, route.KeyHash); err != nil {
+			return nil, nil, err
+		}
+	}
+	if len(body) == 0 {
+		body = nil
+	}
+	created := now.UTC().Truncate(time.Millisecond)
+	m := &store.PushMessage{
+		ID:        herald.NewID(herald.PrefixPushMessage),
+		UAID:      ep.UAID,
+		ChannelID: ep.ChannelID,
+		Topic:     hdr.Topic,
+		Data:      body,
+		Headers:   hdr.Crypto,
+		TTL:       hdr.TTL,
+		CreatedAt: created,
+		ExpiresAt: created.Add(time.Duration(hdr.TTL) * time.Second),
+	}
+	return m, route, nil
+}
+
+// keyMatches checks that a VAPID identification is present and signed with
+// the application server key whose SHA-256 is want.
+func keyMatches(v *VAPID, want []byte) error {
+	if v == nil {
+		return &Error{Status: http.StatusUnauthorized, Errno: ErrnoVAPID,
+			Message: "this subscription is restricted to an application server key: VAPID authorization required"}
+	}
+	got := sha256.Sum256(v.PublicKey)
+	if subtle.ConstantTimeCompare(got[:], want) != 1 {
+		return &Error{Status: http.StatusUnauthorized, Errno: ErrnoVAPID,
+			Message: "the VAPID key is not the key this subscription was registered with"}
+	}
+	return nil
+}
+
+// route delivers m to its user agent's node, or stores it. It returns the
+// outcome for the metrics once the message is safe: acked by the user
+// agent, or stored.
+func (s *Server) route(ctx context.Context, m *store.PushMessage, rt *store.PushRoute) (string, error) {
+	if rt.NodeID != "" {
+		var (
+			out DeliverOutcome
+			err error
+		)
+		if rt.NodeID == s.cfg.NodeID {
+			out, err = s.hub.Deliver(ctx, m)
+			if err != nil {
+				return "", err
+			}
+			if out == NotConnected {
+				// The record names this node but no session is here (a
+				// restart, or a session that just ended): clear it unless
+				// the user agent connected again since.
+				s.disconnect(rt)
+			}
+		} else {
+			out, err = s.handoffPush(ctx, rt, m)
+			if err != nil {
+				// The node cannot be reached: it is gone or unwell. Clear
+				// the record if it still names that connection, and store.
+				s.cfg.Logger.Warn("push: node unreachable; storing", "node", rt.NodeID, "err", err)
+				s.disconnect(rt)
+			}
+		}
+		switch out {
+		case Delivered:
+			return outcomeDirect, nil
+		case Stored:
+			return outcomeStored, nil
+		}
+	}
+	if m.TTL == 0 {
+		// RFC 8030 §5.2: TTL 0 is for a user agent connected now; it is
+		// discarded, and the sender still gets 201 (autopush does so).
+		return outcomeDropped, nil
+	}
+	res, err := s.cfg.Store.PushMessageSave(ctx, &store.PushMessageSaveParams{UAID: m.UAID, Messages: []*store.PushMessage{m}})
+	if err != nil {
+		if errors.Is(err, herald.ErrNotFound) {
+			return "", &Error{Status: http.StatusGone, Errno: ErrnoUserDeleted, Message: "the user agent was removed", Err: err}
+		}
+		return "", storeError(err)
+	}
+	if len(res.Unregistered) > 0 {
+		return "", &Error{Status: http.StatusGone, Errno: ErrnoNoSubscription, Message: "subscription not found"}
+	}
+	// The user agent may have connected (and checked storage) between the
+	// route read and the save: read the record again and nudge its node.
+	u, err := s.cfg.Store.PushUserGet(ctx, m.UAID)
+	if err == nil && u.NodeID != "" {
+		if u.NodeID == s.cfg.NodeID {
+			s.hub.Notify(m.UAID)
+		} else {
+			s.handoffNotif(ctx, u.NodeID, m.UAID)
+		}
+	}
+	return outcomeStored, nil
+}
+
+// disconnect clears a router record that still names rt's connection.
+func (s *Server) disconnect(rt *store.PushRoute) {
+	ctx, cancel := storeCtx()
+	defer cancel()
+	if _, err := s.cfg.Store.PushUserDisconnect(ctx, &store.PushUserDisconnectParams{
+		UAID: rt.UAID, NodeID: rt.NodeID, ConnectedAt: rt.ConnectedAt,
+	}); err != nil {
+		s.cfg.Logger.Warn("push: clearing a router record", "err", err)
+	}
+}
+
+// deleteMessage serves DELETE /m/{id}: the sender withdraws a stored
+// message (RFC 8030 §7.1-style). 204 whether or not it was still stored.
+func (s *Server) deleteMessage(w http.ResponseWriter, r *http.Request) {
+	ref, err := s.cfg.Keys.ParseMessageID(r.PathValue("id"))
+	if err != nil {
+		s.reject(w, err)
+		return
+	}
+	if _, err := s.cfg.Store.PushMessageDelete(r.Context(), &store.PushMessageDeleteParams{
+		UAID: ref.UAID, IDs: []string{ref.ID},
+	}); err != nil {
+		s.reject(w, storeError(err))
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// reject answers a failed request and counts it.
+func (s *Server) reject(w http.ResponseWriter, err error) {
+	var pe *Error
+	if !errors.As(err, &pe) {
+		pe = &Error{Status: http.StatusInternalServerError, Errno: ErrnoInternal, Message: "internal error", Err: err}
+		s.cfg.Logger.Error("push: send failed", "err", err)
+	}
+	s.cfg.Observer.ObserveMessageIn(outcomeRejected, pe.Errno)
+	WriteError(w, pe)
+}
+
+// storeError maps a store error to the endpoint's answer.
+func storeError(err error) error {
+	switch {
+	case errors.Is(err, herald.ErrNotFound):
+		return &Error{Status: http.StatusGone, Errno: ErrnoNoSubscription, Message: "subscription not found", Err: err}
+	case errors.Is(err, herald.ErrStoreUnavailable), errors.Is(err, context.DeadlineExceeded):
+		return &Error{Status: http.StatusServiceUnavailable, Errno: ErrnoRetry, Message: "store unavailable; retry later", Err: err}
+	}
+	return &Error{Status: http.StatusInternalServerError, Errno: ErrnoInternal, Message: "internal error", Err: err}
+}
