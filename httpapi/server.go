@@ -69,6 +69,9 @@ type Config struct {
 	// Extra routes (e.g. the push endpoints) are mounted as given: the keys
 	// are ServeMux patterns. They are not behind the API token.
 	Extra map[string]http.Handler
+	// Push, when set, serves the Web Push broadcast source under
+	// /v1/push/broadcasts (admin token).
+	Push PushBroadcaster
 	// Now is the clock (default time.Now).
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -159,6 +162,11 @@ func (s *server) routes() {
 	s.v1("POST /v1/dead-letters/redrive", s.deadLetterRedrive)
 
 	s.v1("GET /v1/stats", s.statsGet)
+
+	if s.cfg.Push != nil {
+		s.v1("PUT /v1/push/broadcasts/{id...}", s.pushBroadcastPut)
+		s.v1("GET /v1/push/broadcasts", s.pushBroadcastList)
+	}
 }
 
 // handlerFunc is an API handler: it writes its success answer itself and

@@ -207,3 +207,6 @@ func (s *Server) Close() error {
 	s.hub.Close()
 	return nil
 }
+
+// EndpointURL is the base URL of this node's push endpoints.
+func (s *Server) EndpointURL() string { return s.endpoint }

@@ -54,6 +54,17 @@ type config struct {
 	RetentionEvents    time.Duration
 	VacuumInterval     time.Duration
 
+	Push                 bool
+	PushCryptoKeys       string
+	PushEndpointURL      string
+	InternalListen       string
+	InternalURL          string
+	PushMsgLimit         int
+	PushAckWait          time.Duration
+	PushPingInterval     time.Duration
+	PushHandshakeTimeout time.Duration
+	PushBroadcastPoll    time.Duration
+
 	tiers []time.Duration
 	allow []netip.Prefix
 	// pgSchema, when set, is the PostgreSQL schema to use (created if
@@ -101,6 +112,16 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.RetentionDelivered, "retention-delivered", 72*time.Hour, "keep delivered, skipped, superseded and cancelled deliveries (and attempts) this long (0: for ever)")
 	fs.DurationVar(&c.RetentionDead, "retention-dead", 30*24*time.Hour, "keep dead letters this long (0: for ever)")
 	fs.DurationVar(&c.RetentionEvents, "retention-events", 7*24*time.Hour, "keep events with no delivery left this long; also the duplicate-id window (0: for ever)")
+	fs.BoolVar(&c.Push, "push", true, "serve the Web Push service (autopush-compatible WebSocket on / and /push/ws, endpoints under /wpush/)")
+	fs.StringVar(&c.PushCryptoKeys, "push-crypto-keys", "", "Fernet keys of push endpoint tokens, comma-separated: the first encrypts, all decrypt (default: generated on first start into <data-dir>/push.keys; every node sharing a store needs the same keys)")
+	fs.StringVar(&c.PushEndpointURL, "push-endpoint-url", "", "public base URL of push endpoints, scheme://host[:port] (default http://<--listen address>); VAPID's aud must equal its origin")
+	fs.StringVar(&c.InternalListen, "internal-listen", "", "address of the node-to-node listener for push hand-offs (off when empty: hand-offs to other nodes are impossible, so set it when several nodes share PostgreSQL; keep it on a private network)")
+	fs.StringVar(&c.InternalURL, "internal-url", "", "URL other nodes use to reach --internal-listen (default http://<--internal-listen address>)")
+	fs.IntVar(&c.PushMsgLimit, "push-msg-limit", 150, "more stored messages than this read in one session reset the user agent (it registers again)")
+	fs.DurationVar(&c.PushAckWait, "push-ack-wait", time.Second, "how long a message to a connected user agent waits for its ack before it is stored; the sender's 201 comes after either")
+	fs.DurationVar(&c.PushPingInterval, "push-ping-interval", 300*time.Second, "WebSocket ping interval; broadcast changes go out on these ticks")
+	fs.DurationVar(&c.PushHandshakeTimeout, "push-handshake-timeout", 5*time.Second, "how long a new WebSocket may take to send hello")
+	fs.DurationVar(&c.PushBroadcastPoll, "push-broadcast-poll", 30*time.Second, "how often a node reloads broadcast versions set through another node")
 	fs.DurationVar(&c.VacuumInterval, "vacuum-interval", maintenance.DefaultVacuumInterval, "PostgreSQL: how often the leader vacuums the queue tables (0: never; leave it to autovacuum)")
 }
 
@@ -197,6 +218,27 @@ func (c *config) validate() error {
 	if c.DebugListen != "" {
 		if _, _, err := net.SplitHostPort(c.DebugListen); err != nil {
 			return fmt.Errorf("--debug-listen: %q is not host:port: %w", c.DebugListen, err)
+		}
+	}
+	if c.InternalListen != "" {
+		if _, _, err := net.SplitHostPort(c.InternalListen); err != nil {
+			return fmt.Errorf("--internal-listen: %q is not host:port: %w", c.InternalListen, err)
+		}
+	}
+	if c.PushMsgLimit < 1 {
+		return fmt.Errorf("--push-msg-limit must be at least 1, got %d", c.PushMsgLimit)
+	}
+	for name, d := range map[string]time.Duration{
+		"--push-ack-wait": c.PushAckWait, "--push-ping-interval": c.PushPingInterval,
+		"--push-handshake-timeout": c.PushHandshakeTimeout, "--push-broadcast-poll": c.PushBroadcastPoll,
+	} {
+		if d <= 0 {
+			return fmt.Errorf("%s must be positive, got %s", name, d)
+		}
+	}
+	for name, u := range map[string]string{"--push-endpoint-url": c.PushEndpointURL, "--internal-url": c.InternalURL} {
+		if u != "" && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+			return fmt.Errorf("%s must start with http:// or https://, got %q", name, u)
 		}
 	}
 	if c.Workers < 1 {

@@ -174,6 +174,8 @@ type heraldNode struct {
 	stopListen func()
 	// debug serves pprof on --debug-listen (nil when off).
 	debug *http.Server
+	// push is the Web Push service (nil with --push=false).
+	push *pushNode
 }
 
 // URL is the node's API base URL.
@@ -261,6 +263,22 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 	reg.MustRegister(metrics.NewStatsCollector(s, len(c.tiers)))
 	reg.MustRegister(metrics.NewFilterCollector())
 
+	ln, err := net.Listen("tcp", c.Listen)
+	if err != nil {
+		_ = s.Close()
+		return nil, fmt.Errorf("error listening on %s: %w", c.Listen, err)
+	}
+	ps, err := startPush(c, s, ln, reg, logger)
+	if err != nil {
+		_ = ln.Close()
+		_ = s.Close()
+		return nil, err
+	}
+	var broadcaster httpapi.PushBroadcaster
+	if ps != nil {
+		broadcaster = ps.srv
+	}
+
 	api := httpapi.New(httpapi.Config{
 		Store:        s,
 		Publisher:    ing,
@@ -271,19 +289,20 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 		Logger:       logger,
 		MaxBodyBytes: c.MaxBodyBytes,
 		SecretGrace:  c.SecretGrace,
+		Push:         broadcaster,
 	})
 
-	ln, err := net.Listen("tcp", c.Listen)
-	if err != nil {
-		_ = s.Close()
-		return nil, fmt.Errorf("error listening on %s: %w", c.Listen, err)
+	var handler http.Handler = api
+	if ps != nil {
+		handler = ps.srv.Wrap(api)
 	}
-	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
 	var debug *http.Server
 	if c.DebugListen != "" {
 		dln, err := net.Listen("tcp", c.DebugListen)
 		if err != nil {
 			_ = ln.Close()
+			ps.close()
 			_ = s.Close()
 			return nil, fmt.Errorf("error listening on %s (--debug-listen): %w", c.DebugListen, err)
 		}
@@ -313,11 +332,14 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 	if c.DatabaseURL != "" {
 		storeName = "postgres"
 	}
+	if ps != nil {
+		logger.Info("web push serving", "endpoint_url", ps.srv.EndpointURL(), "node", ps.nodeID, "internal_listen", ps.internalAddr())
+	}
 	logger.Info("herald serving", "version", version, "listen", ln.Addr().String(), "store", storeName,
 		"tiers", strings.Split(c.Tiers, ","), "workers", c.Workers, "node", engine.NodeID(), "dev", c.Dev)
 
 	n := &heraldNode{cfg: c, store: s, ingest: ing, engine: engine, srv: srv, ln: ln, errc: make(chan error, 1),
-		maint: maint, stopListen: func() { stopListen(); <-listenDone }, debug: debug}
+		maint: maint, stopListen: func() { stopListen(); <-listenDone }, debug: debug, push: ps}
 	go func() { n.errc <- srv.Serve(ln) }()
 	return n, nil
 }
@@ -354,6 +376,9 @@ func (n *heraldNode) stop() {
 	if n.debug != nil {
 		_ = n.debug.Close()
 	}
+	// Push sessions are hijacked connections Shutdown does not wait for:
+	// close them (unacked messages are stored) while the store is open.
+	n.push.close()
 	n.maint.Stop()
 	n.ingest.Close()
 	n.engine.Stop()

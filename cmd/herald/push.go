@@ -1,0 +1,140 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/heraldhq/herald/metrics"
+	"github.com/heraldhq/herald/push"
+	"github.com/heraldhq/herald/store"
+)
+
+// pushNode is the Web Push service of a running node with its internal
+// (node-to-node) listener.
+type pushNode struct {
+	srv      *push.Server
+	nodeID   string
+	internal *http.Server
+	iln      net.Listener
+}
+
+// startPush builds the push service when --push is on (nil otherwise):
+// keys, endpoint URL, node id and the internal listener.
+func startPush(c *config, s store.Store, ln net.Listener, reg prometheus.Registerer, logger *slog.Logger) (*pushNode, error) {
+	if !c.Push {
+		return nil, nil
+	}
+	ps, ok := s.(store.PushStore)
+	if !ok {
+		return nil, errors.New("the store does not implement the Web Push contract")
+	}
+	keyText, err := pushKeys(c, logger)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := push.ParseKeys(keyText)
+	if err != nil {
+		return nil, fmt.Errorf("--push-crypto-keys: %w", err)
+	}
+	endpoint := c.PushEndpointURL
+	if endpoint == "" {
+		endpoint = "http://" + ln.Addr().String()
+	}
+	n := &pushNode{}
+	if c.InternalListen != "" {
+		n.iln, err = net.Listen("tcp", c.InternalListen)
+		if err != nil {
+			return nil, fmt.Errorf("error listening on %s (--internal-listen): %w", c.InternalListen, err)
+		}
+		n.nodeID = c.InternalURL
+		if n.nodeID == "" {
+			n.nodeID = "http://" + n.iln.Addr().String()
+		}
+	} else {
+		// No other node can reach this one: its router records name a
+		// local id that only this process serves.
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		n.nodeID = "local:" + hex.EncodeToString(b[:])
+	}
+	n.srv, err = push.New(push.Config{
+		Store:            ps,
+		Keys:             keys,
+		EndpointURL:      strings.TrimRight(endpoint, "/"),
+		NodeID:           n.nodeID,
+		MsgLimit:         c.PushMsgLimit,
+		AckWait:          c.PushAckWait,
+		PingInterval:     c.PushPingInterval,
+		HandshakeTimeout: c.PushHandshakeTimeout,
+		BroadcastPoll:    c.PushBroadcastPoll,
+		Observer:         metrics.NewPushObserver(reg),
+		Logger:           logger,
+	})
+	if err != nil {
+		if n.iln != nil {
+			_ = n.iln.Close()
+		}
+		return nil, err
+	}
+	if n.iln != nil {
+		n.internal = &http.Server{Handler: n.srv.InternalHandler(), ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = n.internal.Serve(n.iln) }()
+	}
+	return n, nil
+}
+
+func (n *pushNode) internalAddr() string {
+	if n.iln == nil {
+		return ""
+	}
+	return n.iln.Addr().String()
+}
+
+// close stops the internal listener and the sessions. Safe on nil.
+func (n *pushNode) close() {
+	if n == nil {
+		return
+	}
+	if n.internal != nil {
+		_ = n.internal.Close()
+	}
+	_ = n.srv.Close()
+}
+
+// pushKeys returns --push-crypto-keys, or the keys of <data-dir>/push.keys,
+// generated (mode 0600) on the first start. Endpoints handed to user agents
+// are encrypted with them: losing the file invalidates every endpoint.
+func pushKeys(c *config, logger *slog.Logger) (string, error) {
+	if c.PushCryptoKeys != "" {
+		return c.PushCryptoKeys, nil
+	}
+	path := filepath.Join(c.DataDir, "push.keys")
+	if b, err := os.ReadFile(path); err == nil {
+		return strings.TrimSpace(string(b)), nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("error reading %s: %w", path, err)
+	}
+	if c.DatabaseURL != "" {
+		logger.Warn("generating push crypto keys for this node only: nodes sharing PostgreSQL need the same --push-crypto-keys", "path", path)
+	}
+	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
+		return "", fmt.Errorf("error creating data directory: %w", err)
+	}
+	key := push.GenerateKey()
+	if err := os.WriteFile(path, []byte(key+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("error writing %s: %w", path, err)
+	}
+	logger.Info("generated the push crypto key", "path", path)
+	return key, nil
+}

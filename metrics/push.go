@@ -1,0 +1,85 @@
+package metrics
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/heraldhq/herald/push"
+)
+
+// PushObserver turns the Web Push service's measurements into Prometheus
+// series. It implements push.Observer.
+//
+// Series:
+//
+//	herald_push_connected_user_agents            user agents in session on this node
+//	herald_push_messages_total{outcome,errno}    endpoint requests by outcome (direct, stored, dropped_ttl0, rejected; errno for rejected)
+//	herald_push_acks_total{code}                 acks from user agents by code (100, 101, 102)
+//	herald_push_nacks_total{code}                nacks by code (301, 302, 303)
+//	herald_push_handoffs_total{kind,result}      node-to-node hand-offs (kind push or notif; result ok, not_here, error)
+//	herald_push_delivery_seconds                 endpoint receipt → frame written to the user agent
+//
+// The stored backlog is herald_push_stored_messages (NewPushStatsCollector).
+type PushObserver struct {
+	connected prometheus.Gauge
+	messages  *prometheus.CounterVec
+	acks      *prometheus.CounterVec
+	nacks     *prometheus.CounterVec
+	handoffs  *prometheus.CounterVec
+	latency   prometheus.Histogram
+}
+
+var _ push.Observer = (*PushObserver)(nil)
+
+// NewPushObserver creates the series and registers them on reg.
+func NewPushObserver(reg prometheus.Registerer) *PushObserver {
+	o := &PushObserver{
+		connected: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "herald_push_connected_user_agents",
+			Help: "Web Push user agents in session on this node.",
+		}),
+		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "herald_push_messages_total",
+			Help: "Web Push messages received by the endpoint, by outcome (direct, stored, dropped_ttl0, rejected) and errno (rejected only; 0 otherwise).",
+		}, []string{"outcome", "errno"}),
+		acks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "herald_push_acks_total",
+			Help: "Acks from user agents, by code (100 delivered, 101 decryption error, 102 not delivered).",
+		}, []string{"code"}),
+		nacks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "herald_push_nacks_total",
+			Help: "Nacks from user agents, by code (301, 302, 303).",
+		}, []string{"code"}),
+		handoffs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "herald_push_handoffs_total",
+			Help: "Node-to-node hand-offs, by kind (push, notif) and result (ok, not_here, error).",
+		}, []string{"kind", "result"}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "herald_push_delivery_seconds",
+			Help:    "Time from the endpoint's receipt of a message to its frame written to a connected user agent.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 5},
+		}),
+	}
+	reg.MustRegister(o.connected, o.messages, o.acks, o.nacks, o.handoffs, o.latency)
+	for _, outcome := range []string{"direct", "stored", "dropped_ttl0"} {
+		o.messages.WithLabelValues(outcome, "0")
+	}
+	o.acks.WithLabelValues("100")
+	return o
+}
+
+func (o *PushObserver) ObserveConnected(delta int) { o.connected.Add(float64(delta)) }
+
+func (o *PushObserver) ObserveMessageIn(outcome string, errno int) {
+	o.messages.WithLabelValues(outcome, strconv.Itoa(errno)).Inc()
+}
+
+func (o *PushObserver) ObserveAck(code int)  { o.acks.WithLabelValues(strconv.Itoa(code)).Inc() }
+func (o *PushObserver) ObserveNack(code int) { o.nacks.WithLabelValues(strconv.Itoa(code)).Inc() }
+
+func (o *PushObserver) ObserveHandoff(kind, result string) {
+	o.handoffs.WithLabelValues(kind, result).Inc()
+}
+
+func (o *PushObserver) ObserveDeliveryLatency(seconds float64) { o.latency.Observe(seconds) }
