@@ -1,6 +1,8 @@
 package push
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 )
@@ -43,6 +45,36 @@ const (
 // Cache-Control: max-age=86400, 503 answers Retry-After: 120, 401 answers
 // WWW-Authenticate: vapid.
 func WriteError(w http.ResponseWriter, err error) {
-	// Filled by the codecs branch.
-	http.Error(w, "not implemented", http.StatusInternalServerError)
+	var e *Error
+	if !errors.As(err, &e) {
+		e = &Error{Status: http.StatusInternalServerError, Errno: ErrnoInternal, Message: "internal error"}
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	switch e.Status {
+	case http.StatusGone:
+		// Senders should drop the subscription; caches may remember that.
+		h.Set("Cache-Control", "max-age=86400")
+	case http.StatusServiceUnavailable:
+		h.Set("Retry-After", "120")
+	case http.StatusUnauthorized:
+		h.Set("WWW-Authenticate", "vapid")
+	}
+	w.WriteHeader(e.Status)
+	body, _ := json.Marshal(&errorBody{
+		Code: e.Status, Errno: e.Errno, Error: http.StatusText(e.Status), Message: e.Message, MoreInfo: moreInfo,
+	})
+	_, _ = w.Write(append(body, '\n'))
 }
+
+// moreInfo is where the errno table is documented.
+const moreInfo = "https://github.com/heraldhq/herald/blob/main/docs/api.md#web-push-errors"
+
+type errorBody struct {
+	Code     int    `json:"code"`
+	Errno    int    `json:"errno"`
+	Error    string `json:"error"`
+	Message  string `json:"message"`
+	MoreInfo string `json:"more_info"`
+}
+

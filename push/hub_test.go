@@ -159,7 +159,8 @@ const testNode = "http://127.0.0.1:1/"
 // protocol ping limit is off unless a test sets it (sync pings freely).
 func setup(t *testing.T, opts ...any) *testEnv {
 	t.Helper()
-	keys, _ := ParseKeys(GenerateKey()) // TEMP until the codec is on main
+	keys, err := ParseKeys(GenerateKey())
+	require.NoError(t, err)
 	clock := &fakeClock{now: time.Now().Truncate(time.Millisecond)}
 	obs := &countObserver{acks: map[int]int{}, nacks: map[int]int{}}
 	fault := &faultStore{PushStore: newTestStore(t), fails: map[string]error{}}

@@ -120,8 +120,16 @@ func New(cfg Config) (*Server, error) {
 
 func (s *Server) routes() {
 	s.mux = http.NewServeMux()
-	s.mux.HandleFunc("POST /wpush/v1/{token}", func(w http.ResponseWriter, r *http.Request) { s.send(w, r, 1) })
-	s.mux.HandleFunc("POST /wpush/v2/{token}", func(w http.ResponseWriter, r *http.Request) { s.send(w, r, 2) })
+	s.mux.HandleFunc("POST /wpush/{api}/{token}", func(w http.ResponseWriter, r *http.Request) {
+		switch r.PathValue("api") {
+		case "v1":
+			s.send(w, r, 1)
+		case "v2":
+			s.send(w, r, 2)
+		default:
+			s.reject(w, errInvalidToken("unknown endpoint version"))
+		}
+	})
 	s.mux.HandleFunc("POST /wpush/{token}", func(w http.ResponseWriter, r *http.Request) { s.send(w, r, 1) })
 	s.mux.HandleFunc("DELETE /m/{id}", s.deleteMessage)
 	s.mux.Handle("/push/ws", s.hub)
