@@ -77,4 +77,3 @@ type errorBody struct {
 	Message  string `json:"message"`
 	MoreInfo string `json:"more_info"`
 }
-
