@@ -1,0 +1,392 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/store"
+)
+
+var _ store.PushStore = (*Store)(nil)
+
+// PushUserGet returns a user agent's router record, or ErrNotFound.
+func (s *Store) PushUserGet(ctx context.Context, uaid string) (*store.PushUser, error) {
+	const op = "error reading a push user"
+	db, err := s.db(op)
+	if err != nil {
+		return nil, err
+	}
+	u := &store.PushUser{UAID: uaid}
+	err = db.QueryRow(ctx, `SELECT node_id, connected_at, last_connect FROM push_users WHERE uaid = $1`, uaid).
+		Scan(&u.NodeID, &u.ConnectedAt, &u.LastConnect)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, herald.ErrNotFound
+	}
+	u.LastConnect = u.LastConnect.UTC()
+	return u, mapErr(op, err)
+}
+
+// PushUserCreate inserts a user agent; ErrConflict if it exists.
+func (s *Store) PushUserCreate(ctx context.Context, p *store.PushUserCreateParams) error {
+	const op = "error creating a push user"
+	db, err := s.db(op)
+	if err != nil {
+		return err
+	}
+	tag, err := db.Exec(ctx, `INSERT INTO push_users (uaid, node_id, connected_at, last_connect)
+		VALUES ($1, $2, $3, $4) ON CONFLICT (uaid) DO NOTHING`, p.UAID, p.NodeID, p.ConnectedAt, ms(p.Now))
+	if err != nil {
+		return mapErr(op, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return herald.ErrConflict
+	}
+	return nil
+}
+
+// PushUserConnect records a connection if no newer one is recorded: one
+// conditional UPDATE, then a read only to tell conflict from absence.
+func (s *Store) PushUserConnect(ctx context.Context, p *store.PushUserConnectParams) error {
+	const op = "error recording a push connection"
+	db, err := s.db(op)
+	if err != nil {
+		return err
+	}
+	tag, err := db.Exec(ctx, `UPDATE push_users SET node_id = $2, connected_at = $3, last_connect = $4
+		WHERE uaid = $1 AND connected_at < $3`, p.UAID, p.NodeID, p.ConnectedAt, ms(p.Now))
+	if err != nil {
+		return mapErr(op, err)
+	}
+	if tag.RowsAffected() > 0 {
+		return nil
+	}
+	var one int
+	err = db.QueryRow(ctx, `SELECT 1 FROM push_users WHERE uaid = $1`, p.UAID).Scan(&one)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return herald.ErrNotFound
+	}
+	if err != nil {
+		return mapErr(op, err)
+	}
+	return herald.ErrConflict
+}
+
+// PushUserDisconnect clears node_id if the record still names this
+// connection.
+func (s *Store) PushUserDisconnect(ctx context.Context, p *store.PushUserDisconnectParams) (bool, error) {
+	const op = "error clearing a push connection"
+	db, err := s.db(op)
+	if err != nil {
+		return false, err
+	}
+	tag, err := db.Exec(ctx, `UPDATE push_users SET node_id = ''
+		WHERE uaid = $1 AND node_id = $2 AND connected_at = $3`, p.UAID, p.NodeID, p.ConnectedAt)
+	if err != nil {
+		return false, mapErr(op, err)
+	}
+	return tag.RowsAffected() > 0, nil
+}
+
+// PushUserDelete removes a user agent; channels and messages go with it
+// (ON DELETE CASCADE).
+func (s *Store) PushUserDelete(ctx context.Context, uaid string) error {
+	const op = "error deleting a push user"
+	db, err := s.db(op)
+	if err != nil {
+		return err
+	}
+	_, err = db.Exec(ctx, `DELETE FROM push_users WHERE uaid = $1`, uaid)
+	return mapErr(op, err)
+}
+
+// PushChannelAdd registers a channel (again: replaces its key hash). The
+// foreign key refuses a channel of an absent user agent.
+func (s *Store) PushChannelAdd(ctx context.Context, p *store.PushChannelAddParams) error {
+	const op = "error registering a push channel"
+	db, err := s.db(op)
+	if err != nil {
+		return err
+	}
+	tag, err := db.Exec(ctx, `INSERT INTO push_channels (uaid, channel_id, key_hash, created_at)
+		SELECT $1, $2, $3, $4 FROM push_users WHERE uaid = $1
+		ON CONFLICT (uaid, channel_id) DO UPDATE SET key_hash = excluded.key_hash`,
+		p.UAID, p.ChannelID, nilBytes(p.KeyHash), ms(p.Now))
+	if err != nil {
+		if isForeignKeyViolation(err) {
+			return herald.ErrNotFound
+		}
+		return mapErr(op, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return herald.ErrNotFound
+	}
+	return nil
+}
+
+// PushChannelRemove unregisters a channel; its messages go with it.
+func (s *Store) PushChannelRemove(ctx context.Context, p *store.PushChannelRemoveParams) (bool, error) {
+	const op = "error unregistering a push channel"
+	db, err := s.db(op)
+	if err != nil {
+		return false, err
+	}
+	tag, err := db.Exec(ctx, `DELETE FROM push_channels WHERE uaid = $1 AND channel_id = $2`, p.UAID, p.ChannelID)
+	if err != nil {
+		return false, mapErr(op, err)
+	}
+	return tag.RowsAffected() > 0, nil
+}
+
+// PushRouteGet reads the router record of a registered channel.
+func (s *Store) PushRouteGet(ctx context.Context, p *store.PushRouteGetParams) (*store.PushRoute, error) {
+	const op = "error reading a push route"
+	db, err := s.db(op)
+	if err != nil {
+		return nil, err
+	}
+	r := &store.PushRoute{PushUser: store.PushUser{UAID: p.UAID}}
+	err = db.QueryRow(ctx, `SELECT u.node_id, u.connected_at, u.last_connect, c.key_hash
+		FROM push_channels c JOIN push_users u ON u.uaid = c.uaid
+		WHERE c.uaid = $1 AND c.channel_id = $2`, p.UAID, p.ChannelID).Scan(&r.NodeID, &r.ConnectedAt, &r.LastConnect, &r.KeyHash)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, herald.ErrNotFound
+	}
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	r.LastConnect = r.LastConnect.UTC()
+	if len(r.KeyHash) == 0 {
+		r.KeyHash = nil
+	}
+	return r, nil
+}
+
+// PushMessageSave stores messages of one user agent in one transaction.
+// The user row is locked FOR KEY SHARE (a concurrent PushUserDelete waits)
+// and each insert's foreign key locks its channel row, so no message can
+// outlive its channel or user.
+func (s *Store) PushMessageSave(ctx context.Context, p *store.PushMessageSaveParams) (*store.PushMessageSaveResult, error) {
+	res := &store.PushMessageSaveResult{}
+	err := s.inTx(ctx, "error storing push messages", func(tx pgx.Tx) error {
+		res.Unregistered = nil
+		var one int
+		err := tx.QueryRow(ctx, `SELECT 1 FROM push_users WHERE uaid = $1 FOR KEY SHARE`, p.UAID).Scan(&one)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return herald.ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		for _, m := range p.Messages {
+			headers, err := encodeHeaders(m.Headers)
+			if err != nil {
+				return err
+			}
+			var q string
+			if m.Topic != "" {
+				// A new message with a topic replaces the stored one.
+				q = `INSERT INTO push_messages (uaid, id, channel_id, topic, data, headers, ttl, created_at, expires_at)
+					SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9 FROM push_channels WHERE uaid = $1 AND channel_id = $3
+					ON CONFLICT (uaid, channel_id, topic) WHERE topic IS NOT NULL DO UPDATE SET
+						id = excluded.id, data = excluded.data, headers = excluded.headers, ttl = excluded.ttl,
+						created_at = excluded.created_at, expires_at = excluded.expires_at`
+			} else {
+				q = `INSERT INTO push_messages (uaid, id, channel_id, topic, data, headers, ttl, created_at, expires_at)
+					SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9 FROM push_channels WHERE uaid = $1 AND channel_id = $3
+					ON CONFLICT (uaid, id) DO NOTHING`
+			}
+			tag, err := tx.Exec(ctx, q, p.UAID, m.ID, m.ChannelID, nullString(m.Topic), nilBytes(m.Data), headers,
+				m.TTL, ms(m.CreatedAt), ms(m.ExpiresAt))
+			if err != nil {
+				return err
+			}
+			if tag.RowsAffected() == 0 {
+				var exists bool
+				if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM push_channels WHERE uaid = $1 AND channel_id = $2)`,
+					p.UAID, m.ChannelID).Scan(&exists); err != nil {
+					return err
+				}
+				if !exists {
+					res.Unregistered = append(res.Unregistered, m.ID)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// PushMessageList returns unexpired stored messages, topic ones first.
+func (s *Store) PushMessageList(ctx context.Context, p *store.PushMessageListParams) ([]*store.PushMessage, error) {
+	const op = "error listing push messages"
+	db, err := s.db(op)
+	if err != nil {
+		return nil, err
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 10
+	}
+	rows, err := db.Query(ctx, `SELECT id, channel_id, coalesce(topic, ''), data, headers, ttl, created_at, expires_at
+		FROM push_messages WHERE uaid = $1 AND expires_at > $2
+		ORDER BY topic IS NULL, id LIMIT $3`, p.UAID, ms(p.Now), limit)
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	defer rows.Close()
+	var out []*store.PushMessage
+	for rows.Next() {
+		m := &store.PushMessage{UAID: p.UAID}
+		var headers []byte
+		if err := rows.Scan(&m.ID, &m.ChannelID, &m.Topic, &m.Data, &headers, &m.TTL, &m.CreatedAt, &m.ExpiresAt); err != nil {
+			return nil, mapErr(op, err)
+		}
+		m.CreatedAt, m.ExpiresAt = m.CreatedAt.UTC(), m.ExpiresAt.UTC()
+		if len(m.Data) == 0 {
+			m.Data = nil
+		}
+		if len(headers) > 0 {
+			if err := json.Unmarshal(headers, &m.Headers); err != nil {
+				return nil, mapErr(op, err)
+			}
+		}
+		out = append(out, m)
+	}
+	return out, mapErr(op, rows.Err())
+}
+
+// PushMessageDelete deletes stored messages by id.
+func (s *Store) PushMessageDelete(ctx context.Context, p *store.PushMessageDeleteParams) (int, error) {
+	const op = "error deleting push messages"
+	if len(p.IDs) == 0 {
+		return 0, nil
+	}
+	db, err := s.db(op)
+	if err != nil {
+		return 0, err
+	}
+	tag, err := db.Exec(ctx, `DELETE FROM push_messages WHERE uaid = $1 AND id = ANY($2)`, p.UAID, p.IDs)
+	if err != nil {
+		return 0, mapErr(op, err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// PushBroadcastPut sets a broadcast's version.
+func (s *Store) PushBroadcastPut(ctx context.Context, p *store.PushBroadcastPutParams) error {
+	const op = "error setting a push broadcast"
+	db, err := s.db(op)
+	if err != nil {
+		return err
+	}
+	_, err = db.Exec(ctx, `INSERT INTO push_broadcasts (id, version, updated_at) VALUES ($1, $2, $3)
+		ON CONFLICT (id) DO UPDATE SET version = excluded.version, updated_at = excluded.updated_at`,
+		p.ID, p.Version, ms(p.Now))
+	return mapErr(op, err)
+}
+
+// PushBroadcastList returns every broadcast version.
+func (s *Store) PushBroadcastList(ctx context.Context) (map[string]string, error) {
+	const op = "error listing push broadcasts"
+	db, err := s.db(op)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := db.Query(ctx, `SELECT id, version FROM push_broadcasts`)
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var id, v string
+		if err := rows.Scan(&id, &v); err != nil {
+			return nil, mapErr(op, err)
+		}
+		out[id] = v
+	}
+	return out, mapErr(op, rows.Err())
+}
+
+// PushRetentionSweep deletes expired messages and idle user agents, each
+// bounded by Limit.
+func (s *Store) PushRetentionSweep(ctx context.Context, p *store.PushRetentionSweepParams) (*store.PushRetentionSweepResult, error) {
+	const op = "error sweeping push storage"
+	db, err := s.db(op)
+	if err != nil {
+		return nil, err
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = store.RetentionScanRows
+	}
+	res := &store.PushRetentionSweepResult{}
+	tag, err := db.Exec(ctx, `DELETE FROM push_messages WHERE (uaid, id) IN
+		(SELECT uaid, id FROM push_messages WHERE expires_at <= $1 ORDER BY expires_at LIMIT $2)`, ms(p.Now), limit)
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	res.Messages = int(tag.RowsAffected())
+	if !p.IdleBefore.IsZero() {
+		tag, err = db.Exec(ctx, `DELETE FROM push_users WHERE uaid IN
+			(SELECT uaid FROM push_users WHERE last_connect < $1 ORDER BY last_connect LIMIT $2)`, ms(p.IdleBefore), limit)
+		if err != nil {
+			return nil, mapErr(op, err)
+		}
+		res.Users = int(tag.RowsAffected())
+	}
+	return res, nil
+}
+
+// PushStats counts user agents, channels and stored messages.
+func (s *Store) PushStats(ctx context.Context) (*store.PushStats, error) {
+	const op = "error counting push storage"
+	db, err := s.db(op)
+	if err != nil {
+		return nil, err
+	}
+	st := &store.PushStats{}
+	err = db.QueryRow(ctx, `SELECT (SELECT count(*) FROM push_users), (SELECT count(*) FROM push_channels),
+		(SELECT count(*) FROM push_messages)`).Scan(&st.Users, &st.Channels, &st.Messages)
+	return st, mapErr(op, err)
+}
+
+func nilBytes(b []byte) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
+}
+
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func encodeHeaders(h map[string]string) (any, error) {
+	if len(h) == 0 {
+		return nil, nil
+	}
+	b, err := json.Marshal(h)
+	if err != nil {
+		return nil, err
+	}
+	return string(b), nil
+}
+
+// isForeignKeyViolation reports SQLSTATE 23503: the row a foreign key
+// names was deleted concurrently.
+func isForeignKeyViolation(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23503"
+}
