@@ -53,6 +53,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Claimable", testClaimable},
 		{"Tiers", testTiers},
 		{"Counts", testCounts},
+		{"Push", testPush},
 	}
 	for _, area := range areas {
 		t.Run(area.name, func(t *testing.T) {
