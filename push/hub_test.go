@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/store"
+	"github.com/heraldhq/herald/store/sqlite"
 )
 
 // fakeClock is the injected clock of the protocol-level timing rules
@@ -198,10 +200,16 @@ func setup(t *testing.T, opts ...any) *testEnv {
 	}
 }
 
-// newTestStore is the store the connection tests run against.
+// newTestStore is the store the push tests run against: a real SQLite
+// store in a temporary directory (the conformance suite proves the same
+// behaviour on PostgreSQL).
 func newTestStore(t *testing.T) store.PushStore {
 	t.Helper()
-	return newMemStore()
+	s, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(t.TempDir(), "herald.db"), Synchronous: "normal"})
+	require.NoError(t, err)
+	require.NoError(t, s.Migrate(context.Background()))
+	t.Cleanup(func() { _ = s.Close() })
+	return s
 }
 
 type client struct {

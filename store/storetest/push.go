@@ -86,14 +86,18 @@ func testPush(t *testing.T, newStore NewStoreFunc) {
 		require.Equal(t, "node-b", u.NodeID)
 		require.Equal(t, int64(2000), u.ConnectedAt)
 		require.Equal(t, later, u.LastConnect)
-		// An older (or equal) connection is refused and changes nothing.
-		for _, at := range []int64{1500, 2000} {
-			err = ps.PushUserConnect(b.ctx, &store.PushUserConnectParams{UAID: uaid, NodeID: "node-c", ConnectedAt: at, Now: later})
-			require.ErrorIs(t, err, herald.ErrConflict)
-		}
+		// An older connection is refused and changes nothing.
+		err = ps.PushUserConnect(b.ctx, &store.PushUserConnectParams{UAID: uaid, NodeID: "node-c", ConnectedAt: 1999, Now: later})
+		require.ErrorIs(t, err, herald.ErrConflict)
 		u, err = ps.PushUserGet(b.ctx, uaid)
 		require.NoError(t, err)
 		require.Equal(t, "node-b", u.NodeID)
+		require.Equal(t, int64(2000), u.ConnectedAt)
+		// One from the same millisecond is not older: it takes over.
+		require.NoError(t, ps.PushUserConnect(b.ctx, &store.PushUserConnectParams{UAID: uaid, NodeID: "node-c", ConnectedAt: 2000, Now: later}))
+		u, err = ps.PushUserGet(b.ctx, uaid)
+		require.NoError(t, err)
+		require.Equal(t, "node-c", u.NodeID)
 		other, _ := pushIDs()
 		err = ps.PushUserConnect(b.ctx, &store.PushUserConnectParams{UAID: other, NodeID: "node-c", ConnectedAt: 1, Now: later})
 		require.ErrorIs(t, err, herald.ErrNotFound)
