@@ -76,6 +76,10 @@ type Config struct {
 	// QueueVacuum, when the store implements store.Vacuumer; 0 never
 	// (main passes DefaultVacuumInterval unless told otherwise).
 	VacuumInterval time.Duration
+	// PushIdleExpiry drops Web Push user agents that have not connected
+	// for this long (0: never); main passes DefaultPushIdleExpiry unless
+	// told otherwise. Expired push messages are swept regardless.
+	PushIdleExpiry time.Duration
 	// LeaderInterval is how often leadership is attempted or confirmed
 	// (default 5s).
 	LeaderInterval time.Duration
@@ -163,6 +167,16 @@ func (m *Maintainer) Start() {
 				// Here, on the sweeper's goroutine: it may take long, and
 				// the queue vacuums go on meanwhile.
 				m.vacuumArchive(ctx)
+			}
+		})
+	}
+	if ps, ok := m.cfg.Store.(store.PushStore); ok {
+		m.run(ctx, m.cfg.SweepInterval, func(ctx context.Context) {
+			if !m.IsLeader() {
+				return
+			}
+			if _, err := m.SweepPush(ctx, ps); err != nil && ctx.Err() == nil {
+				m.cfg.Logger.Warn("push retention sweep failed", "err", err)
 			}
 		})
 	}

@@ -29,7 +29,7 @@ import (
 //	herald_claim_batch_size                               deliveries per claim transaction (0 included)
 //	herald_direct_dispatch_total                          deliveries started without a claim (direct dispatch)
 //	herald_queue_stale_alarms_total{tier}                 herald.queue.stale events raised
-//	herald_retention_deleted_total{kind}                  rows deleted by retention (deliveries, dead, events, keys, subscriptions, secrets, attempts)
+//	herald_retention_deleted_total{kind}                  rows deleted by retention (deliveries, dead, events, keys, subscriptions, secrets, attempts, push_messages, push_users)
 //	herald_queue_vacuum_duration_seconds{result}          queue vacuums run by the leader (PostgreSQL; result: ok, error)
 type Observer struct {
 	attempts        *prometheus.CounterVec
@@ -118,7 +118,7 @@ func NewObserver(reg prometheus.Registerer) *Observer {
 		}, []string{"tier"}),
 		retention: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "herald_retention_deleted_total",
-			Help: "Rows deleted by retention, by kind (deliveries, dead, events, keys, subscriptions, secrets, attempts).",
+			Help: "Rows deleted by retention, by kind (deliveries, dead, events, keys, subscriptions, secrets, attempts, push_messages, push_users).",
 		}, []string{"kind"}),
 		vacuum: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "herald_queue_vacuum_duration_seconds",
@@ -227,4 +227,11 @@ func (o *Observer) ObserveRetention(r *store.RetentionSweepResult) {
 	o.retention.WithLabelValues("subscriptions").Add(float64(r.Subscriptions))
 	o.retention.WithLabelValues("secrets").Add(float64(r.Secrets))
 	o.retention.WithLabelValues("attempts").Add(float64(r.Attempts))
+}
+
+// ObservePushRetention counts what a Web Push sweep deleted
+// (maintenance.PushRetentionObserver).
+func (o *Observer) ObservePushRetention(r *store.PushRetentionSweepResult) {
+	o.retention.WithLabelValues("push_messages").Add(float64(r.Messages))
+	o.retention.WithLabelValues("push_users").Add(float64(r.Users))
 }

@@ -64,6 +64,7 @@ type config struct {
 	PushPingInterval     time.Duration
 	PushHandshakeTimeout time.Duration
 	PushBroadcastPoll    time.Duration
+	PushIdleExpiry       time.Duration
 
 	tiers []time.Duration
 	allow []netip.Prefix
@@ -122,6 +123,7 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.PushPingInterval, "push-ping-interval", 300*time.Second, "WebSocket ping interval; broadcast changes go out on these ticks")
 	fs.DurationVar(&c.PushHandshakeTimeout, "push-handshake-timeout", 5*time.Second, "how long a new WebSocket may take to send hello")
 	fs.DurationVar(&c.PushBroadcastPoll, "push-broadcast-poll", 30*time.Second, "how often a node reloads broadcast versions set through another node")
+	fs.DurationVar(&c.PushIdleExpiry, "push-idle-expiry", maintenance.DefaultPushIdleExpiry, "drop Web Push user agents that have not connected for this long; their endpoints then answer 410 (0: never)")
 	fs.DurationVar(&c.VacuumInterval, "vacuum-interval", maintenance.DefaultVacuumInterval, "PostgreSQL: how often the leader vacuums the queue tables (0: never; leave it to autovacuum)")
 }
 
@@ -247,7 +249,7 @@ func (c *config) validate() error {
 	for name, d := range map[string]time.Duration{
 		"--stale-after": c.StaleAfter, "--retention-delivered": c.RetentionDelivered,
 		"--retention-dead": c.RetentionDead, "--retention-events": c.RetentionEvents,
-		"--vacuum-interval": c.VacuumInterval,
+		"--vacuum-interval": c.VacuumInterval, "--push-idle-expiry": c.PushIdleExpiry,
 	} {
 		if d < 0 {
 			return fmt.Errorf("%s must not be negative (0 disables it), got %s", name, d)

@@ -232,4 +232,3 @@ func TestFirefoxWebPush(t *testing.T) {
 		require.Equal(t, sub.Endpoint, subs[len(subs)-1].Endpoint, "the restarted browser keeps its subscription")
 	}
 }
-

@@ -87,6 +87,7 @@ func startPush(c *config, s store.Store, ln net.Listener, reg prometheus.Registe
 		}
 		return nil, err
 	}
+	reg.MustRegister(metrics.NewPushStatsCollector(ps))
 	if n.iln != nil {
 		n.internal = &http.Server{Handler: n.srv.InternalHandler(), ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = n.internal.Serve(n.iln) }()

@@ -255,6 +255,7 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 			Events:    c.RetentionEvents,
 		},
 		VacuumInterval: c.VacuumInterval,
+		PushIdleExpiry: c.PushIdleExpiry,
 		Observer:       obs,
 		Logger:         logger,
 	})
