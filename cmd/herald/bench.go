@@ -123,6 +123,9 @@ func cmdBench(ctx context.Context, args []string) error {
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "push" {
+		return runBenchPush(ctx, args[1:], stdout, stderr)
+	}
 	var f benchFlags
 	fs := flag.NewFlagSet("herald bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
