@@ -11,6 +11,10 @@ import (
 // broadcast reply (autopush's wording, which Firefox logs).
 const broadcastNotFound = "Broadcast not found"
 
+// maxSessionBroadcasts bounds the broadcast ids one session follows
+// (Firefox follows one); more are answered but not followed.
+const maxSessionBroadcasts = 64
+
 // broadcastRegistry holds the broadcast versions (autopush's megaphone) of
 // the store, reloaded every BroadcastPoll and whenever an operator sets one
 // on this node. Sessions keep only the ids they subscribed to, with the
@@ -54,10 +58,19 @@ func (r *broadcastRegistry) subscribe(subs map[string]string, gen *uint64, clien
 				errs = map[string]any{}
 			}
 			errs[id] = broadcastNotFound
-			continue
 		}
 		if subs == nil {
 			subs = map[string]string{}
+		}
+		if _, already := subs[id]; !already && len(subs) >= maxSessionBroadcasts {
+			continue
+		}
+		if !ok {
+			// Unlike autopush, an id unknown now stays subscribed with the
+			// version the user agent knows: an operator who creates it
+			// later reaches the user agents that asked for it.
+			subs[id] = known
+			continue
 		}
 		subs[id] = cur
 		if cur != known {

@@ -232,3 +232,52 @@ func TestPushTwoNodes(t *testing.T) {
 	}
 	t.Logf("kill -9: %d messages acknowledged with 201, all received after reconnecting to B", want)
 }
+
+// TestPushBroadcastAdminAPI: an operator sets a broadcast version with the
+// admin API; a connected user agent subscribed to it receives the change
+// on its next ping tick, and the API refuses bad input and anonymous
+// callers.
+func TestPushBroadcastAdminAPI(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	t.Parallel()
+	bin := heraldBinary(t)
+	addr := freeAddr(t)
+	startNode(t, bin, addr, "--data-dir", t.TempDir(), "--dev", "--api-token", "bc-token", "--push-ping-interval", "200ms")
+	ctx := t.Context()
+
+	ua := dialUA(t, addr, "")
+	ua.send(map[string]any{"messageType": "broadcast_subscribe", "broadcasts": map[string]string{"remote-settings/monitor_changes": `"0"`}})
+	r := ua.read(5 * time.Second)
+	require.Equal(t, "broadcast", r["messageType"], r)
+	require.Equal(t, map[string]any{"errors": map[string]any{"remote-settings/monitor_changes": "Broadcast not found"}}, r["broadcasts"])
+
+	st, body, err := apiCall(ctx, addr, "bc-token", http.MethodPut, "/v1/push/broadcasts/remote-settings/monitor_changes", map[string]string{"version": `"42"`})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, st, string(body))
+	r = ua.read(5 * time.Second)
+	require.Equal(t, "broadcast", r["messageType"], r)
+	require.Equal(t, map[string]any{"remote-settings/monitor_changes": `"42"`}, r["broadcasts"])
+
+	st, body, err = apiCall(ctx, addr, "bc-token", http.MethodGet, "/v1/push/broadcasts", nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, st)
+	require.JSONEq(t, `{"broadcasts":{"remote-settings/monitor_changes":"\"42\""}}`, string(body))
+
+	for _, c := range []struct {
+		token, path string
+		body        any
+		status      int
+	}{
+		{"wrong", "/v1/push/broadcasts/x", map[string]string{"version": "1"}, http.StatusUnauthorized},
+		{"bc-token", "/v1/push/broadcasts/bad%20id", map[string]string{"version": "1"}, http.StatusBadRequest},
+		{"bc-token", "/v1/push/broadcasts/x", map[string]string{}, http.StatusBadRequest},
+		{"bc-token", "/v1/push/broadcasts/x", map[string]string{"version": "a\nb"}, http.StatusBadRequest},
+		{"bc-token", "/v1/push/broadcasts/x", map[string]any{"version": "1", "extra": true}, http.StatusBadRequest},
+	} {
+		st, body, err := apiCall(ctx, addr, c.token, http.MethodPut, c.path, c.body)
+		require.NoError(t, err)
+		require.Equal(t, c.status, st, "%s %v: %s", c.path, c.body, body)
+	}
+}
