@@ -51,6 +51,7 @@ type pushBenchFlags struct {
 	jsonOut    bool
 	keep       bool
 	extraServe string
+	binary     string
 }
 
 type pushBenchResult struct {
@@ -115,6 +116,7 @@ func runBenchPush(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object instead of the report")
 	fs.BoolVar(&f.keep, "keep", false, "keep the child's data directory")
 	fs.StringVar(&f.extraServe, "serve-flags", "", "extra flags for the child herald serve, space-separated")
+	fs.StringVar(&f.binary, "herald-binary", "", "herald binary to run as the child (default: this one)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -192,9 +194,12 @@ type pushChild struct {
 }
 
 func startPushChild(ctx context.Context, f *pushBenchFlags, stderr io.Writer) (*pushChild, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, err
+	exe := f.binary
+	if exe == "" {
+		var err error
+		if exe, err = os.Executable(); err != nil {
+			return nil, err
+		}
 	}
 	dir, err := os.MkdirTemp("", "herald-bench-push-")
 	if err != nil {
