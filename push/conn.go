@@ -68,6 +68,64 @@ type conn struct {
 	// and the registry generation compared last. nil until subscribed.
 	subs map[string]string
 	bgen uint64
+	// channels caches channels known registered in this session (chid →
+	// key hash, nil for none) so the endpoint can route to this session
+	// without a store read: filled by register and by the endpoint's
+	// route reads, emptied by unregister. nil until first used; at most
+	// maxKnownChannels.
+	channels map[string][]byte
+	// chanGen counts forgetChannel calls: a route read from the store is
+	// remembered only if no register or unregister ran since the read
+	// began (it may have seen the channel as it was before).
+	chanGen uint64
+}
+
+// maxKnownChannels bounds a session's channel cache (a browser has a few
+// dozen subscriptions at most; beyond the bound routes are read from the
+// store).
+const maxKnownChannels = 256
+
+// rememberChannel records that chid is registered with keyHash.
+func (c *conn) rememberChannel(chid string, keyHash []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.channels == nil {
+		c.channels = map[string][]byte{}
+	}
+	if _, ok := c.channels[chid]; ok || len(c.channels) < maxKnownChannels {
+		c.channels[chid] = keyHash
+	}
+}
+
+func (c *conn) forgetChannel(chid string) {
+	c.mu.Lock()
+	delete(c.channels, chid)
+	c.chanGen++
+	c.mu.Unlock()
+}
+
+// learnChannel is rememberChannel for a route read from the store that
+// began at generation gen.
+func (c *conn) learnChannel(gen uint64, chid string, keyHash []byte) {
+	c.mu.Lock()
+	stale := c.chanGen != gen
+	c.mu.Unlock()
+	if !stale {
+		c.rememberChannel(chid, keyHash)
+	}
+}
+
+// knownChannel reports whether chid is known registered, with its key
+// hash, while the session can take deliveries; gen is the channel
+// generation for learnChannel when it is not.
+func (c *conn) knownChannel(chid string) (keyHash []byte, ok bool, gen uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.ready || c.closing || c.closed || c.reset {
+		return nil, false, c.chanGen
+	}
+	kh, ok := c.channels[chid]
+	return kh, ok, c.chanGen
 }
 
 // pendingDirect is a direct message written to the user agent and not
@@ -360,10 +418,13 @@ func (c *conn) register(msg *clientMessage) error {
 		c.h.log.Error("push: endpoint token", "err", err)
 		return c.write(encodeRegister(chid, 500, ""))
 	}
+	// Forget it first: while it is being written, its key may change.
+	c.forgetChannel(chid)
 	if err := c.storeChannel(ep); err != nil {
 		c.h.log.Error("push: register", "uaid", c.uaid, "err", err)
 		return c.write(encodeRegister(chid, 500, ""))
 	}
+	c.rememberChannel(chid, ep.KeyHash)
 	version := "v1"
 	if ep.KeyHash != nil {
 		version = "v2"
@@ -397,6 +458,9 @@ func (c *conn) storeChannel(ep *Endpoint) error {
 // from the user agent no longer hold up the storage batch.
 func (c *conn) unregisterChannel(msg *clientMessage) error {
 	chid := msg.ChannelID
+	// Before the store: no message may be routed to it from the cache
+	// once the unregister is under way.
+	c.forgetChannel(chid)
 	status := 200
 	if !c.newUser {
 		ctx, cancel := storeCtx()

@@ -76,9 +76,20 @@ func (s *Server) accept(ctx context.Context, r *http.Request, version int, now t
 			return nil, nil, err
 		}
 	}
-	route, err := s.cfg.Store.PushRouteGet(ctx, &store.PushRouteGetParams{UAID: ep.UAID, ChannelID: ep.ChannelID})
-	if err != nil {
-		return nil, nil, storeError(err)
+	var route *store.PushRoute
+	if hint := s.hub.knownRoute(ep.UAID, ep.ChannelID); hint.known {
+		// In session here with the channel known registered: no store
+		// read. ConnectedAt stays 0, so a session that ends meanwhile
+		// clears no router record (disconnect matches nothing).
+		route = &store.PushRoute{PushUser: store.PushUser{UAID: ep.UAID, NodeID: s.cfg.NodeID}, KeyHash: hint.keyHash}
+	} else {
+		route, err = s.cfg.Store.PushRouteGet(ctx, &store.PushRouteGetParams{UAID: ep.UAID, ChannelID: ep.ChannelID})
+		if err != nil {
+			return nil, nil, storeError(err)
+		}
+		if route.NodeID == s.cfg.NodeID {
+			s.hub.learnRoute(hint, ep.ChannelID, route.KeyHash)
+		}
 	}
 	if route.KeyHash != nil {
 		// The channel is restricted to one application server key,

@@ -532,3 +532,44 @@ func TestHandoffBetweenNodes(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, u.NodeID, "an unreachable node's record is cleared")
 }
+
+// TestEndpointRouteCache: a channel registered in a session here is routed
+// without a store read; unregister and re-register drop the cached entry,
+// so an unregistered channel answers 410 and a new key is enforced.
+func TestEndpointRouteCache(t *testing.T) {
+	t.Parallel()
+	e := setupHTTP(t)
+	c, _, _ := e.connected(t)
+	chid := newChid()
+	ep := c.register(chid)
+	sendAcked := func() int {
+		done := make(chan int, 1)
+		go func() {
+			req, _ := http.NewRequest(http.MethodPost, ep, nil)
+			req.Header.Set("TTL", "60")
+			resp, err := http.DefaultClient.Do(req)
+			if err == nil {
+				_ = resp.Body.Close()
+				done <- resp.StatusCode
+			}
+		}()
+		n := c.readType("notification")
+		c.ack(n["channelID"].(string), n["version"].(string))
+		return <-done
+	}
+	before := e.fault.routeGets.Load()
+	for range 3 {
+		require.Equal(t, http.StatusCreated, sendAcked())
+	}
+	require.Equal(t, before, e.fault.routeGets.Load(), "no store read for a channel registered in a session here")
+
+	// Re-registered with a key: the v1 endpoint now needs that key's VAPID.
+	key := newVAPIDKey(t)
+	c.send(map[string]any{"messageType": "register", "channelID": chid, "key": base64.RawURLEncoding.EncodeToString(key.pub)})
+	c.readType("register")
+	requireErr(t, e.post(t, ep, sendOpts{ttl: "60"}), 401, ErrnoVAPID)
+
+	c.send(map[string]any{"messageType": "unregister", "channelID": chid})
+	c.readType("unregister")
+	requireErr(t, e.post(t, ep, sendOpts{ttl: "60"}), 410, ErrnoNoSubscription)
+}

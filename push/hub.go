@@ -202,6 +202,35 @@ func (h *hub) Deliver(ctx context.Context, m *store.PushMessage) (DeliverOutcome
 	return c.deliver(ctx, m, version)
 }
 
+// routeHint is what knownRoute found: a session here, and whether it
+// knows the channel registered.
+type routeHint struct {
+	c       *conn
+	gen     uint64
+	keyHash []byte
+	known   bool
+}
+
+// knownRoute reports whether uaid is in session here with channel chid
+// known registered (then the endpoint routes without reading the store).
+func (h *hub) knownRoute(uaid, chid string) routeHint {
+	c := h.lookup(uaid)
+	if c == nil {
+		return routeHint{}
+	}
+	kh, ok, gen := c.knownChannel(chid)
+	return routeHint{c: c, gen: gen, keyHash: kh, known: ok}
+}
+
+// learnRoute tells the session of hint that chid is registered with
+// keyHash, read from the store after hint was taken; a register or
+// unregister of the session since then makes it ignore the read.
+func (h *hub) learnRoute(hint routeHint, chid string, keyHash []byte) {
+	if hint.c != nil && h.lookup(hint.c.uaid) == hint.c {
+		hint.c.learnChannel(hint.gen, chid, keyHash)
+	}
+}
+
 // Notify asks the session of uaid, if connected here, to check storage;
 // it reports whether uaid is connected here.
 func (h *hub) Notify(uaid string) bool {

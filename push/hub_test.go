@@ -82,9 +82,16 @@ func (o *countObserver) counts() (acks, nacks map[int]int) {
 // faultStore wraps a store and fails the named methods.
 type faultStore struct {
 	store.PushStore
-	mu       sync.Mutex
-	fails    map[string]error
-	saveHook func()
+	mu        sync.Mutex
+	fails     map[string]error
+	saveHook  func()
+	routeGets atomic.Int64
+}
+
+// PushRouteGet counts the endpoint's store reads.
+func (f *faultStore) PushRouteGet(ctx context.Context, p *store.PushRouteGetParams) (*store.PushRoute, error) {
+	f.routeGets.Add(1)
+	return f.PushStore.PushRouteGet(ctx, p)
 }
 
 func (f *faultStore) fail(method string, err error) {

@@ -80,18 +80,21 @@ type idleResult struct {
 }
 
 type rateResult struct {
-	UserAgents   int                  `json:"user_agents"`
-	TargetRate   int                  `json:"target_rate,omitempty"`
-	Sent         int64                `json:"sent"`
-	Received     int64                `json:"received"`
-	Errors       int64                `json:"errors"`
-	Seconds      float64              `json:"seconds"`
-	PerSecond    float64              `json:"per_second"`
-	P50Ms        float64              `json:"p50_ms"`
-	P99Ms        float64              `json:"p99_ms"`
-	MaxMs        float64              `json:"max_ms"`
-	Ceiling      *bench.CeilingResult `json:"ceiling,omitempty"`
-	CeilingRatio float64              `json:"ceiling_ratio,omitempty"`
+	UserAgents int     `json:"user_agents"`
+	TargetRate int     `json:"target_rate,omitempty"`
+	Sent       int64   `json:"sent"`
+	Received   int64   `json:"received"`
+	Errors     int64   `json:"errors"`
+	Seconds    float64 `json:"seconds"`
+	PerSecond  float64 `json:"per_second"`
+	P50Ms      float64 `json:"p50_ms"`
+	P99Ms      float64 `json:"p99_ms"`
+	MaxMs      float64 `json:"max_ms"`
+	// NodeCPUMicros is the node's user+system CPU per message sent
+	// (/proc/<pid>/stat), independent of the bench's own share of cores.
+	NodeCPUMicros float64              `json:"node_cpu_us_per_message"`
+	Ceiling       *bench.CeilingResult `json:"ceiling,omitempty"`
+	CeilingRatio  float64              `json:"ceiling_ratio,omitempty"`
 }
 
 type drainResult struct {
@@ -269,6 +272,27 @@ func (c *pushChild) rssBytes() float64 {
 		}
 	}
 	return 0
+}
+
+// cpuSeconds reads the child's user+system CPU time from /proc.
+func (c *pushChild) cpuSeconds() float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name (which is in parentheses): utime and
+	// stime are the 12th and 13th of them, in clock ticks (100 Hz on Linux).
+	_, rest, ok := strings.Cut(string(b), ") ")
+	if !ok {
+		return 0
+	}
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (ut + st) / 100
 }
 
 // goMemory reads the node's Go stack and heap in use from its /metrics.
@@ -475,6 +499,7 @@ func benchRate(ctx context.Context, c *pushChild, f *pushBenchFlags, rate int) (
 		gap = time.Second / time.Duration(rate)
 	}
 	end := time.Now().Add(f.duration)
+	cpu0 := c.cpuSeconds()
 	start := time.Now()
 	var swg sync.WaitGroup
 	for i, ua := range uas {
@@ -517,6 +542,9 @@ func benchRate(ctx context.Context, c *pushChild, f *pushBenchFlags, rate int) (
 	// Every 201 came after the ack, so everything sent was received.
 	res.Sent, res.Received, res.Errors = sent.Load(), received.Load(), errs.Load()
 	res.PerSecond = float64(res.Sent) / res.Seconds
+	if res.Sent > 0 {
+		res.NodeCPUMicros = (c.cpuSeconds() - cpu0) * 1e6 / float64(res.Sent)
+	}
 	q := lat.Quantiles(0.5, 0.99, 1)
 	res.P50Ms, res.P99Ms, res.MaxMs = q[0], q[1], q[2] // milliseconds
 	for _, ua := range uas {
@@ -599,8 +627,8 @@ func printPushBench(w io.Writer, r *pushBenchResult) {
 		if x.r == nil {
 			continue
 		}
-		fmt.Fprintf(w, "%-10s %d user agents: %d messages in %.1fs = %.0f/s (target %d/s), %d errors; sender→UA p50 %.2f ms p99 %.2f ms max %.2f ms\n",
-			x.name, x.r.UserAgents, x.r.Sent, x.r.Seconds, x.r.PerSecond, x.r.TargetRate, x.r.Errors, x.r.P50Ms, x.r.P99Ms, x.r.MaxMs)
+		fmt.Fprintf(w, "%-10s %d user agents: %d messages in %.1fs = %.0f/s (target %d/s), %d errors; sender→UA p50 %.2f ms p99 %.2f ms max %.2f ms; node CPU %.0f µs/message\n",
+			x.name, x.r.UserAgents, x.r.Sent, x.r.Seconds, x.r.PerSecond, x.r.TargetRate, x.r.Errors, x.r.P50Ms, x.r.P99Ms, x.r.MaxMs, x.r.NodeCPUMicros)
 		if x.r.Ceiling != nil {
 			fmt.Fprintf(w, "           raw HTTP ceiling %.0f requests/s: messages/ceiling %.2f\n", x.r.Ceiling.PerSecond, x.r.CeilingRatio)
 		}
