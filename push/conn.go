@@ -74,6 +74,9 @@ type conn struct {
 	// route reads, emptied by unregister. nil until first used; at most
 	// maxKnownChannels.
 	channels map[string][]byte
+	// touched is when the router record's last_connect was last written
+	// (hello, then every lastConnectRefresh on a ping tick).
+	touched time.Time
 	// chanGen counts forgetChannel calls: a route read from the store is
 	// remembered only if no register or unregister ran since the read
 	// began (it may have seen the channel as it was before).
@@ -235,6 +238,9 @@ func (c *conn) hello(msg *clientMessage) error {
 	h := c.h
 	now := h.now()
 	c.connectedAt = now.UnixMilli()
+	c.mu.Lock()
+	c.touched = now
+	c.mu.Unlock()
 	existing := false
 	if uaid, ok := normalizeUAID(msg.UAID); ok {
 		ctx, cancel := storeCtx()
@@ -962,6 +968,10 @@ func (c *conn) tick() {
 		c.mu.Unlock()
 		return
 	}
+	if now := c.h.now(); now.Sub(c.touched) >= lastConnectRefresh {
+		c.touched = now
+		go c.refreshLastConnect(now)
+	}
 	if c.awaitingPong {
 		c.mu.Unlock()
 		c.closeWith(closeError, "pong timeout")
@@ -980,4 +990,23 @@ func (c *conn) tick() {
 		return
 	}
 	_ = c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeWait))
+}
+
+// lastConnectRefresh is how often a long-lived session rewrites its router
+// record's last_connect, so the idle sweep (--push-idle-expiry, 60 days)
+// never drops a user agent that is connected.
+const lastConnectRefresh = 24 * time.Hour
+
+// refreshLastConnect rewrites last_connect with this session's own
+// connected_at (a no-op for the optimistic lock). A user agent not yet in
+// the store (no register) or taken over elsewhere is left alone.
+func (c *conn) refreshLastConnect(now time.Time) {
+	ctx, cancel := storeCtx()
+	defer cancel()
+	err := c.h.store.PushUserConnect(ctx, &store.PushUserConnectParams{
+		UAID: c.uaid, NodeID: c.h.nodeID, ConnectedAt: c.connectedAt, Now: now,
+	})
+	if err != nil && !errors.Is(err, herald.ErrNotFound) && !errors.Is(err, herald.ErrConflict) {
+		c.h.log.Warn("push: refreshing last_connect", "err", err)
+	}
 }

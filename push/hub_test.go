@@ -1126,3 +1126,27 @@ func TestGhostedSessionsUnackedReachNewSession(t *testing.T) {
 	c2.sync()
 	require.Empty(t, e.stored(t, uaid))
 }
+
+// TestLongSessionRefreshesLastConnect: a user agent connected for longer
+// than a day has its last_connect rewritten on a ping tick, so the idle
+// sweep never drops a connected user agent.
+func TestLongSessionRefreshesLastConnect(t *testing.T) {
+	t.Parallel()
+	e := setup(t, func(c *Config) {
+		c.PingInterval = 20 * time.Millisecond
+		c.PingTimeout = time.Second
+	})
+	c, uaid, _ := e.connected(t)
+	c.ws.SetPingHandler(func(data string) error {
+		return c.ws.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(time.Second))
+	})
+	go func() { _, _, _ = c.ws.ReadMessage() }()
+	u, err := e.st.PushUserGet(context.Background(), uaid)
+	require.NoError(t, err)
+	first := u.LastConnect
+	e.clock.Advance(25 * time.Hour)
+	waitFor(t, "last_connect refreshed", func() bool {
+		u, err := e.st.PushUserGet(context.Background(), uaid)
+		return err == nil && u.LastConnect.After(first)
+	})
+}
