@@ -50,6 +50,9 @@ func startPush(c *config, s store.Store, ln net.Listener, reg prometheus.Registe
 	endpoint := c.PushEndpointURL
 	if endpoint == "" {
 		endpoint = "http://" + ln.Addr().String()
+		if host, _, err := net.SplitHostPort(ln.Addr().String()); err == nil && net.ParseIP(host).IsUnspecified() {
+			logger.Warn("push endpoints are built on an unspecified address; set --push-endpoint-url to the URL senders use", "endpoint_url", endpoint)
+		}
 	}
 	n := &pushNode{}
 	if c.InternalListen != "" {
