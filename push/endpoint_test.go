@@ -141,6 +141,31 @@ func (e *httpEnv) post(t *testing.T, endpoint string, o sendOpts) *http.Response
 	return resp
 }
 
+// postAsync sends a push message from another goroutine (the answer waits
+// for the user agent's ack) and returns its status (-1 on a transport
+// error). headers are set as given; the body, when non-nil, is sent as is.
+func postAsync(url string, body []byte, headers map[string]string) <-chan int {
+	done := make(chan int, 1)
+	go func() {
+		req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+		if err != nil {
+			done <- -1
+			return
+		}
+		for k, v := range headers {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			done <- -1
+			return
+		}
+		_ = resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+	return done
+}
+
 // errBody reads an autopush error answer.
 func errBody(t *testing.T, resp *http.Response) (status, errno int) {
 	t.Helper()
@@ -169,15 +194,7 @@ func TestEndpointDirectDelivery(t *testing.T) {
 	c, uaid, chid := e.connected(t)
 	_ = chid
 	ep := e.endpointOf(t, c)
-	res := make(chan *http.Response, 1)
-	go func() {
-		resp, err := http.Post(ep, "application/octet-stream", nil) // no TTL: rejected
-		if err == nil {
-			res <- resp
-		}
-	}()
-	r := <-res
-	requireErr(t, r, 400, ErrnoMissingTTL)
+	requireErr(t, e.post(t, ep, sendOpts{}), 400, ErrnoMissingTTL)
 
 	body := []byte("ciphertext-bytes")
 	done := make(chan *http.Response, 1)
@@ -303,19 +320,11 @@ func TestEndpointBodies(t *testing.T) {
 	// 5,624 bytes (upstream's test_big_message) and an empty body are
 	// delivered; the empty one without data or headers.
 	for _, body := range [][]byte{bytes.Repeat([]byte("b"), 5624), nil} {
-		done := make(chan int, 1)
-		go func() {
-			req, _ := http.NewRequest(http.MethodPost, ep, bytes.NewReader(body))
-			req.Header.Set("TTL", "60")
-			if body != nil {
-				req.Header.Set("Content-Encoding", "aes128gcm")
-			}
-			resp, err := http.DefaultClient.Do(req)
-			if err == nil {
-				_ = resp.Body.Close()
-				done <- resp.StatusCode
-			}
-		}()
+		h := map[string]string{"TTL": "60"}
+		if body != nil {
+			h["Content-Encoding"] = "aes128gcm"
+		}
+		done := postAsync(ep, body, h)
 		raw := c.readRaw()
 		var n map[string]any
 		require.NoError(t, json.Unmarshal([]byte(raw), &n))
@@ -330,19 +339,11 @@ func TestEndpointBodies(t *testing.T) {
 	}
 
 	// Legacy aesgcm: quotes and padding stripped, the VAPID key dropped.
-	done := make(chan int, 1)
-	go func() {
-		req, _ := http.NewRequest(http.MethodPost, ep, strings.NewReader("legacy"))
-		req.Header.Set("TTL", "60")
-		req.Header.Set("Content-Encoding", "aesgcm")
-		req.Header.Set("Encryption", `keyid="p256dh";salt="XZwpw6o37R-6qoZjw6KwAw=="`)
-		req.Header.Set("Crypto-Key", `keyid="p256dh";dh="BDgpRKok2GZZDmS4r63vbJSUtcQx4Fq1V58-6-3NbZzSTlZsQiCEDTQy3CZ0ZMsqeqsEb7qW2blQHA4S48fynTk="`)
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			_ = resp.Body.Close()
-			done <- resp.StatusCode
-		}
-	}()
+	done := postAsync(ep, []byte("legacy"), map[string]string{
+		"TTL": "60", "Content-Encoding": "aesgcm",
+		"Encryption": `keyid="p256dh";salt="XZwpw6o37R-6qoZjw6KwAw=="`,
+		"Crypto-Key": `keyid="p256dh";dh="BDgpRKok2GZZDmS4r63vbJSUtcQx4Fq1V58-6-3NbZzSTlZsQiCEDTQy3CZ0ZMsqeqsEb7qW2blQHA4S48fynTk="`,
+	})
 	n := c.readType("notification")
 	h := n["headers"].(map[string]any)
 	require.Equal(t, "aesgcm", h["encoding"])
@@ -389,16 +390,7 @@ func TestEndpointBadTokens(t *testing.T) {
 		require.Equal(t, ErrnoInvalidToken, en, name)
 	}
 	// No version: v1.
-	done := make(chan int, 1)
-	go func() {
-		req, _ := http.NewRequest(http.MethodPost, e.base+"/wpush/"+tok, nil)
-		req.Header.Set("TTL", "60")
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			_ = resp.Body.Close()
-			done <- resp.StatusCode
-		}
-	}()
+	done := postAsync(e.base+"/wpush/"+tok, nil, map[string]string{"TTL": "60"})
 	n := c.readType("notification")
 	c.ack(n["channelID"].(string), n["version"].(string))
 	require.Equal(t, http.StatusCreated, <-done)
@@ -433,18 +425,7 @@ func TestEndpointVAPID(t *testing.T) {
 	requireErr(t, resp, 401, ErrnoVAPID)
 
 	// The right key: 201, and the user agent sees no VAPID.
-	done := make(chan int, 1)
-	auth := key.header(t, e.base, now.Add(24*time.Hour))
-	go func() {
-		req, _ := http.NewRequest(http.MethodPost, ep, nil)
-		req.Header.Set("TTL", "60")
-		req.Header.Set("Authorization", auth)
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			_ = resp.Body.Close()
-			done <- resp.StatusCode
-		}
-	}()
+	done := postAsync(ep, nil, map[string]string{"TTL": "60", "Authorization": key.header(t, e.base, now.Add(24*time.Hour))})
 	raw := c.readRaw()
 	require.NotContains(t, raw, "vapid")
 	var n map[string]any
@@ -500,17 +481,7 @@ func TestHandoffBetweenNodes(t *testing.T) {
 	ep := a.endpointOf(t, c)
 	epB := strings.Replace(ep, a.base, b.base, 1)
 
-	done := make(chan int, 1)
-	go func() {
-		req, _ := http.NewRequest(http.MethodPost, epB, strings.NewReader("via B"))
-		req.Header.Set("TTL", "60")
-		req.Header.Set("Content-Encoding", "aes128gcm")
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			_ = resp.Body.Close()
-			done <- resp.StatusCode
-		}
-	}()
+	done := postAsync(epB, []byte("via B"), map[string]string{"TTL": "60", "Content-Encoding": "aes128gcm"})
 	n := c.readType("notification")
 	require.Equal(t, base64.RawURLEncoding.EncodeToString([]byte("via B")), n["data"])
 	c.ack(n["channelID"].(string), n["version"].(string))
@@ -543,16 +514,7 @@ func TestEndpointRouteCache(t *testing.T) {
 	chid := newChid()
 	ep := c.register(chid)
 	sendAcked := func() int {
-		done := make(chan int, 1)
-		go func() {
-			req, _ := http.NewRequest(http.MethodPost, ep, nil)
-			req.Header.Set("TTL", "60")
-			resp, err := http.DefaultClient.Do(req)
-			if err == nil {
-				_ = resp.Body.Close()
-				done <- resp.StatusCode
-			}
-		}()
+		done := postAsync(ep, nil, map[string]string{"TTL": "60"})
 		n := c.readType("notification")
 		c.ack(n["channelID"].(string), n["version"].(string))
 		return <-done

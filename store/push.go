@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 )
 
@@ -221,4 +222,38 @@ type PushStats struct {
 	Users    int64
 	Channels int64
 	Messages int64
+}
+
+// PushHeadersEncode is how both backends store PushMessage.Headers: JSON
+// text, nil (NULL) for none.
+func PushHeadersEncode(h map[string]string) (any, error) {
+	if len(h) == 0 {
+		return nil, nil
+	}
+	b, err := json.Marshal(h)
+	if err != nil {
+		return nil, err
+	}
+	return string(b), nil
+}
+
+// PushHeadersDecode reverses PushHeadersEncode ("" or NULL: nil).
+func PushHeadersDecode(b []byte) (map[string]string, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	var h map[string]string
+	if err := json.Unmarshal(b, &h); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// NullIfEmpty maps "" and empty byte slices to nil (SQL NULL): how the
+// backends store an absent topic, key hash or body.
+func NullIfEmpty[T ~string | ~[]byte](v T) any {
+	if len(v) == 0 {
+		return nil
+	}
+	return v
 }

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 
 	"github.com/jackc/pgx/v5"
@@ -115,7 +114,7 @@ func (s *Store) PushChannelAdd(ctx context.Context, p *store.PushChannelAddParam
 	tag, err := db.Exec(ctx, `INSERT INTO push_channels (uaid, channel_id, key_hash, created_at)
 		SELECT $1, $2, $3, $4 FROM push_users WHERE uaid = $1
 		ON CONFLICT (uaid, channel_id) DO UPDATE SET key_hash = excluded.key_hash`,
-		p.UAID, p.ChannelID, nilBytes(p.KeyHash), ms(p.Now))
+		p.UAID, p.ChannelID, store.NullIfEmpty(p.KeyHash), ms(p.Now))
 	if err != nil {
 		if isForeignKeyViolation(err) {
 			return herald.ErrNotFound
@@ -183,7 +182,7 @@ func (s *Store) PushMessageSave(ctx context.Context, p *store.PushMessageSavePar
 			return err
 		}
 		for _, m := range p.Messages {
-			headers, err := encodeHeaders(m.Headers)
+			headers, err := store.PushHeadersEncode(m.Headers)
 			if err != nil {
 				return err
 			}
@@ -200,7 +199,7 @@ func (s *Store) PushMessageSave(ctx context.Context, p *store.PushMessageSavePar
 					SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9 FROM push_channels WHERE uaid = $1 AND channel_id = $3
 					ON CONFLICT (uaid, id) DO NOTHING`
 			}
-			tag, err := tx.Exec(ctx, q, p.UAID, m.ID, m.ChannelID, nullString(m.Topic), nilBytes(m.Data), headers,
+			tag, err := tx.Exec(ctx, q, p.UAID, m.ID, m.ChannelID, store.NullIfEmpty(m.Topic), store.NullIfEmpty(m.Data), headers,
 				m.TTL, ms(m.CreatedAt), ms(m.ExpiresAt))
 			if err != nil {
 				return err
@@ -253,10 +252,8 @@ func (s *Store) PushMessageList(ctx context.Context, p *store.PushMessageListPar
 		if len(m.Data) == 0 {
 			m.Data = nil
 		}
-		if len(headers) > 0 {
-			if err := json.Unmarshal(headers, &m.Headers); err != nil {
-				return nil, mapErr(op, err)
-			}
+		if m.Headers, err = store.PushHeadersDecode(headers); err != nil {
+			return nil, mapErr(op, err)
 		}
 		out = append(out, m)
 	}
@@ -357,31 +354,6 @@ func (s *Store) PushStats(ctx context.Context) (*store.PushStats, error) {
 	err = db.QueryRow(ctx, `SELECT (SELECT count(*) FROM push_users), (SELECT count(*) FROM push_channels),
 		(SELECT count(*) FROM push_messages)`).Scan(&st.Users, &st.Channels, &st.Messages)
 	return st, mapErr(op, err)
-}
-
-func nilBytes(b []byte) any {
-	if len(b) == 0 {
-		return nil
-	}
-	return b
-}
-
-func nullString(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
-}
-
-func encodeHeaders(h map[string]string) (any, error) {
-	if len(h) == 0 {
-		return nil, nil
-	}
-	b, err := json.Marshal(h)
-	if err != nil {
-		return nil, err
-	}
-	return string(b), nil
 }
 
 // isForeignKeyViolation reports SQLSTATE 23503: the row a foreign key

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -122,7 +121,7 @@ func (s *Store) PushChannelAdd(ctx context.Context, p *store.PushChannelAddParam
 		}
 		_, err = tx.ExecContext(ctx, `INSERT INTO push_channels (uaid, channel_id, key_hash, created_at) VALUES (?, ?, ?, ?)
 			ON CONFLICT (uaid, channel_id) DO UPDATE SET key_hash = excluded.key_hash`,
-			p.UAID, p.ChannelID, nilBytes(p.KeyHash), ms(p.Now))
+			p.UAID, p.ChannelID, store.NullIfEmpty(p.KeyHash), ms(p.Now))
 		return err
 	})
 }
@@ -195,7 +194,7 @@ func (s *Store) PushMessageSave(ctx context.Context, p *store.PushMessageSavePar
 				res.Unregistered = append(res.Unregistered, m.ID)
 				continue
 			}
-			headers, err := encodeHeaders(m.Headers)
+			headers, err := store.PushHeadersEncode(m.Headers)
 			if err != nil {
 				return err
 			}
@@ -208,7 +207,7 @@ func (s *Store) PushMessageSave(ctx context.Context, p *store.PushMessageSavePar
 			if _, err := tx.ExecContext(ctx, `INSERT INTO push_messages
 				(uaid, id, channel_id, topic, data, headers, ttl, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 				ON CONFLICT (uaid, id) DO NOTHING`,
-				p.UAID, m.ID, m.ChannelID, nullString(m.Topic), nilBytes(m.Data), headers, m.TTL, ms(m.CreatedAt), ms(m.ExpiresAt)); err != nil {
+				p.UAID, m.ID, m.ChannelID, store.NullIfEmpty(m.Topic), store.NullIfEmpty(m.Data), headers, m.TTL, ms(m.CreatedAt), ms(m.ExpiresAt)); err != nil {
 				return err
 			}
 		}
@@ -246,7 +245,7 @@ func (s *Store) PushMessageList(ctx context.Context, p *store.PushMessageListPar
 		if len(m.Data) == 0 {
 			m.Data = nil
 		}
-		if m.Headers, err = decodeHeaders(headers.String); err != nil {
+		if m.Headers, err = store.PushHeadersDecode([]byte(headers.String)); err != nil {
 			return nil, fmt.Errorf("sqlite: push message list: %w", err)
 		}
 		out = append(out, m)
@@ -372,40 +371,4 @@ func (s *Store) PushStats(ctx context.Context) (*store.PushStats, error) {
 		return nil, fmt.Errorf("sqlite: push stats: %w", unavailable(err))
 	}
 	return st, nil
-}
-
-func nilBytes(b []byte) any {
-	if len(b) == 0 {
-		return nil
-	}
-	return b
-}
-
-func nullString(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
-}
-
-func encodeHeaders(h map[string]string) (any, error) {
-	if len(h) == 0 {
-		return nil, nil
-	}
-	b, err := json.Marshal(h)
-	if err != nil {
-		return nil, err
-	}
-	return string(b), nil
-}
-
-func decodeHeaders(s string) (map[string]string, error) {
-	if s == "" {
-		return nil, nil
-	}
-	var h map[string]string
-	if err := json.Unmarshal([]byte(s), &h); err != nil {
-		return nil, err
-	}
-	return h, nil
 }
