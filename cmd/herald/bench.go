@@ -107,11 +107,18 @@ type benchResult struct {
 	Drain            bool    `json:"drain,omitempty"`
 	// From the node's /metrics, when it has them: how many transactions
 	// the run's events and outcomes took (group commit and batch sizes).
-	IngestCommits     int64               `json:"ingest_commits,omitempty"`
-	CompletionTxs     int64               `json:"completion_transactions,omitempty"`
-	ClaimTxs          int64               `json:"claim_transactions,omitempty"`
-	DirectDispatched  int64               `json:"direct_dispatched,omitempty"`
-	IngestCommitMs    float64             `json:"ingest_commit_mean_ms,omitempty"`
+	IngestCommits    int64   `json:"ingest_commits,omitempty"`
+	CompletionTxs    int64   `json:"completion_transactions,omitempty"`
+	ClaimTxs         int64   `json:"claim_transactions,omitempty"`
+	DirectDispatched int64   `json:"direct_dispatched,omitempty"`
+	IngestCommitMs   float64 `json:"ingest_commit_mean_ms,omitempty"`
+	// CPUPerDeliveryUs is user+system CPU seconds of the node's process
+	// (process_cpu_seconds_total of its /metrics) per delivery, in µs,
+	// from the start of publishing to the last delivery. CPUScope says
+	// whose: "node" for --target, "process" for the in-process node,
+	// whose process also runs the publishers and the receiver.
+	CPUPerDeliveryUs  float64             `json:"cpu_us_per_delivery,omitempty"`
+	CPUScope          string              `json:"cpu_scope,omitempty"`
 	Complete          bool                `json:"complete"` // every expected delivery arrived or died before --wait ran out
 	Ceiling           bench.CeilingResult `json:"ceiling"`
 	CeilingRatio      float64             `json:"ceiling_ratio"` // deliveries_per_second / ceiling.per_second
@@ -273,6 +280,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if res.backlogAttempts != nil {
 		backlogBefore = res.backlogAttempts()
 	}
+	cpuBefore := api.commitCounts(ctx).cpuSeconds
 	start := time.Now()
 	var stopSampling func() []benchSample
 	if f.sample > 0 {
@@ -336,6 +344,13 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	res.LatencyP50Ms, res.LatencyP95Ms, res.LatencyP99Ms = q[0], q[1], q[2]
 	tx := api.commitCounts(ctx)
 	res.IngestCommits, res.CompletionTxs, res.IngestCommitMs = tx.ingest, tx.completion, tx.ingestMeanMs
+	if res.Delivered > 0 && tx.cpuSeconds > 0 {
+		res.CPUPerDeliveryUs = (tx.cpuSeconds - cpuBefore) * 1e6 / float64(res.Delivered)
+		res.CPUScope = "process"
+		if f.target != "" {
+			res.CPUScope = "node"
+		}
+	}
 	res.ClaimTxs, res.DirectDispatched = tx.claims, tx.direct
 	if msg, ok := p.firstErr.Load().(string); ok {
 		res.FirstPublishError = msg
@@ -747,6 +762,13 @@ func printBench(w io.Writer, r *benchResult) {
 			r.Ceiling.PerSecond, r.Ceiling.Requests, r.Ceiling.P50Ms, r.Ceiling.P99Ms)
 		fmt.Fprintf(w, "deliveries/ceiling  %.1f%%\n", 100*r.CeilingRatio)
 	}
+	if r.CPUPerDeliveryUs > 0 {
+		scope := "herald process (in-process: publishers and receiver included)"
+		if r.CPUScope == "node" {
+			scope = "target node only"
+		}
+		fmt.Fprintf(w, "CPU per delivery    %.0f µs (%s)\n", r.CPUPerDeliveryUs, scope)
+	}
 	if r.FirstPublishError != "" {
 		fmt.Fprintf(w, "first publish error %s\n", r.FirstPublishError)
 	}
@@ -870,6 +892,8 @@ func (a *benchAPI) publishBatch(ctx context.Context, body []byte) (accepted, del
 type txCounts struct {
 	ingest, completion, claims, direct int64
 	ingestMeanMs                       float64
+	// cpuSeconds is process_cpu_seconds_total: the node's user+system CPU.
+	cpuSeconds float64
 }
 
 func (a *benchAPI) commitCounts(ctx context.Context) (c txCounts) {
@@ -903,6 +927,8 @@ func (a *benchAPI) commitCounts(ctx context.Context) (c txCounts) {
 			c.direct = int64(v)
 		case "herald_ingest_commit_duration_seconds_sum":
 			c.ingestMeanMs = v * 1000
+		case "process_cpu_seconds_total":
+			c.cpuSeconds = v
 		}
 	}
 	if c.ingest > 0 {

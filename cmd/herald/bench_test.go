@@ -55,6 +55,8 @@ func requireSane(t *testing.T, res benchResult, events, fanout int64) {
 	require.Positive(t, res.Ceiling.Requests)
 	require.Positive(t, res.Ceiling.PerSecond)
 	require.Positive(t, res.CeilingRatio)
+	require.Positive(t, res.CPUPerDeliveryUs, "CPU per delivery from the node's process_cpu_seconds_total")
+	require.Equal(t, "process", res.CPUScope, "in-process runs say the figure includes publishers and receiver")
 }
 
 func TestBenchSQLite(t *testing.T) {
