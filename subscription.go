@@ -2,6 +2,7 @@ package herald
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 )
 
@@ -75,6 +76,18 @@ type Subscription struct {
 	DisabledReason string            `json:"disabled_reason"`
 	CreatedAt      time.Time         `json:"created_at"`
 	UpdatedAt      time.Time         `json:"updated_at"`
+}
+
+// WantsSystemEvents reports whether the subscription receives herald's own
+// herald.* events: only one of its event type patterns names them
+// explicitly (a bare "*" does not).
+func (s *Subscription) WantsSystemEvents() bool {
+	for _, p := range s.EventTypes {
+		if strings.HasPrefix(p, "herald.") {
+			return true
+		}
+	}
+	return false
 }
 
 // Timeout is the per-request delivery timeout.

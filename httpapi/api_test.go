@@ -170,7 +170,7 @@ func TestBadInputDetails(t *testing.T) {
 		// 405 lists what is allowed.
 		r := b.do(t, http.MethodDelete, "/v1/events", nil)
 		require.Equal(t, http.StatusMethodNotAllowed, r.code)
-		require.Equal(t, "POST", r.header.Get("Allow"))
+		require.Equal(t, "GET, POST", r.header.Get("Allow"))
 
 		// A secret is never echoed in an error.
 		e = requireError(t, b.do(t, http.MethodPost, "/v1/subscriptions", obj{"url": "https://a.example", "secret": "whsec_c2VjcmV0LXZhbHVl"}),

@@ -202,6 +202,21 @@ func noNUL(path string) error {
 	return herald.FieldErrorf(herald.CodeInvalidField, path, "%s must not contain NUL (\\u0000)", path)
 }
 
+// boolean decodes the boolean field name; absent and null are false.
+func (o object) boolean(name string) (bool, error) {
+	raw, ok := o.get(name)
+	if !ok {
+		return false, nil
+	}
+	switch string(raw) {
+	case "true":
+		return true, nil
+	case "false":
+		return false, nil
+	}
+	return false, typeError(o.at(name), "a boolean", raw)
+}
+
 // integer decodes the integer field name into dst. Floats (even 1.0), numbers
 // in exponent form and numeric strings are refused: integers here are
 // counts and ids, where a fractional part is always a client bug.

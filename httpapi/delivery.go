@@ -18,6 +18,8 @@ type attemptJSON struct {
 	Error           herald.ErrorClass `json:"error"`
 	ErrorMessage    string            `json:"error_message"`
 	ResponseExcerpt string            `json:"response_excerpt"`
+	// Request is the request the attempt sent, rebuilt (see attemptRequest).
+	Request *attemptRequestJSON `json:"request,omitempty"`
 }
 
 // deliveryJSON is a delivery as the API shows it. Attempts is present only
@@ -73,6 +75,9 @@ func (s *server) deliveryList(w http.ResponseWriter, r *http.Request) error {
 		Limit:          p.limit,
 		Before:         p.key,
 	}
+	if params.Since, params.Until, err = timeWindow(q); err != nil {
+		return err
+	}
 	if params.State != "" && !params.State.Valid() {
 		return herald.FieldErrorf(herald.CodeInvalidField, "state",
 			"state must be one of pending, in_flight, delivered, dead, skipped, superseded, cancelled")
@@ -98,11 +103,23 @@ func (s *server) deliveryGet(w http.ResponseWriter, r *http.Request) error {
 		return notFound(err, "delivery", id)
 	}
 	v := deliveryView(res.Delivery)
+	// The requests are rebuilt from the subscription and the event type;
+	// a deleted subscription or a swept event leaves them out.
+	sub, _ := s.store.SubscriptionGet(r.Context(), res.Delivery.SubscriptionID)
+	var eventType string
+	if len(res.Attempts) > 0 && sub != nil {
+		if ev, err := s.store.EventGet(r.Context(), res.Delivery.EventID); err == nil {
+			eventType = ev.Event.Type
+		}
+	}
 	attempts := make([]attemptJSON, len(res.Attempts))
 	for i, a := range res.Attempts {
 		attempts[i] = attemptJSON{
 			N: a.N, At: timestamp(a.At), Tier: a.Tier, DurationMS: a.DurationMS, Status: a.Status,
 			Error: a.Error, ErrorMessage: a.ErrorMessage, ResponseExcerpt: a.ResponseExcerpt,
+		}
+		if sub != nil {
+			attempts[i].Request = attemptRequest(sub, res.Delivery, eventType, &res.Attempts[i], s.cfg.UserAgent)
 		}
 	}
 	v.Attempts = &attempts
@@ -151,9 +168,17 @@ func isBareSentinel(err error, sentinel *herald.Error) bool {
 	return errors.As(err, &he) && he.Code == sentinel.Code && he.Message == sentinel.Message
 }
 
+// redriveJSON answers a redrive: Matched is how many dead letters matched
+// when the call began, Remaining how many of them are still dead after it
+// (so a client stepping with limit loops until it is 0).
 type redriveJSON struct {
-	Redriven int `json:"redriven"`
+	Redriven  int `json:"redriven"`
+	Matched   int `json:"matched"`
+	Remaining int `json:"remaining"`
 }
+
+// maxRedriveLimit caps one step of a stepped redrive.
+const maxRedriveLimit = 10000
 
 // deadLetterRedrive puts a subscription's dead deliveries that died in
 // [since, until) back in tier 0. since and until are optional RFC 3339
@@ -168,7 +193,7 @@ func (s *server) deadLetterRedrive(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	if err := o.allow("subscription_id", "since", "until"); err != nil {
+	if err := o.allow("subscription_id", "since", "until", "error", "limit", "dry_run"); err != nil {
 		return err
 	}
 	params := &store.DeadLetterRedriveParams{Now: s.now()}
@@ -200,8 +225,32 @@ func (s *server) deadLetterRedrive(w http.ResponseWriter, r *http.Request) error
 	if !params.Since.IsZero() && !params.Until.IsZero() && !params.Since.Before(params.Until) {
 		return invalid("until", "must be after since")
 	}
+	var class string
+	if _, err := o.str("error", &class); err != nil {
+		return err
+	}
+	params.Error = herald.ErrorClass(class)
+	var limit int64
+	if _, err := o.integer("limit", &limit); err != nil {
+		return err
+	}
+	if limit < 0 || limit > maxRedriveLimit {
+		return invalid("limit", "must be from 1 to %d (0 or absent: all at once)", maxRedriveLimit)
+	}
+	params.Limit = int(limit)
+	dryRun, err := o.boolean("dry_run")
+	if err != nil {
+		return err
+	}
 	if _, err := s.store.SubscriptionGet(r.Context(), params.SubscriptionID); err != nil {
 		return notFound(err, "subscription", params.SubscriptionID)
+	}
+	matched, err := s.store.DeadLetterCount(r.Context(), params)
+	if err != nil {
+		return err
+	}
+	if dryRun {
+		return s.reply(w, http.StatusOK, redriveJSON{Matched: matched, Remaining: matched})
 	}
 	n, err := s.store.DeadLetterRedrive(r.Context(), params)
 	if err != nil {
@@ -210,5 +259,6 @@ func (s *server) deadLetterRedrive(w http.ResponseWriter, r *http.Request) error
 	if n > 0 {
 		s.notify()
 	}
-	return s.reply(w, http.StatusAccepted, redriveJSON{Redriven: n})
+	// Deliveries that died during the call may make n exceed the count.
+	return s.reply(w, http.StatusAccepted, redriveJSON{Redriven: n, Matched: max(matched, n), Remaining: max(matched-n, 0)})
 }

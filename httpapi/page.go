@@ -33,15 +33,11 @@ func pageParams(r *http.Request, idPrefix string) (page, error) {
 	if err != nil {
 		return page{}, err
 	}
-	p := page{limit: defaultPageLimit}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > maxPageLimit {
-			return page{}, herald.FieldErrorf(herald.CodeInvalidField, "limit",
-				"limit must be an integer from 1 to %d, got %s", maxPageLimit, quote(v))
-		}
-		p.limit = n
+	limit, err := limitParam(q)
+	if err != nil {
+		return page{}, err
 	}
+	p := page{limit: limit}
 	if c := q.Get("cursor"); c != "" {
 		key, ok := decodeCursor(c, idPrefix)
 		if !ok {
@@ -51,6 +47,20 @@ func pageParams(r *http.Request, idPrefix string) (page, error) {
 		p.key = key
 	}
 	return p, nil
+}
+
+// limitParam reads ?limit= (1..1000, default 100).
+func limitParam(q url.Values) (int, error) {
+	v := q.Get("limit")
+	if v == "" {
+		return defaultPageLimit, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > maxPageLimit {
+		return 0, herald.FieldErrorf(herald.CodeInvalidField, "limit",
+			"limit must be an integer from 1 to %d, got %s", maxPageLimit, quote(v))
+	}
+	return n, nil
 }
 
 // query parses r's query string. url.URL.Query drops what it cannot

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/metrics"
 	"github.com/heraldhq/herald/store"
 )
 
@@ -72,6 +73,12 @@ type Config struct {
 	// Push, when set, serves the Web Push broadcast source under
 	// /v1/push/broadcasts (admin token).
 	Push PushBroadcaster
+	// History, when set, serves GET /v1/stats/history (this node's last
+	// hour, for the dashboard's charts); without it the list is empty.
+	History *metrics.History
+	// UserAgent is the User-Agent the sender uses, shown in the requests
+	// GET /v1/deliveries/{id} rebuilds for its attempts.
+	UserAgent string
 	// Now is the clock (default time.Now).
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -151,17 +158,23 @@ func (s *server) routes() {
 	s.v1("DELETE /v1/subscriptions/{id}", s.subscriptionDelete)
 	s.v1("GET /v1/subscriptions/{id}/secret", s.subscriptionSecretGet)
 	s.v1("POST /v1/subscriptions/{id}/secret/rotate", s.subscriptionSecretRotate)
+	s.v1("POST /v1/subscriptions/{id}/test", s.subscriptionTest)
+	s.v1("POST /v1/filters/test", s.filterTest)
 
 	s.v1("POST /v1/events", s.eventPublish)
 	s.v1("POST /v1/events/batch", s.eventPublishBatch)
+	s.v1("GET /v1/events", s.eventList)
 	s.v1("GET /v1/events/{id}", s.eventGet)
 
 	s.v1("GET /v1/deliveries", s.deliveryList)
 	s.v1("GET /v1/deliveries/{id}", s.deliveryGet)
 	s.v1("POST /v1/deliveries/{id}/retry", s.deliveryRetry)
+	s.v1("GET /v1/dead-letters", s.deadLetterGroups)
 	s.v1("POST /v1/dead-letters/redrive", s.deadLetterRedrive)
 
 	s.v1("GET /v1/stats", s.statsGet)
+	s.v1("GET /v1/stats/subscriptions", s.subscriptionStats)
+	s.v1("GET /v1/stats/history", s.statsHistory)
 
 	if s.cfg.Push != nil {
 		s.v1("PUT /v1/push/broadcasts/{id...}", s.pushBroadcastPut)

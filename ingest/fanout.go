@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -275,13 +274,9 @@ func (f *Fanout) compileAll(all *store.SubscriptionListAllResult, prev map[strin
 		o := s.Ordering
 		cs := compiledSub{
 			sub: s, matcher: m,
-			secrets: all.Secrets[s.ID],
-			direct:  (o == "" || o == herald.OrderingNone) && s.RateLimit == nil && s.MaxInFlight <= 0,
-		}
-		for _, p := range s.EventTypes {
-			if strings.HasPrefix(p, "herald.") {
-				cs.wantSystem = true
-			}
+			secrets:    all.Secrets[s.ID],
+			direct:     (o == "" || o == herald.OrderingNone) && s.RateLimit == nil && s.MaxInFlight <= 0,
+			wantSystem: s.WantsSystemEvents(),
 		}
 		subs = append(subs, cs)
 	}

@@ -46,6 +46,15 @@ type Observer struct {
 	staleAlarms     *prometheus.CounterVec
 	retention       *prometheus.CounterVec
 	vacuum          *prometheus.HistogramVec
+	// history, when set, also receives publish and attempt counts (the
+	// dashboard's charts).
+	history *History
+}
+
+// WithHistory makes o also feed h; it returns o.
+func (o *Observer) WithHistory(h *History) *Observer {
+	o.history = h
+	return o
 }
 
 var (
@@ -170,6 +179,9 @@ func (o *Observer) ObserveCommit(events, _ int, took time.Duration, err error) {
 	if err != nil {
 		return
 	}
+	if o.history != nil {
+		o.history.AddPublished(events)
+	}
 	o.commitSize.Observe(float64(events))
 	o.commitDuration.Observe(took.Seconds())
 }
@@ -178,6 +190,9 @@ func (o *Observer) ObserveCommit(events, _ int, took time.Duration, err error) {
 func (o *Observer) ObserveAttempt(a *delivery.AttemptObservation) {
 	o.attempts.WithLabelValues(a.Outcome, errorClassLabel(a.Outcome, string(a.ErrorClass))).Inc()
 	o.attemptDuration.Observe(a.Duration.Seconds())
+	if o.history != nil {
+		o.history.ObserveAttempt(a)
+	}
 	if a.Stale {
 		return // the state did not change: another node owns the delivery
 	}

@@ -95,6 +95,10 @@ type Store interface {
 	// EventGet returns an event and its deliveries (any state), or
 	// ErrNotFound.
 	EventGet(ctx context.Context, id string) (*EventGetResult, error)
+	// EventList pages through events newest first (created_at, then id),
+	// with filters. It serves the operator's search, not the hot path: a
+	// type or key filter is applied while walking the created_at index.
+	EventList(ctx context.Context, params *EventListParams) (*EventListResult, error)
 
 	// DeliveryGet returns a delivery with every attempt in order, or
 	// ErrNotFound.
@@ -170,6 +174,16 @@ type Store interface {
 	// (updated_at) in [Since, Until) back in tier 0, due at Now, and returns
 	// how many. Zero Since/Until mean unbounded.
 	DeadLetterRedrive(ctx context.Context, params *DeadLetterRedriveParams) (int, error)
+	// DeadLetterCount counts the dead deliveries DeadLetterRedrive with the
+	// same params would redrive if Limit were 0.
+	DeadLetterCount(ctx context.Context, params *DeadLetterRedriveParams) (int, error)
+	// DeadLetterGroupList counts dead deliveries by subscription and last
+	// error class, largest group first.
+	DeadLetterGroupList(ctx context.Context, params *DeadLetterGroupListParams) ([]*DeadLetterGroup, error)
+	// SubscriptionStatsList counts, per subscription, the deliveries that
+	// finished delivered or dead at or after Since and the ones pending or
+	// in flight now. Subscriptions with nothing to count are left out.
+	SubscriptionStatsList(ctx context.Context, params *SubscriptionStatsListParams) ([]*SubscriptionStats, error)
 
 	// StatsGet counts deliveries per tier and state. It reads the queue
 	// (pending and in-flight rows) and counters, never the finished
@@ -431,6 +445,9 @@ type DeliveryListParams struct {
 	Limit int
 	// Before returns deliveries with id < Before (newest first paging).
 	Before string
+	// Since (inclusive) and Until (exclusive) bound created_at; zero means
+	// unbounded.
+	Since, Until time.Time
 }
 
 // DeliveryListResult is one page, newest first.
@@ -675,8 +692,17 @@ func (r *DeliveryTierClampResult) Total() int {
 // DeadLetterRedriveParams are the inputs of DeadLetterRedrive.
 type DeadLetterRedriveParams struct {
 	SubscriptionID string // required
-	Since, Until   time.Time
-	Now            time.Time
+	// Since (inclusive) and Until (exclusive) bound when the delivery died
+	// (updated_at); zero means unbounded.
+	Since, Until time.Time
+	// Error, when set, takes only dead letters whose last attempt failed
+	// with this class.
+	Error herald.ErrorClass
+	// Limit, when > 0, redrives at most this many (the ones that died
+	// first), so a client can redrive a large backlog in steps and show
+	// progress.
+	Limit int
+	Now   time.Time
 }
 
 // StatsGetParams are the inputs of StatsGet.

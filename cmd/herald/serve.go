@@ -198,7 +198,8 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 	}
 
 	guard := &webhook.Guard{AllowLoopback: c.Dev, AllowPrivate: c.AllowPrivate, Allow: c.allow}
-	sender := webhook.NewSender(webhook.Config{Guard: guard, UserAgent: "herald/" + version})
+	userAgent := "herald/" + version
+	sender := webhook.NewSender(webhook.Config{Guard: guard, UserAgent: userAgent})
 
 	committers := c.IngestWorkers
 	if committers <= 0 {
@@ -210,7 +211,8 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 	// One registry per node (no global registry); the observer feeds it
 	// from ingest, delivery and maintenance.
 	reg := prometheus.NewRegistry()
-	obs := metrics.NewObserver(reg)
+	history := metrics.NewHistory(nil)
+	obs := metrics.NewObserver(reg).WithHistory(history)
 
 	// The fan-out cache is shared: ingest routes published events with it,
 	// the engine routes system events (alerts).
@@ -291,6 +293,8 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 		MaxBodyBytes: c.MaxBodyBytes,
 		SecretGrace:  c.SecretGrace,
 		Push:         broadcaster,
+		History:      history,
+		UserAgent:    userAgent,
 	})
 
 	var handler http.Handler = api

@@ -122,6 +122,12 @@ func (s *Store) DeliveryList(ctx context.Context, params *store.DeliveryListPara
 	if params.Before != "" {
 		add("id <", params.Before)
 	}
+	if !params.Since.IsZero() {
+		add("created_at >=", ms(params.Since))
+	}
+	if !params.Until.IsZero() {
+		add("created_at <", ms(params.Until))
+	}
 	args = append(args, limit+1)
 	rows, err := db.Query(ctx, "SELECT "+deliveryColumns+" FROM deliveries WHERE "+where+
 		" ORDER BY id DESC LIMIT $"+strconv.Itoa(len(args)), args...)
@@ -440,25 +446,44 @@ func (s *Store) DeadLetterRedrive(ctx context.Context, params *store.DeadLetterR
 	if err != nil {
 		return 0, err
 	}
-	var since, until *time.Time
-	if !params.Since.IsZero() {
-		v := ms(params.Since)
-		since = &v
+	where, args := deadLetterWhere(params)
+	limit := ""
+	if params.Limit > 0 {
+		// The ones that died first go first, so successive calls walk the
+		// backlog in order (deliveries_dead_idx).
+		limit = " ORDER BY d.updated_at, d.id LIMIT " + strconv.Itoa(params.Limit)
 	}
-	if !params.Until.IsZero() {
-		v := ms(params.Until)
-		until = &v
-	}
-	tag, err := execMoved(ctx, db, `UPDATE deliveries d SET state = 'pending', tier = 0, next_attempt_at = $4,
-		lease_owner = NULL, lease_until = NULL, updated_at = $4
-		WHERE d.subscription_id = $1 AND d.state = 'dead'
-		  AND ($2::timestamptz IS NULL OR d.updated_at >= $2)
-		  AND ($3::timestamptz IS NULL OR d.updated_at < $3)
-		  AND EXISTS (SELECT 1 FROM subscriptions s WHERE s.id = $1 AND s.deleted_at IS NULL)`,
-		params.SubscriptionID, since, until, ms(params.Now))
+	args = append(args, ms(params.Now))
+	now := "$" + strconv.Itoa(len(args))
+	tag, err := execMoved(ctx, db, `UPDATE deliveries SET state = 'pending', tier = 0, next_attempt_at = `+now+`,
+		lease_owner = NULL, lease_until = NULL, updated_at = `+now+`
+		WHERE state = 'dead' AND id IN (SELECT d.id FROM deliveries d WHERE `+where+limit+`)`, args...)
 	if err != nil {
 		return 0, mapErr(op, err)
 	}
 	s.notifyIf(tag.RowsAffected() > 0) // wake other nodes (notify.go)
 	return int(tag.RowsAffected()), nil
+}
+
+// deadLetterWhere is the condition (on alias d) DeadLetterRedrive and
+// DeadLetterCount share: the subscription's dead letters in the window
+// that can be redriven (its subscription is not deleted).
+func deadLetterWhere(params *store.DeadLetterRedriveParams) (string, []any) {
+	where := `d.subscription_id = $1 AND d.state = 'dead'
+		AND EXISTS (SELECT 1 FROM subscriptions s WHERE s.id = $1 AND s.deleted_at IS NULL)`
+	args := []any{params.SubscriptionID}
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where += " AND " + cond + " $" + strconv.Itoa(len(args))
+	}
+	if !params.Since.IsZero() {
+		add("d.updated_at >=", ms(params.Since))
+	}
+	if !params.Until.IsZero() {
+		add("d.updated_at <", ms(params.Until))
+	}
+	if params.Error != "" {
+		add("d.last_error =", string(params.Error))
+	}
+	return where, args
 }

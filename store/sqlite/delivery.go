@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -134,6 +135,12 @@ func (s *Store) DeliveryList(ctx context.Context, params *store.DeliveryListPara
 	}
 	if params.Before != "" {
 		where, args = append(where, "id < ?"), append(args, params.Before)
+	}
+	if !params.Since.IsZero() {
+		where, args = append(where, "created_at >= ?"), append(args, ms(params.Since))
+	}
+	if !params.Until.IsZero() {
+		where, args = append(where, "created_at < ?"), append(args, ms(params.Until))
 	}
 	query := `SELECT ` + deliveryColumns + ` FROM deliveries`
 	if len(where) > 0 {
@@ -336,21 +343,20 @@ func (s *Store) DeadLetterRedrive(ctx context.Context, params *store.DeadLetterR
 	if params.SubscriptionID == "" {
 		return 0, errors.New("sqlite: dead letter redrive: SubscriptionID is required")
 	}
-	since, until := int64(math.MinInt64), int64(math.MaxInt64)
-	if !params.Since.IsZero() {
-		since = ms(params.Since)
-	}
-	if !params.Until.IsZero() {
-		until = ms(params.Until)
+	where, args := deadLetterWhere(params)
+	limit := ""
+	if params.Limit > 0 {
+		// The ones that died first go first, so successive calls walk the
+		// backlog in order (deliveries_dead index).
+		limit = ` ORDER BY updated_at, id LIMIT ` + strconv.Itoa(params.Limit)
 	}
 	now := ms(params.Now)
 	var n int64
 	err := s.writeTx(ctx, "dead letter redrive", func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE deliveries SET state = 'pending', tier = 0, next_attempt_at = ?,
 			lease_owner = NULL, lease_until = NULL, updated_at = ?
-			WHERE subscription_id = ? AND state = 'dead' AND updated_at >= ? AND updated_at < ?
-			AND EXISTS (SELECT 1 FROM subscriptions s WHERE s.id = deliveries.subscription_id AND s.deleted_at IS NULL)`,
-			now, now, params.SubscriptionID, since, until)
+			WHERE id IN (SELECT id FROM deliveries WHERE `+where+limit+`)`,
+			append([]any{now, now}, args...)...)
 		if err != nil {
 			return err
 		}
@@ -358,4 +364,25 @@ func (s *Store) DeadLetterRedrive(ctx context.Context, params *store.DeadLetterR
 		return err
 	})
 	return int(n), err
+}
+
+// deadLetterWhere is the condition DeadLetterRedrive and DeadLetterCount
+// share: the subscription's dead letters in the window that can be
+// redriven (its subscription is not deleted).
+func deadLetterWhere(params *store.DeadLetterRedriveParams) (string, []any) {
+	since, until := int64(math.MinInt64), int64(math.MaxInt64)
+	if !params.Since.IsZero() {
+		since = ms(params.Since)
+	}
+	if !params.Until.IsZero() {
+		until = ms(params.Until)
+	}
+	where := `subscription_id = ? AND state = 'dead' AND updated_at >= ? AND updated_at < ?
+		AND EXISTS (SELECT 1 FROM subscriptions s WHERE s.id = deliveries.subscription_id AND s.deleted_at IS NULL)`
+	args := []any{params.SubscriptionID, since, until}
+	if params.Error != "" {
+		where += ` AND last_error = ?`
+		args = append(args, string(params.Error))
+	}
+	return where, args
 }

@@ -54,6 +54,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Tiers", testTiers},
 		{"Counts", testCounts},
 		{"Push", testPush},
+		{"Operator", testOperator},
 	}
 	for _, area := range areas {
 		t.Run(area.name, func(t *testing.T) {
