@@ -101,15 +101,8 @@ func (s *Store) DeliveryList(ctx context.Context, params *store.DeliveryListPara
 		return nil, err
 	}
 	limit := store.PageLimit(params.Limit)
-	// The WHERE clause is built from the filters actually set, so each
-	// combination gets a plan that uses its own index (a generic plan for
-	// "$1 = '' OR col = $1" would not).
-	where := "TRUE"
-	var args []any
-	add := func(cond string, v any) {
-		args = append(args, v)
-		where += " AND " + cond + " $" + strconv.Itoa(len(args))
-	}
+	q := conds{where: "TRUE"}
+	add := q.add
 	if params.SubscriptionID != "" {
 		add("subscription_id =", params.SubscriptionID)
 	}
@@ -128,9 +121,9 @@ func (s *Store) DeliveryList(ctx context.Context, params *store.DeliveryListPara
 	if !params.Until.IsZero() {
 		add("created_at <", ms(params.Until))
 	}
-	args = append(args, limit+1)
-	rows, err := db.Query(ctx, "SELECT "+deliveryColumns+" FROM deliveries WHERE "+where+
-		" ORDER BY id DESC LIMIT $"+strconv.Itoa(len(args)), args...)
+	lim := q.arg(limit + 1)
+	rows, err := db.Query(ctx, "SELECT "+deliveryColumns+" FROM deliveries WHERE "+q.where+
+		" ORDER BY id DESC LIMIT "+lim, q.args...)
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
@@ -469,13 +462,10 @@ func (s *Store) DeadLetterRedrive(ctx context.Context, params *store.DeadLetterR
 // DeadLetterCount share: the subscription's dead letters in the window
 // that can be redriven (its subscription is not deleted).
 func deadLetterWhere(params *store.DeadLetterRedriveParams) (string, []any) {
-	where := `d.subscription_id = $1 AND d.state = 'dead'
-		AND EXISTS (SELECT 1 FROM subscriptions s WHERE s.id = $1 AND s.deleted_at IS NULL)`
-	args := []any{params.SubscriptionID}
-	add := func(cond string, v any) {
-		args = append(args, v)
-		where += " AND " + cond + " $" + strconv.Itoa(len(args))
-	}
+	q := conds{where: `d.subscription_id = $1 AND d.state = 'dead'
+		AND EXISTS (SELECT 1 FROM subscriptions s WHERE s.id = $1 AND s.deleted_at IS NULL)`,
+		args: []any{params.SubscriptionID}}
+	add := q.add
 	if !params.Since.IsZero() {
 		add("d.updated_at >=", ms(params.Since))
 	}
@@ -485,5 +475,24 @@ func deadLetterWhere(params *store.DeadLetterRedriveParams) (string, []any) {
 	if params.Error != "" {
 		add("d.last_error =", string(params.Error))
 	}
-	return where, args
+	return q.where, q.args
+}
+
+// conds builds a WHERE clause from the filters actually set, numbering
+// the placeholders, so each combination of filters gets a plan that uses
+// its own index (a generic plan for "$1 = ” OR col = $1" would not).
+type conds struct {
+	where string
+	args  []any
+}
+
+// add appends "AND <cond> $n" with v as $n; cond ends in its operator.
+func (c *conds) add(cond string, v any) {
+	c.where += " AND " + cond + " " + c.arg(v)
+}
+
+// arg binds v and returns its placeholder.
+func (c *conds) arg(v any) string {
+	c.args = append(c.args, v)
+	return "$" + strconv.Itoa(len(c.args))
 }

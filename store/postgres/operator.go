@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"errors"
-	"strconv"
 
 	"github.com/jackc/pgx/v5"
 
@@ -21,12 +20,8 @@ func (s *Store) EventList(ctx context.Context, params *store.EventListParams) (*
 		return nil, err
 	}
 	limit := store.PageLimit(params.Limit)
-	where := "TRUE"
-	var args []any
-	add := func(cond string, v any) {
-		args = append(args, v)
-		where += " AND " + cond + " $" + strconv.Itoa(len(args))
-	}
+	q := conds{where: "TRUE"}
+	add := q.add
 	if params.Type != "" {
 		add("type =", params.Type)
 	}
@@ -40,13 +35,11 @@ func (s *Store) EventList(ctx context.Context, params *store.EventListParams) (*
 		add("created_at <", ms(params.Until))
 	}
 	if c := params.After; c != nil {
-		args = append(args, ms(c.CreatedAt), c.ID)
-		n := len(args)
-		where += " AND (created_at, id) < ($" + strconv.Itoa(n-1) + ", $" + strconv.Itoa(n) + ")"
+		q.where += " AND (created_at, id) < (" + q.arg(ms(c.CreatedAt)) + ", " + q.arg(c.ID) + ")"
 	}
-	args = append(args, limit+1)
-	rows, err := db.Query(ctx, "SELECT "+eventColumns+" FROM events WHERE "+where+
-		" ORDER BY created_at DESC, id DESC LIMIT $"+strconv.Itoa(len(args)), args...)
+	lim := q.arg(limit + 1)
+	rows, err := db.Query(ctx, "SELECT "+eventColumns+" FROM events WHERE "+q.where+
+		" ORDER BY created_at DESC, id DESC LIMIT "+lim, q.args...)
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
