@@ -205,4 +205,3 @@ func TestOperationMapping(t *testing.T) {
 	require.Equal(t, "/{$}", openapitest.Pattern("/", nil))
 	require.Equal(t, "/ui/", openapitest.Pattern("/ui/", nil))
 }
-
