@@ -225,3 +225,21 @@ func truncate(b []byte) string {
 	}
 	return string(b)
 }
+
+// CheckWebhook validates a request herald sent to a subscription (its
+// headers and body) against the document's webhooks: event operation. The
+// document describes it as POST; a PUT subscription sends the same request.
+func (v *Validator) CheckWebhook(req *http.Request, body []byte) error {
+	item := v.doc.Webhooks["event"]
+	if item == nil || item.Post == nil {
+		return errors.New("openapitest: the document has no webhooks: event: post")
+	}
+	r := req.Clone(req.Context())
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	route := &routers.Route{Spec: v.doc, Path: "event", PathItem: item, Method: http.MethodPost, Operation: item.Post}
+	in := &openapi3filter.RequestValidationInput{Request: r, Route: route, Options: &openapi3filter.Options{MultiError: true}}
+	if err := openapi3filter.ValidateRequest(req.Context(), in); err != nil {
+		return fmt.Errorf("webhook request %s does not match the document: %w", truncate(body), err)
+	}
+	return nil
+}

@@ -61,3 +61,27 @@ func TestCheck(t *testing.T) {
 		})
 	}
 }
+
+func TestCheckWebhook(t *testing.T) {
+	t.Parallel()
+	v, err := openapitest.Default()
+	require.NoError(t, err)
+	good := http.Header{
+		"Content-Type":           {"application/json"},
+		"Webhook-Id":             {"dlv_1"},
+		"Webhook-Timestamp":      {"1700000000"},
+		"Webhook-Signature":      {"v1,c2ln v1,b3RoZXI="},
+		"Herald-Attempt":         {"1"},
+		"Herald-Event-Type":      {"order.created"},
+		"Herald-Subscription-Id": {"sub_1"},
+	}
+	body := []byte(`{"id":"e1","type":"order.created","timestamp":"2025-01-02T15:04:05Z","data":{"n":1}}`)
+	req := httptest.NewRequest(http.MethodPost, "/hook", nil)
+	req.Header = good.Clone()
+	require.NoError(t, v.CheckWebhook(req, body))
+
+	req.Header.Del("Webhook-Signature")
+	require.ErrorContains(t, v.CheckWebhook(req, body), "webhook-signature")
+	req.Header = good.Clone()
+	require.Error(t, v.CheckWebhook(req, []byte(`{"id":"e1","type":"t","data":1}`)), "no timestamp")
+}
