@@ -28,6 +28,10 @@ lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 
+.PHONY: openapi
+openapi: ## Copy openapi/openapi.json (the source) to docs/openapi.json
+	$(GO) generate ./openapi
+
 .PHONY: bench
 bench: ## Run the Go benchmarks (record figures with their command in docs/benchmarks.md)
 	$(GO) test -run='^$$' -bench=. -benchmem $(PKGS)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 
 	"github.com/heraldhq/herald"
 )
@@ -90,4 +91,15 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="herald"`)
 	}
 	writeJSON(w, status, errorBody{Error: body}, s.logger)
+}
+
+// ErrorCodes lists every code the API answers with (the keys of the error
+// table), sorted, so the OpenAPI document's enum can be checked against it.
+func ErrorCodes() []string {
+	codes := make([]string, 0, len(codeStatus))
+	for c := range codeStatus {
+		codes = append(codes, string(c))
+	}
+	slices.Sort(codes)
+	return codes
 }

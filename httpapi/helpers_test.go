@@ -14,6 +14,7 @@ import (
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/ingest"
+	"github.com/heraldhq/herald/openapi/openapitest"
 	"github.com/heraldhq/herald/store"
 )
 
@@ -67,6 +68,17 @@ func withToken(token string) reqOption {
 	return func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+token) }
 }
 
+// notDocumented marks a request answered by a stand-in handler (an Extra
+// route that is not the real service): it is not checked against the
+// OpenAPI document.
+func notDocumented() reqOption {
+	return func(r *http.Request) { r.Header.Set(headerNotDocumented, "1") }
+}
+
+// headerNotDocumented carries notDocumented from the option to do; it is
+// removed before the request is served.
+const headerNotDocumented = "X-Test-Not-Documented"
+
 func withoutToken() reqOption {
 	return func(r *http.Request) { r.Header.Del("Authorization") }
 }
@@ -76,15 +88,19 @@ func withoutToken() reqOption {
 func (b *testBundle) do(t *testing.T, method, path string, body any, opts ...reqOption) response {
 	t.Helper()
 	var rd io.Reader
+	var raw []byte
 	switch v := body.(type) {
 	case nil:
 	case string:
-		rd = bytes.NewReader([]byte(v))
+		raw = []byte(v)
 	case []byte:
-		rd = bytes.NewReader(v)
+		raw = v
 	default:
-		raw, err := json.Marshal(v)
+		var err error
+		raw, err = json.Marshal(v)
 		require.NoError(t, err)
+	}
+	if body != nil {
 		rd = bytes.NewReader(raw)
 	}
 	req := httptest.NewRequest(method, path, rd)
@@ -95,8 +111,17 @@ func (b *testBundle) do(t *testing.T, method, path string, body any, opts ...req
 	for _, o := range opts {
 		o(req)
 	}
+	check := req.Header.Get(headerNotDocumented) == ""
+	req.Header.Del(headerNotDocumented)
 	rec := httptest.NewRecorder()
 	b.handler.ServeHTTP(rec, req)
+	// Every request and its answer are held against the OpenAPI document
+	// (see openapitest for the rule on deliberately bad requests).
+	if check {
+		doc, err := openapitest.Default()
+		require.NoError(t, err)
+		require.NoError(t, doc.Check(req, raw, rec.Code, rec.Header(), rec.Body.Bytes()))
+	}
 	return response{code: rec.Code, header: rec.Header(), body: rec.Body.Bytes()}
 }
 

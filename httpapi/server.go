@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -104,6 +105,8 @@ type server struct {
 	now    func() time.Time
 	logger *slog.Logger
 	mux    *http.ServeMux
+	// patterns are the ServeMux patterns mounted, in order (Patterns).
+	patterns []string
 }
 
 // New returns the API handler. It panics when Store, Publisher or Auth is
@@ -142,13 +145,13 @@ func New(cfg Config) http.Handler {
 }
 
 func (s *server) routes() {
-	s.mux.HandleFunc("GET /healthz", s.healthz)
-	s.mux.HandleFunc("GET /readyz", s.readyz)
+	s.handle("GET /healthz", http.HandlerFunc(s.healthz))
+	s.handle("GET /readyz", http.HandlerFunc(s.readyz))
 	if s.cfg.Metrics != nil {
-		s.mux.Handle("GET /metrics", s.cfg.Metrics)
+		s.handle("GET /metrics", s.cfg.Metrics)
 	}
 	for pattern, h := range s.cfg.Extra {
-		s.mux.Handle(pattern, h)
+		s.handle(pattern, h)
 	}
 
 	s.v1("POST /v1/subscriptions", s.subscriptionCreate)
@@ -186,9 +189,26 @@ func (s *server) routes() {
 // returns any error for writeError.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
+// handle mounts h and records pattern for Patterns.
+func (s *server) handle(pattern string, h http.Handler) {
+	s.mux.Handle(pattern, h)
+	s.patterns = append(s.patterns, pattern)
+}
+
+// Patterns lists the ServeMux patterns h (a handler New returned) serves,
+// Extra routes included, so a test can hold them against the OpenAPI
+// document. It returns nil for any other handler.
+func Patterns(h http.Handler) []string {
+	s, ok := h.(*server)
+	if !ok {
+		return nil
+	}
+	return slices.Clone(s.patterns)
+}
+
 // v1 mounts an authenticated API route.
 func (s *server) v1(pattern string, h handlerFunc) {
-	s.mux.Handle(pattern, s.authenticated(func(w http.ResponseWriter, r *http.Request) {
+	s.handle(pattern, s.authenticated(func(w http.ResponseWriter, r *http.Request) {
 		if err := h(w, r); err != nil {
 			s.writeError(w, r, err)
 		}

@@ -18,8 +18,10 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/require"
 
+	"github.com/heraldhq/herald/openapi/openapitest"
 	"github.com/heraldhq/herald/store"
 )
 
@@ -67,7 +69,7 @@ func setupHTTP(t *testing.T, opts ...func(*Config)) *httpEnv {
 		w.Header().Set("X-Next", "1")
 		http.NotFound(w, r)
 	})
-	srv := &httptest.Server{Listener: ln, Config: &http.Server{Handler: s.Wrap(next)}}
+	srv := &httptest.Server{Listener: ln, Config: &http.Server{Handler: openapiChecked(t, s.Wrap(next))}}
 	srv.Start()
 	isrv := &httptest.Server{Listener: iln, Config: &http.Server{Handler: s.InternalHandler()}}
 	isrv.Start()
@@ -81,6 +83,41 @@ func setupHTTP(t *testing.T, opts ...func(*Config)) *httpEnv {
 		base:     base,
 		internal: cfg.NodeID,
 	}
+}
+
+// openapiChecked serves through h and holds every exchange against the
+// OpenAPI document, except WebSocket sessions (hijacked: no answer to
+// check) and what next answered (the API's, in herald serve).
+func openapiChecked(t *testing.T, h http.Handler) http.Handler {
+	doc, err := openapitest.Default()
+	require.NoError(t, err)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if websocket.IsWebSocketUpgrade(r) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			t.Errorf("reading the request body: %v", err)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if len(body) == 0 {
+			body = nil
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(rec.Body.Bytes())
+		if rec.Header().Get("X-Next") == "" {
+			if err := doc.Check(r, body, rec.Code, rec.Header(), rec.Body.Bytes()); err != nil {
+				t.Errorf("OpenAPI: %v", err)
+			}
+		}
+	})
 }
 
 // vapidKey is an application server's key pair.

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -73,6 +74,8 @@ type Server struct {
 	endpoint string // EndpointURL without a trailing slash
 	client   *http.Client
 	mux      *http.ServeMux // endpoint routes
+	// patterns are the public routes, as ServeMux patterns (Patterns).
+	patterns []string
 	internal *http.ServeMux // node-to-node routes
 }
 
@@ -120,7 +123,11 @@ func New(cfg Config) (*Server, error) {
 
 func (s *Server) routes() {
 	s.mux = http.NewServeMux()
-	s.mux.HandleFunc("POST /wpush/{api}/{token}", func(w http.ResponseWriter, r *http.Request) {
+	handle := func(pattern string, h http.HandlerFunc) {
+		s.mux.Handle(pattern, h)
+		s.patterns = append(s.patterns, pattern)
+	}
+	handle("POST /wpush/{api}/{token}", func(w http.ResponseWriter, r *http.Request) {
 		switch r.PathValue("api") {
 		case "v1":
 			s.send(w, r, 1)
@@ -130,9 +137,11 @@ func (s *Server) routes() {
 			s.reject(w, errInvalidToken("unknown endpoint version"))
 		}
 	})
-	s.mux.HandleFunc("POST /wpush/{token}", func(w http.ResponseWriter, r *http.Request) { s.send(w, r, 1) })
-	s.mux.HandleFunc("DELETE /m/{id}", s.deleteMessage)
-	s.mux.Handle("/push/ws", s.hub)
+	handle("POST /wpush/{token}", func(w http.ResponseWriter, r *http.Request) { s.send(w, r, 1) })
+	handle("DELETE /m/{id}", s.deleteMessage)
+	handle("/push/ws", s.hub.ServeHTTP)
+	// Wrap also upgrades WebSocket requests to / (not a mux route).
+	s.patterns = append(s.patterns, "GET /")
 
 	s.internal = http.NewServeMux()
 	s.internal.HandleFunc("PUT /push/{uaid}", s.internalPush)
@@ -215,6 +224,11 @@ func (s *Server) Close() error {
 	s.hub.Close()
 	return nil
 }
+
+// Patterns lists the public routes Wrap serves, as ServeMux patterns
+// (the WebSocket upgrade on / included), so a test can hold them against
+// the OpenAPI document. The internal routes are not public and not listed.
+func (s *Server) Patterns() []string { return slices.Clone(s.patterns) }
 
 // EndpointURL is the base URL of this node's push endpoints.
 func (s *Server) EndpointURL() string { return s.endpoint }

@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhq/herald/internal/testdb"
+	"github.com/heraldhq/herald/openapi"
+	"github.com/heraldhq/herald/openapi/openapitest"
 )
 
 // TestEndToEnd is issue 2's "done when", on the real binary and both stores:
@@ -52,6 +54,19 @@ func TestEndToEnd(t *testing.T) {
 				return code, out
 			}
 
+			// The document is served as embedded, and the receivers check
+			// every request herald sends against its webhooks section.
+			doc, err := openapitest.Default()
+			require.NoError(t, err)
+			resp, err := http.Get("http://" + addr + "/openapi.json")
+			require.NoError(t, err)
+			served, err := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			require.NoError(t, err)
+			require.Equal(t, http.StatusOK, resp.StatusCode)
+			require.Equal(t, "application/json", resp.Header.Get("Content-Type"))
+			require.Equal(t, openapi.Document(), served)
+
 			// The receiver verifies with the official library, and fails
 			// while failing is set.
 			var failing atomic.Bool
@@ -60,6 +75,9 @@ func TestEndToEnd(t *testing.T) {
 			verified := map[string]int{}
 			recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				body, _ := io.ReadAll(r.Body)
+				if err := doc.CheckWebhook(r, body); err != nil {
+					t.Errorf("OpenAPI: %v", err)
+				}
 				mu.Lock()
 				v := verifier
 				mu.Unlock()
@@ -83,8 +101,12 @@ func TestEndToEnd(t *testing.T) {
 			t.Cleanup(recv.Close)
 			alerts := make(chan map[string]any, 10)
 			alertRecv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				body, _ := io.ReadAll(r.Body)
+				if err := doc.CheckWebhook(r, body); err != nil {
+					t.Errorf("OpenAPI: %v", err)
+				}
 				var ev map[string]any
-				_ = json.NewDecoder(r.Body).Decode(&ev)
+				_ = json.Unmarshal(body, &ev)
 				alerts <- ev
 				w.WriteHeader(http.StatusNoContent)
 			}))

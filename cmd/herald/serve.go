@@ -26,6 +26,7 @@ import (
 	"github.com/heraldhq/herald/ingest"
 	"github.com/heraldhq/herald/maintenance"
 	"github.com/heraldhq/herald/metrics"
+	"github.com/heraldhq/herald/openapi"
 	"github.com/heraldhq/herald/store"
 	"github.com/heraldhq/herald/store/postgres"
 	"github.com/heraldhq/herald/store/sqlite"
@@ -295,6 +296,7 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 		Push:         broadcaster,
 		History:      history,
 		UserAgent:    userAgent,
+		Extra:        map[string]http.Handler{"GET /openapi.json": openapi.Handler()},
 	})
 
 	var handler http.Handler = api
