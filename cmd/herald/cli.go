@@ -16,6 +16,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"golang.org/x/term"
+
 	"github.com/heraldhq/herald/client"
 )
 
@@ -73,7 +75,7 @@ type cliEnv struct {
 
 func osEnv() *cliEnv {
 	return &cliEnv{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv,
-		stdinTTY: isTerminal(os.Stdin), stderrTTY: isTerminal(os.Stderr)}
+		stdinTTY: term.IsTerminal(int(os.Stdin.Fd())), stderrTTY: term.IsTerminal(int(os.Stderr.Fd()))}
 }
 
 // cli is one client command's context: the API client, output mode and
@@ -152,12 +154,11 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 
 // out prints v as one JSON line.
 func (c *cli) out(v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(c.stdout, "%s\n", b)
-	return err
+	// Encode (not Marshal) so "<", ">" and "&" in filters stay readable;
+	// the encoder ends the line.
+	enc := json.NewEncoder(c.stdout)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
 }
 
 // table starts a human table on stdout; call Flush when done.
@@ -172,7 +173,14 @@ func (c *cli) table(header ...string) *tabwriter.Writer {
 func row(tw io.Writer, cols ...any) {
 	s := make([]string, len(cols))
 	for i, v := range cols {
-		s[i] = fmt.Sprint(v)
+		// One line per row: line breaks and tabs in values (response
+		// excerpts, descriptions) would break the table.
+		s[i] = strings.Map(func(r rune) rune {
+			if r < ' ' || r == 0x7f {
+				return ' '
+			}
+			return r
+		}, strings.TrimSpace(fmt.Sprint(v)))
 		if s[i] == "" {
 			s[i] = "-"
 		}
