@@ -279,9 +279,8 @@ func tailCmd(fs *flag.FlagSet) action {
 		if err := t.begin(ctx, start); err != nil {
 			return err
 		}
-		if !c.json {
-			fmt.Fprintln(c.stderr, "following deliveries; Ctrl-C to stop")
-		}
+		// On stderr even with --json: stdout holds only deliveries.
+		fmt.Fprintln(c.stderr, "following deliveries; Ctrl-C to stop")
 		tick := time.NewTicker(*interval)
 		defer tick.Stop()
 		for {
