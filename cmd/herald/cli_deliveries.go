@@ -232,10 +232,14 @@ func deadLetterRedrive(fs *flag.FlagSet) action {
 				return usagef("redrive not confirmed; nothing was changed")
 			}
 		}
-		p.DryRun, p.Limit = false, *batch
+		p.DryRun = false
 		total := client.RedriveResult{Matched: first.Matched, Remaining: first.Matched}
 		bar := c.newProgress("redriving", int64(first.Matched))
-		for total.Remaining > 0 {
+		// At most the count that was confirmed: with a receiver still
+		// failing and short tiers, redriven letters can die again while
+		// this runs, and chasing them would never end.
+		for total.Remaining > 0 && total.Redriven < first.Matched {
+			p.Limit = min(*batch, first.Matched-total.Redriven)
 			res, err := c.api.Redrive(ctx, p)
 			if err != nil {
 				bar.done()

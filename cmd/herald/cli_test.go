@@ -515,6 +515,11 @@ func TestCLIProcess(t *testing.T) {
 	require.Equal(t, exitAPI, r.code)
 	require.Contains(t, r.stderr, "herald: unauthorized: ")
 
+	r = herald(nil, "stats", "--server", server, "--data-dir", t.TempDir())
+	require.Equal(t, exitAPI, r.code)
+	require.Contains(t, r.stderr, "herald: unauthorized: ")
+	require.Contains(t, r.stderr, "no token: pass --token")
+
 	// Exit codes.
 	r = herald(nil, "subscriptions", "get", "sub_nope", "--server", server, "--data-dir", dataDir)
 	require.Equal(t, exitAPI, r.code)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -108,7 +109,11 @@ func runClient(ctx context.Context, args []string, env *cliEnv) error {
 		c.api = client.New(server, token)
 		c.api.UserAgent = "herald-cli/" + version
 	}
-	return act(ctx, c, pos)
+	err = act(ctx, c, pos)
+	if errors.Is(err, client.ErrUnauthorized) && c.api != nil && c.api.Token == "" {
+		return fmt.Errorf("%w (no token: pass --token, set HERALD_TOKEN, or point --data-dir at the local server's data directory)", err)
+	}
+	return err
 }
 
 // groupUsage lists a group's commands (every command for group "").
