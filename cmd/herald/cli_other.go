@@ -219,6 +219,7 @@ func zshCompletion() string {
 	first, second, flags := completionWords()
 	var b strings.Builder
 	b.WriteString("#compdef herald\n# zsh completion for herald; install with: herald completion zsh > \"${fpath[1]}/_herald\"\n")
+	b.WriteString("_herald() {\n")
 	b.WriteString("  case \"${words[CURRENT-1]}\" in\n")
 	b.WriteString("    --state) compadd -- " + strings.ReplaceAll(deliveryStates, ",", "") + " enabled disabled; return ;;\n")
 	b.WriteString("    --ordering) compadd -- none fifo latest; return ;;\n")

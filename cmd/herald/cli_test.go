@@ -575,6 +575,14 @@ func TestCompletion(t *testing.T) {
 			require.NoError(t, os.WriteFile(f, []byte(script), 0o600))
 			out, err := exec.Command(path, "-n", f).CombinedOutput()
 			require.NoError(t, err, "%s -n: %s", shell, out)
+			if shell != "zsh" {
+				return
+			}
+			// Run the function with compadd replaced by a printer.
+			drive := fmt.Sprintf(`compadd() { shift; print -l -- "$@"; }; source %s; words=(herald dead-letters re); CURRENT=3; _herald`, f)
+			out, err = exec.Command(path, "-c", drive).CombinedOutput()
+			require.NoError(t, err, "%s", out)
+			require.Equal(t, []string{"list", "redrive"}, strings.Fields(string(out)))
 		})
 	}
 	// bash: the script really completes.
