@@ -247,21 +247,21 @@ func deadLetterRedrive(fs *flag.FlagSet) action {
 			}
 			total.Redriven += res.Redriven
 			total.Remaining = res.Remaining
-			// Letters that die while this runs join the count.
-			if bar.total < int64(total.Redriven+total.Remaining) {
-				bar.total = int64(total.Redriven + total.Remaining)
-			}
 			total.Matched = max(total.Matched, total.Redriven+total.Remaining)
-			bar.set(int64(total.Redriven), total.Remaining == 0)
+			bar.set(int64(total.Redriven), false)
 			if res.Redriven == 0 {
 				break // nothing moved: another client is redriving them
 			}
 		}
+		bar.set(int64(total.Redriven), true)
 		bar.done()
 		if c.json {
 			return c.out(total)
 		}
 		fmt.Fprintf(c.stdout, "redrove %d of %d dead letter(s); %d remaining\n", total.Redriven, total.Matched, total.Remaining)
+		if total.Remaining > 0 {
+			fmt.Fprintf(c.stderr, "%d died (again) while this ran; run the redrive again to send them\n", total.Remaining)
+		}
 		return nil
 	}
 }
