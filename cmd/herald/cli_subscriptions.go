@@ -20,7 +20,7 @@ func subscriptionCommands() []command {
 		{group: "subscriptions", name: "delete", args: "ID", nargs: 1, summary: "delete a subscription (its pending deliveries are cancelled)", setup: subscriptionDelete},
 		{group: "subscriptions", name: "rotate-secret", args: "ID", nargs: 1, summary: "make a new signing secret; prints it once", setup: subscriptionRotate},
 		{group: "subscriptions", name: "secret", args: "ID", nargs: 1, summary: "show the signing secrets still in use", setup: subscriptionSecret},
-		{group: "subscriptions", name: "test", args: "ID", nargs: 1, summary: "send a herald.test event to this subscription (--wait: show the attempt)", setup: subscriptionTest},
+		{group: "subscriptions", name: "test", args: "ID", nargs: 1, summary: "send a herald.test event to this subscription (--wait: show the attempt; exit 1 if it failed)", setup: subscriptionTest},
 	}
 }
 
@@ -355,7 +355,7 @@ func subscriptionSecret(fs *flag.FlagSet) action {
 
 func subscriptionTest(fs *flag.FlagSet) action {
 	data := fs.String("data", "", "the test event's data (JSON; default: a short message)")
-	wait := fs.Bool("wait", false, "wait until the test delivery has an outcome and show its attempt")
+	wait := fs.Bool("wait", false, "wait until the test delivery has an outcome and show its attempt; exit 1 unless delivered")
 	timeout := fs.Duration("wait-timeout", 60*time.Second, "with --wait: give up after this long")
 	return func(ctx context.Context, c *cli, args []string) error {
 		var raw json.RawMessage
@@ -380,7 +380,15 @@ func subscriptionTest(fs *flag.FlagSet) action {
 		if err != nil {
 			return err
 		}
-		return c.showDelivery(d)
+		if err := c.showDelivery(d); err != nil {
+			return err
+		}
+		// A script asking "does this endpoint work?" gets its answer in
+		// the exit code too.
+		if d.State != "delivered" {
+			return fmt.Errorf("test delivery %s is %s: %s", d.ID, d.State, lastOutcome(d))
+		}
+		return nil
 	}
 }
 

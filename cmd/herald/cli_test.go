@@ -212,6 +212,14 @@ func TestCLISubscriptions(t *testing.T) {
 		require.Contains(t, out, "delivered")
 		require.Contains(t, out, "webhook-signature:")
 
+		// A failing endpoint: the attempt is shown and the exit code says so.
+		recv.status.Store(http.StatusInternalServerError)
+		r = h.run("subscriptions", "test", id, "--wait", "--json")
+		require.Equal(t, exitAPI, r.code, r.stderr)
+		failed := jsonLines(t, r.stdout)[0]
+		require.Equal(t, float64(500), failed["attempts"].([]any)[0].(map[string]any)["status"])
+		require.Contains(t, r.stderr, "500 http_status")
+
 		del := h.okJSON("subscriptions", "delete", id)[0]
 		require.Equal(t, true, del["deleted"])
 		r = h.run("subscriptions", "get", id)
