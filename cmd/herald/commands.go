@@ -75,11 +75,11 @@ func runClient(ctx context.Context, args []string, env *cliEnv) error {
 		groupUsage(env.stderr, table, group)
 		if len(rest) == 0 || rest[0] == "help" || rest[0] == "-h" || rest[0] == "--help" {
 			if len(rest) == 0 {
-				return usagef("herald %s: which one? (see the list above)", group)
+				return usagef("%s: which command? (see the list above)", group)
 			}
 			return flag.ErrHelp
 		}
-		return usagef("herald %s: unknown command %q", group, rest[0])
+		return usagef("%s: unknown command %q", group, rest[0])
 	}
 	fs := flag.NewFlagSet("herald "+cmd.path(), flag.ContinueOnError)
 	fs.SetOutput(env.stderr)
@@ -89,7 +89,7 @@ func runClient(ctx context.Context, args []string, env *cliEnv) error {
 	}
 	act := cmd.setup(fs)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: herald %s %s[flags]\n\n%s\n\nFlags:\n", cmd.path(), cmd.args+" ", cmd.summary)
+		fmt.Fprintf(fs.Output(), "Usage: herald %s [flags]\n\n%s\n\nFlags:\n", strings.TrimSpace(cmd.path()+" "+cmd.args), cmd.summary)
 		fs.PrintDefaults()
 	}
 	pos, err := parseArgs(fs, rest)
@@ -98,7 +98,10 @@ func runClient(ctx context.Context, args []string, env *cliEnv) error {
 	}
 	if len(pos) != cmd.nargs {
 		fs.Usage()
-		return usagef("herald %s takes %d argument(s) (%s), got %d", cmd.path(), cmd.nargs, strings.TrimSpace(cmd.args), len(pos))
+		if cmd.nargs == 0 {
+			return usagef("%s takes no arguments, got %q", cmd.path(), pos)
+		}
+		return usagef("%s takes %d argument(s) (%s), got %d", cmd.path(), cmd.nargs, strings.TrimSpace(cmd.args), len(pos))
 	}
 	c := &cli{cliEnv: env, json: g.json}
 	if !cmd.offline {
