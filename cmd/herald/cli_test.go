@@ -427,7 +427,11 @@ func TestCLITail(t *testing.T) {
 		recv := newReceiver(t)
 		subID := h.okJSON("subscriptions", "create", "--url", recv.URL, "--event-types", "order.*")[0]["id"].(string)
 		h.ok("events", "publish", "--type", "order.created", "--id", "before-tail")
-		require.Eventually(t, func() bool { return recv.hits.Load() == 1 }, 20*time.Second, 10*time.Millisecond)
+		// Finished before the tail starts (the outcome commits just after
+		// the receiver answered): a state change would be shown.
+		require.Eventually(t, func() bool {
+			return len(h.okJSON("deliveries", "list", "--event-id", "before-tail", "--state", "delivered")) == 1
+		}, 20*time.Second, 10*time.Millisecond)
 
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
