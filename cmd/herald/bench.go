@@ -165,7 +165,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (publisher, node and receiver) to this file")
 	fs.StringVar(&f.traceFile, "trace", "", "write a Go execution trace of the whole run to this file (go tool trace; for latency: where goroutines waited)")
 	if err := fs.Parse(args); err != nil {
-		return err
+		return usageError{err} // exit code 2
 	}
 	countSet := false
 	fs.Visit(func(fl *flag.Flag) { countSet = countSet || fl.Name == "count" })

@@ -121,7 +121,7 @@ func runBenchPush(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.StringVar(&f.extraServe, "serve-flags", "", "extra flags for the child herald serve, space-separated")
 	fs.StringVar(&f.binary, "herald-binary", "", "herald binary to run as the child (default: this one)")
 	if err := fs.Parse(args); err != nil {
-		return err
+		return usageError{err} // exit code 2
 	}
 	if f.payload < 16 || f.payload > 4096 {
 		return errors.New("--payload must be 16..4096")

@@ -136,7 +136,7 @@ func envName(flagName string) string {
 // the environment, then from the YAML file.
 func (c *config) load(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
-		return err
+		return usageError{err} // exit code 2
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })

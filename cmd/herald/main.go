@@ -6,6 +6,10 @@
 //	herald bench     an end-to-end load generator (loopback only)
 //	herald version   print the version
 //
+// and the client commands (cli.go, commands.go): herald subscriptions …,
+// events …, deliveries …, dead-letters …, filters test, stats, tail and
+// completion, which call a running herald's /v1 API.
+//
 // Every flag also reads HERALD_<FLAG> from the environment and a key in the
 // YAML file named by --config. See the README for the full list.
 package main
@@ -24,19 +28,19 @@ import (
 var version = "dev"
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(0)
-		}
+	err := run(os.Args[1:])
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(os.Stderr, "herald:", err)
-		os.Exit(1)
 	}
+	// exitCode (cli.go) is the documented table: 0 ok, 1 error, 2 usage,
+	// 3 cannot connect, 130 interrupted.
+	os.Exit(exitCode(err))
 }
 
 func run(args []string) error {
 	if len(args) == 0 {
 		usage()
-		return errors.New("no command given")
+		return usagef("no command given")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -56,8 +60,11 @@ func run(args []string) error {
 		usage()
 		return nil
 	default:
+		if isClientCommand(args[0]) {
+			return runClient(ctx, args, osEnv())
+		}
 		usage()
-		return fmt.Errorf("unknown command %q", args[0])
+		return usagef("unknown command %q", args[0])
 	}
 }
 
@@ -70,5 +77,16 @@ Usage:
   herald receive [flags]   run a local webhook receiver that prints and verifies deliveries
   herald bench   [flags]   end-to-end load test against an in-process or local herald (herald bench -h)
   herald version           print the version
+
+Client commands (talk to a running herald; herald <command> -h for flags):
+`)
+	groupUsage(os.Stderr, commandTable(), "")
+	fmt.Fprint(os.Stderr, `
+Server and token: --server/--token, else HERALD_URL/HERALD_TOKEN, else
+http://127.0.0.1:8080 with the token in ./herald-data/admin.token.
+
+Exit codes: 0 ok; 1 the server answered with an error (shown as
+"herald: <code>: <message>") or another failure; 2 bad command, flag or
+argument; 3 cannot connect to the server; 130 interrupted.
 `)
 }

@@ -29,7 +29,7 @@ func cmdReceive(ctx context.Context, args []string) error {
 	failRatio := fs.Float64("fail-ratio", 0, "share of requests (0..1) answered 500 instead")
 	quiet := fs.Bool("quiet", false, "print one line per request, without the body")
 	if err := fs.Parse(args); err != nil {
-		return err
+		return usageError{err} // exit code 2
 	}
 	var keys []string
 	for _, s := range strings.Split(*secrets, ",") {

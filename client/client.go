@@ -1,0 +1,353 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// DefaultTimeout bounds one request when Client.HTTP is nil (30 s: a
+// redrive of 10,000 dead letters is the slowest call).
+const DefaultTimeout = 30 * time.Second
+
+// maxErrorBody caps how much of an error answer is read (64 KiB): error
+// bodies are small, and a proxy's HTML page need not be read whole.
+const maxErrorBody = 64 << 10
+
+// Client calls one herald server. The zero value is not usable; use New.
+type Client struct {
+	// BaseURL is the server's root, e.g. http://127.0.0.1:8080.
+	BaseURL string
+	// Token is sent as "Authorization: Bearer <Token>" when not empty.
+	Token string
+	// HTTP is the client requests go through (default: one with
+	// DefaultTimeout).
+	HTTP *http.Client
+	// UserAgent is sent when not empty.
+	UserAgent string
+}
+
+// New returns a client of the server at baseURL (a trailing slash is
+// ignored) authenticating with token.
+func New(baseURL, token string) *Client {
+	return &Client{BaseURL: strings.TrimRight(baseURL, "/"), Token: token, HTTP: &http.Client{Timeout: DefaultTimeout}}
+}
+
+// do sends a request and decodes a 2xx answer into out (when non-nil). in,
+// when non-nil, is sent as JSON; a json.RawMessage or []byte is sent as is.
+func (c *Client) do(ctx context.Context, method, path string, q url.Values, in, out any) error {
+	u := c.BaseURL + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	var body io.Reader
+	if in != nil {
+		var b []byte
+		switch v := in.(type) {
+		case json.RawMessage:
+			b = v
+		case []byte:
+			b = v
+		default:
+			var err error
+			if b, err = json.Marshal(in); err != nil {
+				return fmt.Errorf("encoding request: %w", err)
+			}
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return fmt.Errorf("building request: %w", err)
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	if c.UserAgent != "" {
+		req.Header.Set("User-Agent", c.UserAgent)
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = &http.Client{Timeout: DefaultTimeout}
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return &ConnError{URL: c.BaseURL, Err: err}
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return decodeError(resp)
+	}
+	if out == nil || resp.StatusCode == http.StatusNoContent {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return &ConnError{URL: c.BaseURL, Err: fmt.Errorf("reading the answer to %s %s: %w", method, path, err)}
+	}
+	return nil
+}
+
+// decodeError turns a non-2xx answer into an *APIError. An answer without
+// herald's error body (a proxy's page) gets code "http_<status>" and the
+// start of its body as message.
+func decodeError(resp *http.Response) error {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	var body struct {
+		Error *struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+			Field   string `json:"field"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(b, &body) == nil && body.Error != nil && body.Error.Code != "" {
+		return &APIError{Status: resp.StatusCode, Code: body.Error.Code, Message: body.Error.Message, Field: body.Error.Field}
+	}
+	msg := strings.TrimSpace(string(b))
+	if len(msg) > 200 {
+		msg = msg[:200] + "…"
+	}
+	if msg == "" {
+		msg = http.StatusText(resp.StatusCode)
+	}
+	return &APIError{Status: resp.StatusCode, Code: fmt.Sprintf("http_%d", resp.StatusCode), Message: msg}
+}
+
+func pathID(prefix, id string) string {
+	return prefix + url.PathEscape(id)
+}
+
+func setTime(q url.Values, name string, t time.Time) {
+	if !t.IsZero() {
+		q.Set(name, t.UTC().Format(time.RFC3339Nano))
+	}
+}
+
+func setNonEmpty(q url.Values, name, v string) {
+	if v != "" {
+		q.Set(name, v)
+	}
+}
+
+// ---- subscriptions ----
+
+// CreateSubscription creates a subscription from a request body with the
+// API's field names (url, event_types, filter, headers, …). The answer
+// holds the signing secret, shown only here.
+func (c *Client) CreateSubscription(ctx context.Context, body map[string]any) (*Subscription, error) {
+	var out Subscription
+	return &out, c.do(ctx, http.MethodPost, "/v1/subscriptions", nil, body, &out)
+}
+
+// ListSubscriptions returns one page (limit 0: the server's default, 100).
+func (c *Client) ListSubscriptions(ctx context.Context, limit int, cursor string) (*SubscriptionList, error) {
+	q := url.Values{}
+	if limit > 0 {
+		q.Set("limit", fmt.Sprint(limit))
+	}
+	setNonEmpty(q, "cursor", cursor)
+	var out SubscriptionList
+	return &out, c.do(ctx, http.MethodGet, "/v1/subscriptions", q, nil, &out)
+}
+
+// GetSubscription returns one subscription (without its secret).
+func (c *Client) GetSubscription(ctx context.Context, id string) (*Subscription, error) {
+	var out Subscription
+	return &out, c.do(ctx, http.MethodGet, pathID("/v1/subscriptions/", id), nil, nil, &out)
+}
+
+// UpdateSubscription sends patch as a JSON merge patch (RFC 7396; a nil
+// value removes a field, "filter" is replaced whole).
+func (c *Client) UpdateSubscription(ctx context.Context, id string, patch map[string]any) (*Subscription, error) {
+	var out Subscription
+	return &out, c.do(ctx, http.MethodPatch, pathID("/v1/subscriptions/", id), nil, patch, &out)
+}
+
+// DeleteSubscription deletes a subscription; its pending deliveries are
+// cancelled.
+func (c *Client) DeleteSubscription(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodDelete, pathID("/v1/subscriptions/", id), nil, nil, nil)
+}
+
+// GetSecret returns the subscription's signing secrets, newest first.
+func (c *Client) GetSecret(ctx context.Context, id string) (*Secrets, error) {
+	var out Secrets
+	return &out, c.do(ctx, http.MethodGet, pathID("/v1/subscriptions/", id)+"/secret", nil, nil, &out)
+}
+
+// RotateSecretParams are the optional fields of a rotation.
+type RotateSecretParams struct {
+	// Secret is the new secret (whsec_…); empty: the server makes one.
+	Secret string `json:"secret,omitempty"`
+	// GracePeriodS is how long older secrets keep signing; nil: the
+	// server's default.
+	GracePeriodS *int64 `json:"grace_period_s,omitempty"`
+}
+
+// RotateSecret makes a new signing secret; the answer shows it once.
+func (c *Client) RotateSecret(ctx context.Context, id string, p RotateSecretParams) (*Secrets, error) {
+	var out Secrets
+	return &out, c.do(ctx, http.MethodPost, pathID("/v1/subscriptions/", id)+"/secret/rotate", nil, p, &out)
+}
+
+// TestSubscription queues a herald.test event to this subscription only;
+// data nil sends the server's default payload.
+func (c *Client) TestSubscription(ctx context.Context, id string, data json.RawMessage) (*TestResult, error) {
+	var body any = struct{}{}
+	if data != nil {
+		body = map[string]json.RawMessage{"data": data}
+	}
+	var out TestResult
+	return &out, c.do(ctx, http.MethodPost, pathID("/v1/subscriptions/", id)+"/test", nil, body, &out)
+}
+
+// TestFilter evaluates a filter and event types against an event as
+// fan-out would.
+func (c *Client) TestFilter(ctx context.Context, p FilterTestParams) (*FilterTestResult, error) {
+	var out FilterTestResult
+	return &out, c.do(ctx, http.MethodPost, "/v1/filters/test", nil, p, &out)
+}
+
+// ---- events ----
+
+// Publish stores one event and fans it out.
+func (c *Client) Publish(ctx context.Context, ev EventInput) (*PublishResult, error) {
+	var out PublishResult
+	return &out, c.do(ctx, http.MethodPost, "/v1/events", nil, ev, &out)
+}
+
+// PublishBatch publishes up to 1000 events, each given as its JSON object.
+// Items are accepted or rejected one by one; Results is in input order.
+func (c *Client) PublishBatch(ctx context.Context, events []json.RawMessage) (*BatchResult, error) {
+	var out BatchResult
+	return &out, c.do(ctx, http.MethodPost, "/v1/events/batch", nil, map[string][]json.RawMessage{"events": events}, &out)
+}
+
+// GetEvent returns an event and the deliveries it fanned out to.
+func (c *Client) GetEvent(ctx context.Context, id string) (*Event, error) {
+	var out Event
+	return &out, c.do(ctx, http.MethodGet, pathID("/v1/events/", id), nil, nil, &out)
+}
+
+// ListEvents returns one page of events, newest first.
+func (c *Client) ListEvents(ctx context.Context, p EventListParams) (*EventList, error) {
+	q := url.Values{}
+	setNonEmpty(q, "type", p.Type)
+	setNonEmpty(q, "key", p.Key)
+	setTime(q, "since", p.Since)
+	setTime(q, "until", p.Until)
+	if p.Limit > 0 {
+		q.Set("limit", fmt.Sprint(p.Limit))
+	}
+	setNonEmpty(q, "cursor", p.Cursor)
+	var out EventList
+	return &out, c.do(ctx, http.MethodGet, "/v1/events", q, nil, &out)
+}
+
+// ---- deliveries ----
+
+// ListDeliveries returns one page of deliveries, newest first.
+func (c *Client) ListDeliveries(ctx context.Context, p DeliveryListParams) (*DeliveryList, error) {
+	q := url.Values{}
+	setNonEmpty(q, "subscription_id", p.SubscriptionID)
+	setNonEmpty(q, "event_id", p.EventID)
+	setNonEmpty(q, "state", p.State)
+	setTime(q, "since", p.Since)
+	setTime(q, "until", p.Until)
+	if p.Limit > 0 {
+		q.Set("limit", fmt.Sprint(p.Limit))
+	}
+	setNonEmpty(q, "cursor", p.Cursor)
+	var out DeliveryList
+	return &out, c.do(ctx, http.MethodGet, "/v1/deliveries", q, nil, &out)
+}
+
+// GetDelivery returns a delivery with its attempts and, when pending, what
+// it waits for.
+func (c *Client) GetDelivery(ctx context.Context, id string) (*Delivery, error) {
+	var out Delivery
+	return &out, c.do(ctx, http.MethodGet, pathID("/v1/deliveries/", id), nil, nil, &out)
+}
+
+// RetryDelivery puts a finished delivery back in the queue (409 conflict
+// while it is pending or in flight).
+func (c *Client) RetryDelivery(ctx context.Context, id string) (*Delivery, error) {
+	var out Delivery
+	return &out, c.do(ctx, http.MethodPost, pathID("/v1/deliveries/", id)+"/retry", nil, struct{}{}, &out)
+}
+
+// ---- dead letters ----
+
+// DeadLetterGroups counts dead letters by subscription and error class
+// (subscriptionID "" for all).
+func (c *Client) DeadLetterGroups(ctx context.Context, subscriptionID string) ([]DeadLetterGroup, error) {
+	q := url.Values{}
+	setNonEmpty(q, "subscription_id", subscriptionID)
+	var out struct {
+		Groups []DeadLetterGroup `json:"groups"`
+	}
+	return out.Groups, c.do(ctx, http.MethodGet, "/v1/dead-letters", q, nil, &out)
+}
+
+// Redrive puts a subscription's dead letters back in the queue (or, with
+// DryRun, only counts them). With Limit, repeat until Remaining is 0.
+func (c *Client) Redrive(ctx context.Context, p RedriveParams) (*RedriveResult, error) {
+	body := map[string]any{"subscription_id": p.SubscriptionID}
+	if !p.Since.IsZero() {
+		body["since"] = p.Since.UTC().Format(time.RFC3339Nano)
+	}
+	if !p.Until.IsZero() {
+		body["until"] = p.Until.UTC().Format(time.RFC3339Nano)
+	}
+	if p.Error != "" {
+		body["error"] = p.Error
+	}
+	if p.Limit > 0 {
+		body["limit"] = p.Limit
+	}
+	if p.DryRun {
+		body["dry_run"] = true
+	}
+	var out RedriveResult
+	return &out, c.do(ctx, http.MethodPost, "/v1/dead-letters/redrive", nil, body, &out)
+}
+
+// ---- stats ----
+
+// Stats returns the queue per tier and the totals.
+func (c *Client) Stats(ctx context.Context) (*Stats, error) {
+	var out Stats
+	return &out, c.do(ctx, http.MethodGet, "/v1/stats", nil, nil, &out)
+}
+
+// SubscriptionStats returns per-subscription outcomes since since (zero:
+// the server's default, 24 h).
+func (c *Client) SubscriptionStats(ctx context.Context, since time.Time) (*SubscriptionStatsList, error) {
+	q := url.Values{}
+	setTime(q, "since", since)
+	var out SubscriptionStatsList
+	return &out, c.do(ctx, http.MethodGet, "/v1/stats/subscriptions", q, nil, &out)
+}
+
+// IsConnError reports whether err means no answer came back.
+func IsConnError(err error) bool {
+	var ce *ConnError
+	return errors.As(err, &ce)
+}

@@ -1,0 +1,96 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func setup(t *testing.T, h http.HandlerFunc) *Client {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return New(srv.URL+"/", "tok")
+}
+
+func TestAPIError(t *testing.T) {
+	t.Parallel()
+	c := setup(t, func(w http.ResponseWriter, r *http.Request) {
+		require.Equal(t, "Bearer tok", r.Header.Get("Authorization"))
+		require.Equal(t, "/v1/subscriptions/a%2Fb", r.URL.RawPath)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = io.WriteString(w, `{"error":{"code":"not_found","message":"subscription \"a/b\" not found","field":"id"}}`)
+	})
+	_, err := c.GetSubscription(context.Background(), "a/b")
+	var ae *APIError
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, &APIError{Status: 404, Code: "not_found", Message: `subscription "a/b" not found`, Field: "id"}, ae)
+	require.ErrorIs(t, err, ErrNotFound)
+	require.NotErrorIs(t, err, ErrConflict)
+	require.Equal(t, `not_found: subscription "a/b" not found`, err.Error())
+}
+
+func TestNonJSONError(t *testing.T) {
+	t.Parallel()
+	c := setup(t, func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusBadGateway)
+		_, _ = io.WriteString(w, "<html>bad gateway</html>")
+	})
+	_, err := c.Stats(context.Background())
+	var ae *APIError
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, "http_502", ae.Code)
+	require.Equal(t, "<html>bad gateway</html>", ae.Message)
+}
+
+func TestConnError(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	c := New("http://"+addr, "")
+	_, err = c.Stats(context.Background())
+	var ce *ConnError
+	require.ErrorAs(t, err, &ce)
+	require.True(t, IsConnError(err))
+	require.Contains(t, err.Error(), "cannot connect to http://"+addr)
+	var opErr *net.OpError
+	require.ErrorAs(t, err, &opErr, "Unwrap reaches the transport's error")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = c.Stats(ctx)
+	require.ErrorIs(t, err, context.Canceled)
+	require.False(t, IsConnError(err))
+	require.False(t, errors.As(err, &ce))
+}
+
+func TestPublishAndRedriveBodies(t *testing.T) {
+	t.Parallel()
+	var bodies []string
+	c := setup(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		bodies = append(bodies, r.Method+" "+r.URL.Path+" "+string(b))
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = io.WriteString(w, `{"id":"e1","duplicate":false,"deliveries":2,"redriven":1,"matched":3,"remaining":2}`)
+	})
+	ctx := context.Background()
+	pub, err := c.Publish(ctx, EventInput{Type: "order.created", Data: []byte(`{"a":1}`)})
+	require.NoError(t, err)
+	require.Equal(t, &PublishResult{ID: "e1", Deliveries: 2}, pub)
+	red, err := c.Redrive(ctx, RedriveParams{SubscriptionID: "s", Limit: 1, Error: "timeout"})
+	require.NoError(t, err)
+	require.Equal(t, &RedriveResult{Redriven: 1, Matched: 3, Remaining: 2}, red)
+	require.Equal(t, []string{
+		`POST /v1/events {"type":"order.created","data":{"a":1}}`,
+		`POST /v1/dead-letters/redrive {"error":"timeout","limit":1,"subscription_id":"s"}`,
+	}, bodies)
+}

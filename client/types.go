@@ -1,0 +1,295 @@
+package client
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// The types mirror the API's JSON (docs/api.md); timestamps stay RFC 3339
+// strings so a value read and written back is byte-for-byte what the
+// server sent.
+
+// Filter is a subscription's filter: exactly one kind is set.
+type Filter struct {
+	CEL      string          `json:"cel,omitempty"`
+	JMESPath string          `json:"jmespath,omitempty"`
+	ESQuery  json.RawMessage `json:"es_query,omitempty"`
+}
+
+// RateLimit allows Max deliveries per PerSeconds seconds.
+type RateLimit struct {
+	Max        int `json:"max"`
+	PerSeconds int `json:"per_seconds"`
+}
+
+// Subscription is a webhook subscription.
+type Subscription struct {
+	ID             string            `json:"id"`
+	URL            string            `json:"url"`
+	Method         string            `json:"method"`
+	EventTypes     []string          `json:"event_types"`
+	Filter         *Filter           `json:"filter"`
+	Secret         string            `json:"secret,omitempty"`
+	Headers        map[string]string `json:"headers"`
+	Ordering       string            `json:"ordering"`
+	KeyIntervalMS  int64             `json:"key_interval_ms"`
+	RateLimit      *RateLimit        `json:"rate_limit"`
+	MaxInFlight    int               `json:"max_in_flight"`
+	TimeoutMS      int64             `json:"timeout_ms"`
+	Description    string            `json:"description"`
+	Metadata       json.RawMessage   `json:"metadata"`
+	State          string            `json:"state"`
+	DisabledReason string            `json:"disabled_reason"`
+	CreatedAt      string            `json:"created_at"`
+	UpdatedAt      string            `json:"updated_at"`
+}
+
+// SubscriptionList is a page of subscriptions.
+type SubscriptionList struct {
+	Data       []Subscription `json:"data"`
+	NextCursor *string        `json:"next_cursor"`
+}
+
+// Secret is one signing secret; ExpiresAt is set on rotated-out ones.
+type Secret struct {
+	Secret    string  `json:"secret"`
+	CreatedAt string  `json:"created_at"`
+	ExpiresAt *string `json:"expires_at"`
+}
+
+// Secrets is the current secret and every one still signing.
+type Secrets struct {
+	Secret  string   `json:"secret"`
+	Secrets []Secret `json:"secrets"`
+}
+
+// TestResult is the answer to a subscription test.
+type TestResult struct {
+	EventID    string `json:"event_id"`
+	DeliveryID string `json:"delivery_id"`
+}
+
+// FilterTestEvent is the event a filter is tested against.
+type FilterTestEvent struct {
+	ID      string          `json:"id,omitempty"`
+	Type    string          `json:"type"`
+	Key     string          `json:"key,omitempty"`
+	Version *int64          `json:"version,omitempty"`
+	Data    json.RawMessage `json:"data,omitempty"`
+}
+
+// FilterTestParams is the body of POST /v1/filters/test.
+type FilterTestParams struct {
+	Filter     *Filter         `json:"filter"`
+	EventTypes []string        `json:"event_types,omitempty"`
+	Event      FilterTestEvent `json:"event"`
+}
+
+// FilterTestResult says whether the event would be delivered, and why not.
+type FilterTestResult struct {
+	Matched       bool `json:"matched"`
+	TypeMatched   bool `json:"type_matched"`
+	FilterMatched bool `json:"filter_matched"`
+}
+
+// EventInput is an event to publish.
+type EventInput struct {
+	ID      string          `json:"id,omitempty"`
+	Type    string          `json:"type"`
+	Key     string          `json:"key,omitempty"`
+	Version *int64          `json:"version,omitempty"`
+	Data    json.RawMessage `json:"data,omitempty"`
+}
+
+// PublishResult is the answer to a publish.
+type PublishResult struct {
+	ID         string `json:"id"`
+	Duplicate  bool   `json:"duplicate"`
+	Deliveries int    `json:"deliveries"`
+}
+
+// ErrorBody is the error of a rejected batch item.
+type ErrorBody struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Field   string `json:"field,omitempty"`
+}
+
+// BatchItemResult is one item's outcome: status accepted, duplicate or
+// rejected (with Error).
+type BatchItemResult struct {
+	Index      int        `json:"index"`
+	ID         string     `json:"id,omitempty"`
+	Status     string     `json:"status"`
+	Deliveries *int       `json:"deliveries,omitempty"`
+	Error      *ErrorBody `json:"error,omitempty"`
+}
+
+// BatchResult is the answer to a batch publish.
+type BatchResult struct {
+	Results []BatchItemResult `json:"results"`
+}
+
+// EventDelivery is a delivery as an event shows it.
+type EventDelivery struct {
+	ID             string `json:"id"`
+	SubscriptionID string `json:"subscription_id"`
+	State          string `json:"state"`
+	Tier           int    `json:"tier"`
+	AttemptCount   int    `json:"attempt_count"`
+}
+
+// Event is a stored event; Deliveries is set by GetEvent only.
+type Event struct {
+	ID         string          `json:"id"`
+	Type       string          `json:"type"`
+	Key        string          `json:"key,omitempty"`
+	Version    *int64          `json:"version,omitempty"`
+	Data       json.RawMessage `json:"data"`
+	Timestamp  string          `json:"timestamp"`
+	Deliveries []EventDelivery `json:"deliveries,omitempty"`
+}
+
+// EventListParams filter GET /v1/events; zero values are left out.
+type EventListParams struct {
+	Type, Key    string
+	Since, Until time.Time
+	Limit        int
+	Cursor       string
+}
+
+// EventList is a page of events.
+type EventList struct {
+	Data       []Event `json:"data"`
+	NextCursor *string `json:"next_cursor"`
+}
+
+// AttemptRequest is the request an attempt sent, rebuilt by the server.
+type AttemptRequest struct {
+	Method  string            `json:"method"`
+	URL     string            `json:"url"`
+	Headers map[string]string `json:"headers"`
+}
+
+// Attempt is one delivery attempt.
+type Attempt struct {
+	N               int             `json:"n"`
+	At              string          `json:"at"`
+	Tier            int             `json:"tier"`
+	DurationMS      int64           `json:"duration_ms"`
+	Status          int             `json:"status"`
+	Error           string          `json:"error"`
+	ErrorMessage    string          `json:"error_message"`
+	ResponseExcerpt string          `json:"response_excerpt"`
+	Request         *AttemptRequest `json:"request,omitempty"`
+}
+
+// Delivery is one event to one subscription. Attempts and WaitingFor are
+// set by GetDelivery only.
+type Delivery struct {
+	ID               string     `json:"id"`
+	EventID          string     `json:"event_id"`
+	SubscriptionID   string     `json:"subscription_id"`
+	State            string     `json:"state"`
+	Tier             int        `json:"tier"`
+	AttemptCount     int        `json:"attempt_count"`
+	Attempts         *[]Attempt `json:"attempts,omitempty"`
+	NextAttemptAt    *string    `json:"next_attempt_at"`
+	EventKey         string     `json:"event_key,omitempty"`
+	EventVersion     *int64     `json:"event_version,omitempty"`
+	LastStatus       int        `json:"last_status"`
+	LastError        string     `json:"last_error"`
+	LastErrorMessage string     `json:"last_error_message"`
+	CreatedAt        string     `json:"created_at"`
+	UpdatedAt        string     `json:"updated_at"`
+	WaitingFor       *string    `json:"waiting_for,omitempty"`
+}
+
+// Final reports whether the delivery is in a state it leaves only by a
+// retry or redrive.
+func (d *Delivery) Final() bool {
+	switch d.State {
+	case "pending", "in_flight":
+		return false
+	}
+	return true
+}
+
+// DeliveryListParams filter GET /v1/deliveries; zero values are left out.
+type DeliveryListParams struct {
+	SubscriptionID, EventID, State string
+	Since, Until                   time.Time
+	Limit                          int
+	Cursor                         string
+}
+
+// DeliveryList is a page of deliveries.
+type DeliveryList struct {
+	Data       []Delivery `json:"data"`
+	NextCursor *string    `json:"next_cursor"`
+}
+
+// DeadLetterGroup counts one subscription's dead letters of one error
+// class.
+type DeadLetterGroup struct {
+	SubscriptionID string `json:"subscription_id"`
+	Error          string `json:"error"`
+	Count          int    `json:"count"`
+	OldestAt       string `json:"oldest_at"`
+	NewestAt       string `json:"newest_at"`
+}
+
+// RedriveParams select dead letters to redrive. SubscriptionID is
+// required; Limit 0 redrives all at once (the API allows 1 to 10,000).
+type RedriveParams struct {
+	SubscriptionID string
+	Since, Until   time.Time
+	Error          string
+	Limit          int
+	DryRun         bool
+}
+
+// RedriveResult is the answer to a redrive.
+type RedriveResult struct {
+	Redriven  int `json:"redriven"`
+	Matched   int `json:"matched"`
+	Remaining int `json:"remaining"`
+}
+
+// Tier is one retry tier's queue.
+type Tier struct {
+	Tier              int     `json:"tier"`
+	Delay             string  `json:"delay,omitempty"`
+	Removed           bool    `json:"removed,omitempty"`
+	Pending           int64   `json:"pending"`
+	InFlight          int64   `json:"in_flight"`
+	Due               int64   `json:"due"`
+	Held              int64   `json:"held"`
+	OldestPendingAgeS float64 `json:"oldest_pending_age_s"`
+}
+
+// Stats is the answer of GET /v1/stats.
+type Stats struct {
+	Tiers          []Tier `json:"tiers"`
+	Dead           int64  `json:"dead"`
+	DeliveredTotal int64  `json:"delivered_total"`
+	Throttled      int64  `json:"throttled"`
+	Skipped        int64  `json:"skipped"`
+	Superseded     int64  `json:"superseded"`
+}
+
+// SubscriptionStats are one subscription's outcomes in the window.
+type SubscriptionStats struct {
+	SubscriptionID string   `json:"subscription_id"`
+	Delivered      int      `json:"delivered"`
+	Dead           int      `json:"dead"`
+	Pending        int      `json:"pending"`
+	InFlight       int      `json:"in_flight"`
+	SuccessRate    *float64 `json:"success_rate"`
+}
+
+// SubscriptionStatsList is the answer of GET /v1/stats/subscriptions.
+type SubscriptionStatsList struct {
+	Since string              `json:"since"`
+	Data  []SubscriptionStats `json:"data"`
+}

@@ -1,0 +1,309 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/heraldhq/herald/client"
+)
+
+func eventCommands() []command {
+	return []command{
+		{group: "events", name: "publish", summary: "publish an event (--type, --data), or an NDJSON file of events through the batch API (--file)", setup: eventPublish},
+		{group: "events", name: "get", args: "ID", nargs: 1, summary: "show an event and the deliveries it fanned out to", setup: eventGet},
+		{group: "events", name: "list", summary: "search events, newest first", setup: eventList},
+	}
+}
+
+// Batch bounds of events publish --file: the API takes at most 1000
+// events per call and a 16 MiB body by default; a batch is cut at 8 MiB
+// so servers with the default limits never refuse one.
+const (
+	maxBatchEvents = 1000
+	maxBatchBytes  = 8 << 20
+)
+
+func eventPublish(fs *flag.FlagSet) action {
+	typ := fs.String("type", "", "event type, e.g. order.created")
+	data := fs.String("data", "", "event data (JSON)")
+	key := fs.String("key", "", "event key (ordering and supersession)")
+	id := fs.String("id", "", "event id (idempotency key; default: the server makes one)")
+	version := fs.Int64("version", 0, "event version (with ordering latest)")
+	file := fs.String("file", "", "publish every line of this NDJSON file (- for stdin), each a JSON event object, through POST /v1/events/batch")
+	batch := fs.Int("batch-size", maxBatchEvents, "with --file: events per batch call (1 to 1000)")
+	return func(ctx context.Context, c *cli, _ []string) error {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if *file != "" {
+			for _, n := range []string{"type", "data", "key", "id", "version"} {
+				if set[n] {
+					return usagef("--file and --%s exclude each other (the file's lines hold the events)", n)
+				}
+			}
+			if *batch < 1 || *batch > maxBatchEvents {
+				return usagef("--batch-size must be from 1 to %d", maxBatchEvents)
+			}
+			return c.publishFile(ctx, *file, *batch)
+		}
+		if *typ == "" {
+			return usagef("--type is required (or --file)")
+		}
+		ev := client.EventInput{ID: *id, Type: *typ, Key: *key}
+		if set["version"] {
+			ev.Version = version
+		}
+		if *data != "" {
+			raw, err := jsonArg("data", *data)
+			if err != nil {
+				return err
+			}
+			ev.Data = raw
+		}
+		res, err := c.api.Publish(ctx, ev)
+		if err != nil {
+			return err
+		}
+		if c.json {
+			return c.out(res)
+		}
+		dup := ""
+		if res.Duplicate {
+			dup = " (duplicate: already published, nothing new sent)"
+		}
+		fmt.Fprintf(c.stdout, "published %s to %d subscription(s)%s\n", res.ID, res.Deliveries, dup)
+		return nil
+	}
+}
+
+// publishFile streams an NDJSON file through the batch API. With --json
+// it prints one result per event (index = line's position among the
+// events); otherwise a summary and the rejected ones. Any rejection makes
+// the command fail (exit 1) after the whole file was sent.
+func (c *cli) publishFile(ctx context.Context, name string, batchSize int) error {
+	var r io.Reader = c.stdin
+	var size int64
+	if name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			return usagef("--file: %v", err)
+		}
+		defer f.Close()
+		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+			size = fi.Size()
+		}
+		r = f
+	}
+	bar := c.newProgress("publishing", size)
+	bar.unitFmt = func(n int64) string {
+		if size > 0 {
+			return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+		}
+		return fmt.Sprintf("%d events", n)
+	}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), maxBatchBytes)
+	var (
+		pending      []json.RawMessage
+		pendingBytes int
+		lines        []int // line number of each pending event
+		read, sent   int64
+		index        int
+		counts       = map[string]int{}
+		rejected     []string
+	)
+	report := func(r client.BatchItemResult, line int) error {
+		counts[r.Status]++
+		if r.Status == "rejected" && r.Error != nil {
+			rejected = append(rejected, fmt.Sprintf("line %d: %s: %s", line, r.Error.Code, r.Error.Message))
+		}
+		if c.json {
+			return c.out(r)
+		}
+		return nil
+	}
+	flush := func() error {
+		if len(pending) == 0 {
+			return nil
+		}
+		res, err := c.api.PublishBatch(ctx, pending)
+		if err != nil {
+			return err
+		}
+		base := index
+		for _, item := range res.Results {
+			line := 0
+			if item.Index >= 0 && item.Index < len(lines) {
+				line = lines[item.Index]
+			}
+			item.Index += base
+			if err := report(item, line); err != nil {
+				return err
+			}
+		}
+		index += len(pending)
+		sent += int64(len(pending))
+		pending, pendingBytes, lines = pending[:0], 0, lines[:0]
+		if size > 0 {
+			bar.set(read, false)
+		} else {
+			bar.set(sent, false)
+		}
+		return nil
+	}
+	lineNo := 0
+	for sc.Scan() {
+		lineNo++
+		b := sc.Bytes()
+		read += int64(len(b)) + 1
+		if len(strings.TrimSpace(string(b))) == 0 {
+			continue
+		}
+		if !json.Valid(b) {
+			// The batch call would refuse the whole body; reject this
+			// line alone, as the API does for an invalid item.
+			if err := flush(); err != nil {
+				return err
+			}
+			item := client.BatchItemResult{Index: index, Status: "rejected",
+				Error: &client.ErrorBody{Code: "invalid_json", Message: "line is not valid JSON"}}
+			index++
+			if err := report(item, lineNo); err != nil {
+				return err
+			}
+			continue
+		}
+		if len(pending) > 0 && pendingBytes+len(b) > maxBatchBytes {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		pending = append(pending, json.RawMessage(append([]byte(nil), b...)))
+		pendingBytes += len(b) + 1
+		lines = append(lines, lineNo)
+		if len(pending) >= batchSize {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("reading %s: %w", name, err)
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	if size > 0 {
+		bar.set(size, true)
+	} else {
+		bar.set(sent, true)
+	}
+	bar.done()
+	if !c.json {
+		fmt.Fprintf(c.stdout, "%d events: %d accepted, %d duplicate, %d rejected\n", index,
+			counts["accepted"], counts["duplicate"], counts["rejected"])
+		for _, r := range rejected {
+			fmt.Fprintln(c.stderr, r)
+		}
+	}
+	if n := counts["rejected"]; n > 0 {
+		return errors.New(fmt.Sprint(n, " of ", index, " events rejected"))
+	}
+	return nil
+}
+
+func eventGet(fs *flag.FlagSet) action {
+	return func(ctx context.Context, c *cli, args []string) error {
+		ev, err := c.api.GetEvent(ctx, args[0])
+		if err != nil {
+			return err
+		}
+		if c.json {
+			return c.out(ev)
+		}
+		tw := c.table()
+		row(tw, "id", ev.ID)
+		row(tw, "type", ev.Type)
+		row(tw, "key", ev.Key)
+		if ev.Version != nil {
+			row(tw, "version", *ev.Version)
+		}
+		row(tw, "timestamp", ev.Timestamp)
+		row(tw, "data", string(ev.Data))
+		_ = tw.Flush()
+		fmt.Fprintln(c.stdout)
+		if len(ev.Deliveries) == 0 {
+			fmt.Fprintln(c.stdout, "no deliveries: no subscription matched this event")
+			return nil
+		}
+		tw = c.table("DELIVERY", "SUBSCRIPTION", "STATE", "TIER", "ATTEMPTS")
+		for _, d := range ev.Deliveries {
+			row(tw, d.ID, d.SubscriptionID, d.State, d.Tier, d.AttemptCount)
+		}
+		return tw.Flush()
+	}
+}
+
+func eventList(fs *flag.FlagSet) action {
+	typ := fs.String("type", "", "only this event type (exact)")
+	key := fs.String("key", "", "only this key (exact)")
+	since := fs.String("since", "", "only events at or after this time (RFC 3339, or a duration ago: 1h)")
+	until := fs.String("until", "", "only events before this time")
+	limit := fs.Int("limit", 100, "list at most this many (0: all)")
+	return func(ctx context.Context, c *cli, _ []string) error {
+		p := client.EventListParams{Type: *typ, Key: *key}
+		var err error
+		if p.Since, err = parseTime("since", *since); err != nil {
+			return err
+		}
+		if p.Until, err = parseTime("until", *until); err != nil {
+			return err
+		}
+		tw := c.table("ID", "TYPE", "KEY", "TIMESTAMP", "DATA")
+		n := 0
+		for page := 0; page < maxListPages; page++ {
+			p.Limit = 1000
+			if *limit > 0 {
+				p.Limit = min(p.Limit, *limit-n)
+			}
+			res, err := c.api.ListEvents(ctx, p)
+			if err != nil {
+				return err
+			}
+			for i := range res.Data {
+				ev := &res.Data[i]
+				if c.json {
+					if err := c.out(ev); err != nil {
+						return err
+					}
+				} else {
+					row(tw, ev.ID, ev.Type, ev.Key, ev.Timestamp, ellipsis(string(ev.Data), 60))
+				}
+			}
+			n += len(res.Data)
+			if res.NextCursor == nil || (*limit > 0 && n >= *limit) {
+				break
+			}
+			p.Cursor = *res.NextCursor
+		}
+		if !c.json {
+			return tw.Flush()
+		}
+		return nil
+	}
+}
+
+// ellipsis shortens s to n runes for a table cell.
+func ellipsis(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}

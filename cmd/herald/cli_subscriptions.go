@@ -1,0 +1,427 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/heraldhq/herald/client"
+)
+
+func subscriptionCommands() []command {
+	return []command{
+		{group: "subscriptions", name: "create", summary: "create a subscription; prints its signing secret once", setup: subscriptionCreate},
+		{group: "subscriptions", name: "list", summary: "list subscriptions", setup: subscriptionList},
+		{group: "subscriptions", name: "get", args: "ID", nargs: 1, summary: "show a subscription", setup: subscriptionGet},
+		{group: "subscriptions", name: "update", args: "ID", nargs: 1, summary: "change the fields given as flags (a JSON merge patch)", setup: subscriptionUpdate},
+		{group: "subscriptions", name: "delete", args: "ID", nargs: 1, summary: "delete a subscription (its pending deliveries are cancelled)", setup: subscriptionDelete},
+		{group: "subscriptions", name: "rotate-secret", args: "ID", nargs: 1, summary: "make a new signing secret; prints it once", setup: subscriptionRotate},
+		{group: "subscriptions", name: "secret", args: "ID", nargs: 1, summary: "show the signing secrets still in use", setup: subscriptionSecret},
+		{group: "subscriptions", name: "test", args: "ID", nargs: 1, summary: "send a herald.test event to this subscription (--wait: show the attempt; exit 1 if it failed)", setup: subscriptionTest},
+	}
+}
+
+// subFlags are the subscription fields as flags, named after the API's
+// fields (event_types → --event-types).
+type subFlags struct {
+	url, method, eventTypes, filterCEL, filterJMES, filterES string
+	noFilter, noRateLimit                                    bool
+	secret, ordering, description, metadata, state           string
+	keyIntervalMS, timeoutMS                                 int64
+	rateMax, ratePer, maxInFlight                            int
+	headers                                                  headerFlag
+}
+
+func (f *subFlags) register(fs *flag.FlagSet, create bool) {
+	fs.StringVar(&f.url, "url", "", "endpoint URL (http or https)")
+	fs.StringVar(&f.method, "method", "", "HTTP method: POST (default) or PUT")
+	fs.StringVar(&f.eventTypes, "event-types", "", "comma-separated event type patterns, e.g. 'order.*,user.created' (none: every type)")
+	fs.StringVar(&f.filterCEL, "filter-cel", "", "filter as a CEL expression, e.g. 'data.total > 100'")
+	fs.StringVar(&f.filterJMES, "filter-jmespath", "", "filter as a JMESPath expression")
+	fs.StringVar(&f.filterES, "filter-es-query", "", "filter as an Elasticsearch-style query (JSON)")
+	fs.Var(&f.headers, "header", "extra request header NAME=VALUE (repeatable"+map[bool]string{true: ")", false: "; NAME= removes one)"}[create])
+	fs.StringVar(&f.ordering, "ordering", "", "none (default), fifo or latest (per event key)")
+	fs.Int64Var(&f.keyIntervalMS, "key-interval-ms", 0, "minimum gap between deliveries of one key, in ms")
+	fs.IntVar(&f.rateMax, "rate-limit-max", 0, "rate limit: at most this many deliveries …")
+	fs.IntVar(&f.ratePer, "rate-limit-per-seconds", 0, "… per this many seconds (default 1 with --rate-limit-max)")
+	fs.IntVar(&f.maxInFlight, "max-in-flight", 0, "concurrent deliveries at most (0: no limit)")
+	fs.Int64Var(&f.timeoutMS, "timeout-ms", 0, "request timeout in ms (server default 10000)")
+	fs.StringVar(&f.description, "description", "", "free text")
+	fs.StringVar(&f.metadata, "metadata", "", "JSON object kept with the subscription")
+	fs.StringVar(&f.state, "state", "", "enabled or disabled")
+	if create {
+		fs.StringVar(&f.secret, "secret", "", "signing secret whsec_… (default: the server makes one)")
+	} else {
+		fs.BoolVar(&f.noFilter, "no-filter", false, "remove the filter")
+		fs.BoolVar(&f.noRateLimit, "no-rate-limit", false, "remove the rate limit")
+	}
+}
+
+// body builds the request body from the flags given on the command line
+// only: for update it is a merge patch, so a flag left out keeps its value.
+func (f *subFlags) body(fs *flag.FlagSet, create bool) (map[string]any, error) {
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	b := map[string]any{}
+	str := func(flagName, field, v string) {
+		if set[flagName] {
+			b[field] = v
+		}
+	}
+	str("url", "url", f.url)
+	str("method", "method", f.method)
+	str("ordering", "ordering", f.ordering)
+	str("description", "description", f.description)
+	str("state", "state", f.state)
+	str("secret", "secret", f.secret)
+	if set["event-types"] {
+		b["event_types"] = splitList(f.eventTypes)
+	}
+	kinds := 0
+	for _, k := range []string{"filter-cel", "filter-jmespath", "filter-es-query", "no-filter"} {
+		if set[k] {
+			kinds++
+		}
+	}
+	if kinds > 1 {
+		return nil, usagef("give one of --filter-cel, --filter-jmespath, --filter-es-query and --no-filter")
+	}
+	switch {
+	case set["filter-cel"]:
+		b["filter"] = map[string]any{"cel": f.filterCEL}
+	case set["filter-jmespath"]:
+		b["filter"] = map[string]any{"jmespath": f.filterJMES}
+	case set["filter-es-query"]:
+		q, err := jsonArg("filter-es-query", f.filterES)
+		if err != nil {
+			return nil, err
+		}
+		b["filter"] = map[string]any{"es_query": q}
+	case set["no-filter"]:
+		b["filter"] = nil
+	}
+	if set["header"] {
+		h := map[string]any{}
+		for _, kv := range f.headers.kv {
+			if kv[1] == "" && !create {
+				h[kv[0]] = nil // merge patch: remove
+			} else {
+				h[kv[0]] = kv[1]
+			}
+		}
+		b["headers"] = h
+	}
+	if set["no-rate-limit"] {
+		if set["rate-limit-max"] || set["rate-limit-per-seconds"] {
+			return nil, usagef("--no-rate-limit and --rate-limit-* exclude each other")
+		}
+		b["rate_limit"] = nil
+	} else if set["rate-limit-max"] || set["rate-limit-per-seconds"] {
+		rl := map[string]any{}
+		if set["rate-limit-max"] {
+			rl["max"] = f.rateMax
+		}
+		if set["rate-limit-per-seconds"] {
+			rl["per_seconds"] = f.ratePer
+		} else if create {
+			rl["per_seconds"] = 1
+		}
+		b["rate_limit"] = rl
+	}
+	if set["key-interval-ms"] {
+		b["key_interval_ms"] = f.keyIntervalMS
+	}
+	if set["max-in-flight"] {
+		b["max_in_flight"] = f.maxInFlight
+	}
+	if set["timeout-ms"] {
+		b["timeout_ms"] = f.timeoutMS
+	}
+	if set["metadata"] {
+		m, err := jsonArg("metadata", f.metadata)
+		if err != nil {
+			return nil, err
+		}
+		b["metadata"] = m
+	}
+	return b, nil
+}
+
+func subscriptionCreate(fs *flag.FlagSet) action {
+	var f subFlags
+	f.register(fs, true)
+	return func(ctx context.Context, c *cli, _ []string) error {
+		body, err := f.body(fs, true)
+		if err != nil {
+			return err
+		}
+		if f.url == "" {
+			return usagef("--url is required")
+		}
+		sub, err := c.api.CreateSubscription(ctx, body)
+		if err != nil {
+			return err
+		}
+		if c.json {
+			return c.out(sub)
+		}
+		c.showSubscription(sub)
+		fmt.Fprintf(c.stderr, "\nThe secret is shown only now; later: herald subscriptions secret %s\n", sub.ID)
+		return nil
+	}
+}
+
+func subscriptionList(fs *flag.FlagSet) action {
+	limit := fs.Int("limit", 0, "list at most this many (0: all)")
+	return func(ctx context.Context, c *cli, _ []string) error {
+		var tw = c.table("ID", "STATE", "URL", "EVENT TYPES", "FILTER", "DESCRIPTION")
+		n, cursor := 0, ""
+		for page := 0; page < maxListPages; page++ {
+			want := 1000
+			if *limit > 0 {
+				want = min(want, *limit-n)
+			}
+			res, err := c.api.ListSubscriptions(ctx, want, cursor)
+			if err != nil {
+				return err
+			}
+			for i := range res.Data {
+				s := &res.Data[i]
+				if c.json {
+					if err := c.out(s); err != nil {
+						return err
+					}
+				} else {
+					row(tw, s.ID, s.State, s.URL, strings.Join(s.EventTypes, ","), filterText(s.Filter), s.Description)
+				}
+			}
+			n += len(res.Data)
+			if res.NextCursor == nil || (*limit > 0 && n >= *limit) {
+				break
+			}
+			cursor = *res.NextCursor
+		}
+		if !c.json {
+			return tw.Flush()
+		}
+		return nil
+	}
+}
+
+func filterText(f *client.Filter) string {
+	switch {
+	case f == nil:
+		return ""
+	case f.CEL != "":
+		return "cel: " + f.CEL
+	case f.JMESPath != "":
+		return "jmespath: " + f.JMESPath
+	case len(f.ESQuery) > 0:
+		return "es_query: " + string(f.ESQuery)
+	}
+	return ""
+}
+
+func (c *cli) showSubscription(s *client.Subscription) {
+	tw := c.table()
+	row(tw, "id", s.ID)
+	row(tw, "url", s.Method+" "+s.URL)
+	row(tw, "state", strings.TrimSpace(s.State+" "+s.DisabledReason))
+	row(tw, "event_types", strings.Join(s.EventTypes, ","))
+	row(tw, "filter", filterText(s.Filter))
+	row(tw, "ordering", s.Ordering)
+	if s.KeyIntervalMS > 0 {
+		row(tw, "key_interval_ms", s.KeyIntervalMS)
+	}
+	if s.RateLimit != nil {
+		row(tw, "rate_limit", fmt.Sprintf("%d per %ds", s.RateLimit.Max, s.RateLimit.PerSeconds))
+	}
+	if s.MaxInFlight > 0 {
+		row(tw, "max_in_flight", s.MaxInFlight)
+	}
+	row(tw, "timeout_ms", s.TimeoutMS)
+	for k, v := range s.Headers {
+		row(tw, "header", k+": "+v)
+	}
+	row(tw, "description", s.Description)
+	if len(s.Metadata) > 0 && string(s.Metadata) != "{}" {
+		row(tw, "metadata", string(s.Metadata))
+	}
+	row(tw, "created_at", s.CreatedAt)
+	row(tw, "updated_at", s.UpdatedAt)
+	if s.Secret != "" {
+		row(tw, "secret", s.Secret)
+	}
+	_ = tw.Flush()
+}
+
+func subscriptionGet(fs *flag.FlagSet) action {
+	return func(ctx context.Context, c *cli, args []string) error {
+		sub, err := c.api.GetSubscription(ctx, args[0])
+		if err != nil {
+			return err
+		}
+		if c.json {
+			return c.out(sub)
+		}
+		c.showSubscription(sub)
+		return nil
+	}
+}
+
+func subscriptionUpdate(fs *flag.FlagSet) action {
+	var f subFlags
+	f.register(fs, false)
+	return func(ctx context.Context, c *cli, args []string) error {
+		patch, err := f.body(fs, false)
+		if err != nil {
+			return err
+		}
+		if len(patch) == 0 {
+			return usagef("nothing to change: give the fields to change as flags (herald subscriptions update -h)")
+		}
+		sub, err := c.api.UpdateSubscription(ctx, args[0], patch)
+		if err != nil {
+			return err
+		}
+		if c.json {
+			return c.out(sub)
+		}
+		c.showSubscription(sub)
+		return nil
+	}
+}
+
+func subscriptionDelete(fs *flag.FlagSet) action {
+	return func(ctx context.Context, c *cli, args []string) error {
+		if err := c.api.DeleteSubscription(ctx, args[0]); err != nil {
+			return err
+		}
+		if c.json {
+			return c.out(map[string]any{"id": args[0], "deleted": true})
+		}
+		fmt.Fprintf(c.stdout, "deleted %s\n", args[0])
+		return nil
+	}
+}
+
+func (c *cli) showSecrets(s *client.Secrets) error {
+	if c.json {
+		return c.out(s)
+	}
+	tw := c.table("SECRET", "CREATED", "EXPIRES")
+	for _, sec := range s.Secrets {
+		exp := ""
+		if sec.ExpiresAt != nil {
+			exp = *sec.ExpiresAt
+		}
+		row(tw, sec.Secret, sec.CreatedAt, exp)
+	}
+	return tw.Flush()
+}
+
+func subscriptionRotate(fs *flag.FlagSet) action {
+	secret := fs.String("secret", "", "the new secret whsec_… (default: the server makes one)")
+	grace := fs.Int64("grace-period-s", -1, "seconds the older secrets keep signing (default: the server's, 24h)")
+	return func(ctx context.Context, c *cli, args []string) error {
+		p := client.RotateSecretParams{Secret: *secret}
+		if *grace >= 0 {
+			p.GracePeriodS = grace
+		}
+		s, err := c.api.RotateSecret(ctx, args[0], p)
+		if err != nil {
+			return err
+		}
+		if c.json {
+			return c.out(s)
+		}
+		fmt.Fprintf(c.stdout, "new secret: %s\n\n", s.Secret)
+		return c.showSecrets(s)
+	}
+}
+
+func subscriptionSecret(fs *flag.FlagSet) action {
+	return func(ctx context.Context, c *cli, args []string) error {
+		s, err := c.api.GetSecret(ctx, args[0])
+		if err != nil {
+			return err
+		}
+		return c.showSecrets(s)
+	}
+}
+
+func subscriptionTest(fs *flag.FlagSet) action {
+	data := fs.String("data", "", "the test event's data (JSON; default: a short message)")
+	wait := fs.Bool("wait", false, "wait until the test delivery has an outcome and show its attempt; exit 1 unless delivered")
+	timeout := fs.Duration("wait-timeout", 60*time.Second, "with --wait: give up after this long")
+	return func(ctx context.Context, c *cli, args []string) error {
+		var raw json.RawMessage
+		if *data != "" {
+			var err error
+			if raw, err = jsonArg("data", *data); err != nil {
+				return err
+			}
+		}
+		res, err := c.api.TestSubscription(ctx, args[0], raw)
+		if err != nil {
+			return err
+		}
+		if !*wait {
+			if c.json {
+				return c.out(res)
+			}
+			fmt.Fprintf(c.stdout, "queued test event %s as delivery %s\n", res.EventID, res.DeliveryID)
+			return nil
+		}
+		d, err := c.waitDelivery(ctx, res.DeliveryID, *timeout)
+		if err != nil {
+			return err
+		}
+		if err := c.showDelivery(d); err != nil {
+			return err
+		}
+		// A script asking "does this endpoint work?" gets its answer in
+		// the exit code too.
+		if d.State != "delivered" {
+			return fmt.Errorf("test delivery %s is %s: %s", d.ID, d.State, lastOutcome(d))
+		}
+		return nil
+	}
+}
+
+// waitDelivery polls a delivery until it has an attempt and is no longer
+// in flight, or has reached a final state. Polls start at 100 ms and
+// slow to 1 s.
+func (c *cli) waitDelivery(ctx context.Context, id string, timeout time.Duration) (*client.Delivery, error) {
+	deadline := time.Now().Add(timeout)
+	wait := 100 * time.Millisecond
+	for {
+		d, err := c.api.GetDelivery(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if d.Final() || (d.AttemptCount > 0 && d.State != "in_flight") {
+			return d, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("delivery %s is still %s after %s (waiting for %s); see herald deliveries get %s",
+				id, d.State, timeout, deref(d.WaitingFor, "its turn"), id)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(wait*2, time.Second)
+	}
+}
+
+func deref(p *string, def string) string {
+	if p == nil {
+		return def
+	}
+	return *p
+}

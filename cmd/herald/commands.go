@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/heraldhq/herald/client"
+)
+
+// This file is the client half of the herald binary: one table of
+// commands (herald subscriptions create, herald events publish, …), each
+// a thin layer over package client. The table drives dispatch, help and
+// shell completion, so a command added here is complete everywhere.
+
+// command is one client command.
+type command struct {
+	group string // first word: subscriptions, events, …
+	name  string // second word; "" for one-word commands (stats, tail)
+	// args is the positional arguments' synopsis ("ID"); nargs how many
+	// are required exactly.
+	args    string
+	nargs   int
+	summary string
+	// offline commands need no server (completion).
+	offline bool
+	// setup defines the command's own flags and returns its action, which
+	// reads them.
+	setup func(fs *flag.FlagSet) action
+}
+
+type action func(ctx context.Context, c *cli, args []string) error
+
+func (cmd command) path() string {
+	return strings.TrimSpace(cmd.group + " " + cmd.name)
+}
+
+// commandTable lists every client command. A function, not a variable:
+// completion reads the table, and a variable would refer to itself.
+func commandTable() []command {
+	return slices.Concat(subscriptionCommands(), eventCommands(), deliveryCommands(), otherCommands())
+}
+
+// isClientCommand reports whether name is the first word of a client
+// command (main's switch sends those here).
+func isClientCommand(name string) bool {
+	return slices.ContainsFunc(commandTable(), func(c command) bool { return c.group == name })
+}
+
+// runClient runs a client command: args[0] is its group.
+func runClient(ctx context.Context, args []string, env *cliEnv) error {
+	table := commandTable()
+	group := args[0]
+	var cmd *command
+	rest := args[1:]
+	for i := range table {
+		c := &table[i]
+		if c.group != group {
+			continue
+		}
+		if c.name == "" {
+			cmd = c
+			break
+		}
+		if len(rest) > 0 && rest[0] == c.name {
+			cmd, rest = c, rest[1:]
+			break
+		}
+	}
+	if cmd == nil {
+		groupUsage(env.stderr, table, group)
+		if len(rest) == 0 || rest[0] == "help" || rest[0] == "-h" || rest[0] == "--help" {
+			if len(rest) == 0 {
+				return usagef("%s: which command? (see the list above)", group)
+			}
+			return flag.ErrHelp
+		}
+		return usagef("%s: unknown command %q", group, rest[0])
+	}
+	fs := flag.NewFlagSet("herald "+cmd.path(), flag.ContinueOnError)
+	fs.SetOutput(env.stderr)
+	var g globalFlags
+	if !cmd.offline {
+		g.register(fs)
+	}
+	act := cmd.setup(fs)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: herald %s [flags]\n\n%s\n\nFlags:\n", strings.TrimSpace(cmd.path()+" "+cmd.args), cmd.summary)
+		fs.PrintDefaults()
+	}
+	pos, err := parseArgs(fs, rest)
+	if err != nil {
+		return err
+	}
+	if len(pos) != cmd.nargs {
+		fs.Usage()
+		if cmd.nargs == 0 {
+			return usagef("%s takes no arguments, got %q", cmd.path(), pos)
+		}
+		return usagef("%s takes %d argument(s) (%s), got %d", cmd.path(), cmd.nargs, strings.TrimSpace(cmd.args), len(pos))
+	}
+	c := &cli{cliEnv: env, json: g.json}
+	if !cmd.offline {
+		server, token, err := g.resolve(env)
+		if err != nil {
+			return err
+		}
+		c.api = client.New(server, token)
+		c.api.UserAgent = "herald-cli/" + version
+	}
+	err = act(ctx, c, pos)
+	if errors.Is(err, client.ErrUnauthorized) && c.api != nil && c.api.Token == "" {
+		return fmt.Errorf("%w (no token: pass --token, set HERALD_TOKEN, or point --data-dir at the local server's data directory)", err)
+	}
+	return err
+}
+
+// groupUsage lists a group's commands (every command for group "").
+func groupUsage(w io.Writer, table []command, group string) {
+	if group != "" {
+		fmt.Fprintf(w, "Usage:\n")
+	}
+	for _, c := range table {
+		if group == "" || c.group == group {
+			fmt.Fprintf(w, "  herald %-34s %s\n", c.path()+" "+c.args, c.summary)
+		}
+	}
+	fmt.Fprintf(w, "\nEvery command takes --server, --token, --data-dir and --json; herald <command> -h lists its flags.\n")
+}
