@@ -29,6 +29,7 @@ import (
 	"github.com/heraldhq/herald/store"
 	"github.com/heraldhq/herald/store/postgres"
 	"github.com/heraldhq/herald/store/sqlite"
+	"github.com/heraldhq/herald/ui"
 	"github.com/heraldhq/herald/webhook"
 )
 
@@ -282,7 +283,14 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 		broadcaster = ps.srv
 	}
 
+	var extra map[string]http.Handler
+	if c.UI {
+		// The dashboard, and the root sending browsers to it. The push
+		// server's Wrap takes WebSocket upgrades at / before these run.
+		extra = map[string]http.Handler{"GET /ui/": ui.New("/ui/"), "GET /{$}": ui.Redirect("/ui/")}
+	}
 	api := httpapi.New(httpapi.Config{
+		Extra:        extra,
 		Store:        s,
 		Publisher:    ing,
 		Notify:       engine.Notify,
