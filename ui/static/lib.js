@@ -79,7 +79,9 @@ export async function api(method, path, body, { token } = {}) {
     const e = new APIError(res.status, err.code || 'http_' + res.status, err.message || (res.status + ' ' + res.statusText), err.field);
     if (res.status === 401 && token === undefined) {
       clearToken();
-      navigate('sign-in?next=' + encodeURIComponent(currentPath()));
+      // Several calls of one page can fail together: the first sends the
+      // user to sign-in, remembering the page; the others leave it be.
+      if (!currentPath().startsWith('sign-in')) navigate('sign-in?next=' + encodeURIComponent(currentPath()));
     }
     throw e;
   }

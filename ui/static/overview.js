@@ -56,7 +56,7 @@ export async function render(main) {
         h('td', { 'data-label': 'Due' }, fmtNum(t.due)),
         h('td', { 'data-label': 'Held' }, fmtNum(t.held)),
         h('td', { 'data-label': 'In flight' }, fmtNum(t.in_flight)),
-        h('td', { 'data-label': 'Oldest pending' }, fmtAge(t.oldest_pending_age_s)))))))));
+        h('td', { 'data-label': 'Oldest pending' }, fmtAge(t.oldest_pending_age_s))))))));
 
     const pts = hist.points || [];
     const iv = hist.interval_s || 10;

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald/internal/testdb"
+)
+
+// chromiumPath is Debian's chromium, which .ci/run installs.
+const chromiumPath = "/usr/bin/chromium"
+
+// TestDashboardBrowser drives the dashboard in headless Chromium through
+// playwright-core (e2e/ui/dashboard.mjs) against the real binary on both
+// stores: sign in, create a subscription and test its filter, publish
+// (through `herald events publish` once the CLI has it), watch the delivery,
+// read a dead delivery's attempts, redrive it, rotate the secret, and load
+// every page at 1280 px and at phone width, saving screenshots. Outside CI
+// it skips, visibly, without Chromium or `npm ci` in e2e/ui; under CI=true
+// it fails instead.
+//
+// HERALD_ARTIFACTS keeps the screenshots (default: the test's temp dir,
+// logged); HERALD_UI_OVERVIEW_SHOT also saves the SQLite run's overview
+// there (how docs/dashboard-overview.png is made).
+func TestDashboardBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs a browser")
+	}
+	t.Parallel()
+	dir, err := filepath.Abs("../../e2e/ui")
+	require.NoError(t, err)
+	node, nodeErr := exec.LookPath("node")
+	missing := ""
+	switch {
+	case nodeErr != nil:
+		missing = "node is not installed"
+	case !exists(filepath.Join(dir, "node_modules", "playwright-core")):
+		missing = "e2e/ui/node_modules is missing (run `npm ci` in e2e/ui)"
+	case !exists(chromiumPath):
+		missing = chromiumPath + " is missing (apt-get install chromium)"
+	}
+	if missing != "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s (CI=true: .ci/run installs chromium and runs npm ci in e2e/ui)", missing)
+		}
+		t.Skip("SKIP: " + missing + "; the dashboard's browser test needs Node.js, Chromium and playwright-core")
+	}
+	bin := heraldBinary(t)
+	artifacts := os.Getenv("HERALD_ARTIFACTS")
+	if artifacts == "" {
+		artifacts = t.TempDir()
+	}
+
+	// Browsers share the machine's two cores badly: the stores run one
+	// after the other.
+	for _, backend := range []string{"sqlite", "postgres"} {
+		t.Run(backend, func(t *testing.T) {
+			const token = "ui-e2e-token"
+			args := []string{"--dev", "--api-token", token, "--tiers", "0s,200ms,400ms", "--poll-interval", "50ms"}
+			if backend == "postgres" {
+				schema := testdb.PostgresSchema(t)
+				args = append(args, "--database-url", testdb.URL()+sep(testdb.URL())+"search_path="+schema)
+			} else {
+				args = append(args, "--data-dir", t.TempDir())
+			}
+			addr := freeAddr(t)
+			startNode(t, bin, addr, args...)
+			recv := newFailingReceiver(t)
+
+			shots := filepath.Join(artifacts, "ui-"+backend)
+			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, node, "dashboard.mjs")
+			cmd.Dir = dir
+			cmd.Env = append(os.Environ(),
+				"HERALD_URL=http://"+addr, "HERALD_TOKEN="+token, "HERALD_BIN="+bin,
+				"RECEIVER_URL="+recv.URL, "SHOTS="+shots, "CHROMIUM="+chromiumPath)
+			if p := os.Getenv("HERALD_UI_OVERVIEW_SHOT"); p != "" && backend == "sqlite" {
+				cmd.Env = append(cmd.Env, "OVERVIEW_SHOT="+p)
+			}
+			out, err := cmd.CombinedOutput()
+			t.Logf("screenshots: %s", shots)
+			require.NoError(t, err, "%s", out)
+			require.Contains(t, string(out), "\nOK ", "%s", out)
+		})
+	}
+}
+
+// newFailingReceiver answers 200 on /hook, or 503 with a body while
+// POST /control?fail=1 is in force (POST /control?fail=0 ends it).
+func newFailingReceiver(t *testing.T) *httptest.Server {
+	t.Helper()
+	var failing atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		switch {
+		case r.URL.Path == "/control":
+			failing.Store(r.URL.Query().Get("fail") == "1")
+			w.WriteHeader(http.StatusNoContent)
+		case strings.HasPrefix(r.URL.Path, "/hook") && failing.Load():
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(`{"error":"down for maintenance"}`))
+		default:
+			w.WriteHeader(http.StatusOK)
+			_, _ = w.Write([]byte(`{"ok":true}`))
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
