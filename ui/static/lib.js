@@ -1,6 +1,6 @@
 // Shared helpers: DOM building, the /v1 client, navigation and formatting.
 // Untrusted text (anything from the API) only ever reaches the page through
-// textContent and attribute setters, never through innerHTML.
+// text nodes and attribute setters, never parsed as HTML.
 
 export const PREFIX = document.documentElement.dataset.prefix || '/ui/';
 const TOKEN_KEY = 'herald.token';
