@@ -119,3 +119,46 @@ func newFailingReceiver(t *testing.T) *httptest.Server {
 	t.Cleanup(srv.Close)
 	return srv
 }
+
+// TestDashboardMount: herald serve serves the dashboard at /ui/ and sends
+// GET / there, while a WebSocket upgrade at / still reaches the push
+// service; --ui=false turns both off.
+func TestDashboardMount(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	t.Parallel()
+	bin := heraldBinary(t)
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	status := func(t *testing.T, url string, header ...string) (int, http.Header) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, url, nil)
+		require.NoError(t, err)
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		resp, err := noRedirect.Do(req)
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		return resp.StatusCode, resp.Header
+	}
+	upgrade := []string{"Connection", "Upgrade", "Upgrade", "websocket", "Sec-WebSocket-Version", "13", "Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="}
+
+	on := freeAddr(t)
+	startNode(t, bin, on, "--data-dir", t.TempDir(), "--api-token", "t")
+	code, h := status(t, "http://"+on+"/")
+	require.Equal(t, http.StatusFound, code)
+	require.Equal(t, "/ui/", h.Get("Location"))
+	code, h = status(t, "http://"+on+"/ui/deliveries")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, h.Get("Content-Security-Policy"), "frame-ancestors 'none'")
+	code, _ = status(t, "http://"+on+"/", upgrade...)
+	require.Equal(t, http.StatusSwitchingProtocols, code, "the push WebSocket still answers at /")
+
+	off := freeAddr(t)
+	startNode(t, bin, off, "--data-dir", t.TempDir(), "--api-token", "t", "--ui=false")
+	code, _ = status(t, "http://"+off+"/")
+	require.Equal(t, http.StatusNotFound, code)
+	code, _ = status(t, "http://"+off+"/ui/")
+	require.Equal(t, http.StatusNotFound, code)
+}
