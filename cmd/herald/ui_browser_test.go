@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -98,7 +99,8 @@ func TestDashboardBrowser(t *testing.T) {
 }
 
 // newFailingReceiver answers 200 on /hook, or 503 with a body while
-// POST /control?fail=1 is in force (POST /control?fail=0 ends it).
+// POST /control?fail=1 is in force (POST /control?fail=0 ends it); /flaky
+// fails one request in four.
 func newFailingReceiver(t *testing.T) *httptest.Server {
 	t.Helper()
 	var failing atomic.Bool
@@ -108,6 +110,9 @@ func newFailingReceiver(t *testing.T) *httptest.Server {
 		case r.URL.Path == "/control":
 			failing.Store(r.URL.Query().Get("fail") == "1")
 			w.WriteHeader(http.StatusNoContent)
+		case r.URL.Path == "/flaky" && rand.IntN(4) == 0:
+			w.WriteHeader(http.StatusBadGateway)
+			_, _ = w.Write([]byte("upstream timed out"))
 		case strings.HasPrefix(r.URL.Path, "/hook") && failing.Load():
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = w.Write([]byte(`{"error":"down for maintenance"}`))

@@ -275,11 +275,33 @@ try {
   assert(rowText.includes('enabled') && rowText.includes('%'), 'state and success rate: ' + rowText);
   await shot(page, '13-subscriptions');
 
+  if (process.env.OVERVIEW_SHOT) {
+    // For the README's screenshot: a minute of traffic to a second,
+    // flaky endpoint (RECEIVER_URL/flaky fails one request in four), so
+    // the charts have something to show.
+    begin('traffic for the overview screenshot');
+    await apiCall('POST', '/v1/subscriptions', { url: RECEIVER + '/flaky', description: 'Billing service', event_types: ['order.*', 'invoice.*'] });
+    const end = Date.now() + 65000;
+    let n = 0;
+    while (Date.now() < end) {
+      const phase = (Date.now() % 30000) / 30000;
+      const burst = 2 + Math.round(4 * (1 + Math.sin(phase * 2 * Math.PI)));
+      await Promise.all(Array.from({ length: burst }, () => {
+        n++;
+        return apiCall('POST', '/v1/events', { type: n % 3 ? 'order.created' : 'invoice.paid', key: 'cust-' + (n % 17), data: { total: (n * 37) % 400 } });
+      }));
+      await new Promise((r) => setTimeout(r, 400));
+    }
+    log('published', n, 'events of traffic');
+  }
+
   begin('overview with charts');
   await nav('Overview').click();
   await page.locator('svg.chart').nth(2).waitFor();
   assert(await page.locator('svg.chart').count() === 3, 'three charts');
   await until('the charts to draw lines', async () => (await page.locator('svg.chart path.line').count()) >= 2, 30000, 1000);
+  await page.getByRole('button', { name: '5 min', exact: true }).click();
+  await page.getByRole('button', { name: '5 min', exact: true, pressed: true }).waitFor();
   const overview = await shot(page, '14-overview');
   if (process.env.OVERVIEW_SHOT) {
     mkdirSync(dirname(process.env.OVERVIEW_SHOT), { recursive: true });

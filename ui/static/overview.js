@@ -7,6 +7,11 @@ import { lineChart } from './charts.js';
 // REFRESH_MS is how often the overview polls (the history's interval is 10 s).
 const REFRESH_MS = 5000;
 
+// WINDOWS are the chart windows offered, in minutes; the choice lasts for
+// the tab's session.
+const WINDOWS = [[5, '5 min'], [15, '15 min'], [60, '1 hour']];
+let windowMin = 15;
+
 export async function render(main) {
   const cards = h('div', { class: 'cards' });
   const tiers = h('div');
@@ -17,7 +22,20 @@ export async function render(main) {
     h('div', { class: 'page-head' }, h('h1', {}, 'Overview'), status),
     errSlot, cards,
     h('h2', {}, 'Queue by tier'), tiers,
-    h('h2', {}, 'Last hour on this node'), charts);
+    h('div', { class: 'section-head' }, h('h2', {}, 'This node, recent history'), windowPicker()), charts);
+
+  // The window shown: herald keeps one hour in memory; shorter windows
+  // make a young process's few minutes readable.
+  function windowPicker() {
+    const group = h('div', { class: 'segmented', role: 'group', 'aria-label': 'Chart window' });
+    const draw = () => replace(group, WINDOWS.map(([min, label]) => h('button', {
+      type: 'button', class: min === windowMin ? 'on' : '', 'aria-pressed': String(min === windowMin),
+      onclick: () => { windowMin = min; draw(); if (last) drawCharts(last); },
+    }, label)));
+    draw();
+    return group;
+  }
+  let last = null;
 
   let timer = null;
   let stopped = false;
@@ -58,7 +76,13 @@ export async function render(main) {
         h('td', { 'data-label': 'In flight' }, fmtNum(t.in_flight)),
         h('td', { 'data-label': 'Oldest pending' }, fmtAge(t.oldest_pending_age_s))))))));
 
-    const pts = hist.points || [];
+    last = hist;
+    drawCharts(hist);
+  }
+
+  function drawCharts(hist) {
+    const iv0 = hist.interval_s || 10;
+    const pts = (hist.points || []).slice(-Math.ceil((windowMin * 60) / iv0));
     const iv = hist.interval_s || 10;
     const times = pts.map((p) => new Date(p.at));
     const rate = (k) => pts.map((p) => p[k] / iv);
