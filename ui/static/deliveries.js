@@ -8,6 +8,9 @@ import {
   subscriptions as loadSubs, subLabel, toISO, toLocalInput,
 } from './lib.js';
 
+// LIVE_MS is how often a list or a running delivery is re-read.
+export const LIVE_MS = 3000;
+
 export const STATES = ['pending', 'in_flight', 'delivered', 'dead', 'skipped', 'superseded', 'cancelled'];
 
 const WAITING = {
@@ -49,10 +52,20 @@ export async function renderList(main, { params }) {
   main.append(h('div', { class: 'page-head' }, h('h1', {}, 'Deliveries')), form, list);
 
   const query = { subscription_id: params.get('subscription_id'), state: params.get('state'), since: params.get('since'), until: params.get('until'), event_id: params.get('event_id'), limit: 50 };
-  const rows = [];
+  let rows = [];
+  let paged = false;
+  let lastJSON = '';
   const more = async (cursor) => {
     try {
       const page = await api('GET', '/v1/deliveries' + qs({ ...query, cursor }));
+      if (cursor) paged = true;
+      const json = JSON.stringify(page);
+      if (!cursor) {
+        // A refresh of the first page: redraw only when something changed.
+        if (json === lastJSON) return;
+        lastJSON = json;
+        rows = [];
+      }
       rows.push(...page.data);
       const filtered = Object.values(query).filter(Boolean).length > 1;
       replace(list, deliveryTable(rows, filtered
@@ -64,6 +77,9 @@ export async function renderList(main, { params }) {
     }
   };
   await more('');
+  // Live: the first page refreshes every few seconds until the user pages on.
+  const timer = setInterval(() => { if (!paged) more(''); }, LIVE_MS);
+  return () => clearInterval(timer);
 }
 
 export function attemptsView(attempts) {
@@ -124,7 +140,7 @@ export async function renderDetail(main, { args: [id] }) {
     attemptsView(d.attempts || []));
   // Follow a delivery that is still running.
   if (!finished) {
-    const t = setTimeout(() => navigate('deliveries/' + encodeURIComponent(id), { replace: true }), 3000);
+    const t = setTimeout(() => navigate('deliveries/' + encodeURIComponent(id), { replace: true }), LIVE_MS);
     return () => clearTimeout(t);
   }
 }

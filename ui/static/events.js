@@ -2,7 +2,7 @@
 // event with its payload and every delivery it fanned out to.
 
 import { h, replace, api, qs, link, navigate, errorBox, table, field, timeCell, idCell, pretty, toISO, toLocalInput, subscriptions as loadSubs } from './lib.js';
-import { deliveryTable } from './deliveries.js';
+import { deliveryTable, LIVE_MS } from './deliveries.js';
 
 export async function renderList(main, { params }) {
   const id = h('input', { type: 'search', name: 'id', placeholder: 'evt_… or your id' });
@@ -66,17 +66,29 @@ export async function renderDetail(main, { args: [id] }) {
       dl('Published', timeCell(ev.timestamp))),
     h('h2', {}, 'Payload'), h('pre', { class: 'payload' }, pretty(ev.data)),
     h('h2', {}, 'Deliveries'), deliveries);
-  try {
-    const rows = [];
-    let cursor = '';
-    for (let i = 0; i < 10; i++) {
-      const page = await api('GET', '/v1/deliveries' + qs({ event_id: ev.id, limit: 200, cursor }));
-      rows.push(...page.data);
-      if (!page.next_cursor) break;
-      cursor = page.next_cursor;
+  let timer = null;
+  let stopped = false;
+  const load = async () => {
+    let running = false;
+    try {
+      const rows = [];
+      let cursor = '';
+      for (let i = 0; i < 10; i++) {
+        const page = await api('GET', '/v1/deliveries' + qs({ event_id: ev.id, limit: 200, cursor }));
+        rows.push(...page.data);
+        if (!page.next_cursor) break;
+        cursor = page.next_cursor;
+      }
+      if (stopped) return;
+      running = rows.some((d) => d.state === 'pending' || d.state === 'in_flight');
+      replace(deliveries, deliveryTable(rows, [h('p', {}, 'This event went to no subscription.'), h('p', { class: 'muted' }, 'No subscription\'s event types and filter matched it when it was published.')]),
+        running ? h('p', { class: 'muted small' }, 'Following the deliveries still running…') : null);
+    } catch (e) {
+      replace(deliveries, errorBox(e));
     }
-    replace(deliveries, deliveryTable(rows, [h('p', {}, 'This event went to no subscription.'), h('p', { class: 'muted' }, 'No subscription\'s event types and filter matched it when it was published.')]));
-  } catch (e) {
-    replace(deliveries, errorBox(e));
-  }
+    // Follow the deliveries until every one has finished.
+    if (running && !stopped) timer = setTimeout(load, LIVE_MS);
+  };
+  await load();
+  return () => { stopped = true; clearTimeout(timer); };
 }

@@ -61,7 +61,7 @@ export async function render(main) {
     replace(cards,
       card('Pending', fmtNum(pending), 'oldest ' + fmtAge(oldest)),
       card('In flight', fmtNum(inflight)),
-      card('Delivered', fmtNum(stats.delivered_total), 'since the store was created'),
+      card('Delivered', fmtNum(stats.delivered_total), 'in total'),
       card('Dead letters', fmtNum(stats.dead), stats.dead ? link('dead-letters', 'Review and redrive') : 'none', stats.dead ? 'bad' : ''),
       card('Throttled', fmtNum(stats.throttled ?? 0), 'due, held by a rate limit or cap', stats.throttled ? 'warn' : ''));
 
