@@ -308,6 +308,30 @@ try {
   await page.getByRole('heading', { name: 'API reference' }).waitFor();
   await page.locator('.op, .empty').first().waitFor();
   await shot(page, '15-api');
+  // The renderer on a small document with $refs, whatever this build
+  // serves at /openapi.json.
+  await page.route('**/openapi.json', (route) => route.fulfill({
+    contentType: 'application/json',
+    body: JSON.stringify({
+      openapi: '3.1.0', info: { title: 'herald API', version: 'test' },
+      paths: {
+        '/v1/deliveries/{id}': {
+          parameters: [{ $ref: '#/components/parameters/ID' }],
+          get: { operationId: 'getDelivery', tags: ['deliveries'], summary: 'One delivery with its attempts', responses: { 200: { description: 'The delivery', content: { 'application/json': { schema: { $ref: '#/components/schemas/Delivery' } } } }, 404: { $ref: '#/components/responses/NotFound' } } },
+        },
+      },
+      components: {
+        parameters: { ID: { name: 'id', in: 'path', required: true, description: 'delivery id', schema: { type: 'string' } } },
+        schemas: { Delivery: { type: 'object', properties: { id: { type: 'string' } } } },
+        responses: { NotFound: { description: 'No such delivery' } },
+      },
+    }),
+  }));
+  await page.reload();
+  await page.locator('#op-getDelivery').getByText('One delivery with its attempts').waitFor();
+  const opText = await page.locator('#op-getDelivery').textContent();
+  assert(opText.includes('delivery id') && opText.includes('No such delivery') && opText.includes('Delivery'), 'refs resolved: ' + opText);
+  await page.unroute('**/openapi.json');
 
   begin('a 401 returns to sign-in');
   await page.evaluate(() => sessionStorage.setItem('herald.token', 'revoked'));
