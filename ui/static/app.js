@@ -49,6 +49,9 @@ function layout(section) {
     nav,
     h('button', { type: 'button', class: 'link signout', onclick: () => { clearToken(); navigate('sign-in'); } }, 'Sign out'));
   replace(app, header, main);
+  // On a phone the nav scrolls sideways: keep the current section in view.
+  const current = nav.querySelector('[aria-current]');
+  if (current) nav.scrollLeft = Math.max(0, current.offsetLeft - nav.clientWidth / 2 + current.clientWidth / 2);
   return main;
 }
 

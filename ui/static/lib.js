@@ -188,7 +188,8 @@ export function toLocalInput(iso) {
 // {title, cell: row => node|string, class?}.
 export function table(columns, rows, empty) {
   if (!rows.length) return h('div', { class: 'empty' }, empty);
-  return h('div', { class: 'table-wrap' },
+  // "stack": below 700 px each row becomes a labelled card (app.css).
+  return h('div', { class: 'table-wrap stack' },
     h('table', {},
       h('thead', {}, h('tr', {}, columns.map((c) => h('th', { class: c.class, scope: 'col' }, c.title)))),
       h('tbody', {}, rows.map((r) => h('tr', {}, columns.map((c) => h('td', { class: c.class, 'data-label': c.title }, c.cell(r))))))));
