@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -166,4 +167,70 @@ func TestDashboardMount(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, code)
 	code, _ = status(t, "http://"+off+"/ui/")
 	require.Equal(t, http.StatusNotFound, code)
+}
+
+// TestDashboardFirefox opens every dashboard page in headless Firefox ESR
+// (the same firefox-esr the Web Push test uses) over WebDriver BiDi
+// (e2e/ui/firefox.mjs): sign-in, each page rendered without a JavaScript,
+// console or CSP error, the filter tester, and one page at phone width.
+// SQLite only: the stores are TestDashboardBrowser's business.
+func TestDashboardFirefox(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs a browser")
+	}
+	t.Parallel()
+	ff := firefoxBinary(t)
+	dir, err := filepath.Abs("../../e2e/ui")
+	require.NoError(t, err)
+	node, err := exec.LookPath("node")
+	if err != nil || !exists(filepath.Join(dir, "node_modules", "ws")) {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("node or e2e/ui/node_modules is missing (CI=true: .ci/run runs npm ci there): %v", err)
+		}
+		t.Skip("SKIP: run `npm ci` in e2e/ui (and have Node.js) to test the dashboard in Firefox")
+	}
+	bin := heraldBinary(t)
+	const token = "ui-ff-token"
+	addr := freeAddr(t)
+	startNode(t, bin, addr, "--data-dir", t.TempDir(), "--dev", "--api-token", token, "--tiers", "0s,100ms", "--poll-interval", "50ms")
+	recv := newFailingReceiver(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	call := func(method, path string, body any) map[string]any {
+		t.Helper()
+		code, b, err := apiCall(ctx, addr, token, method, path, body)
+		require.NoError(t, err)
+		require.Less(t, code, 300, "%s", b)
+		var out map[string]any
+		require.NoError(t, json.Unmarshal(b, &out), "%s", b)
+		return out
+	}
+	sub := call(http.MethodPost, "/v1/subscriptions", map[string]any{"url": recv.URL + "/hook", "description": "Orders", "event_types": []string{"order.*"}, "filter": map[string]any{"cel": "data.total > 100"}})
+	resp, err := http.Post(recv.URL+"/control?fail=1", "", nil)
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	call(http.MethodPost, "/v1/events", map[string]any{"type": "order.created", "data": map[string]any{"total": 150}})
+	var deliveryID string
+	require.Eventually(t, func() bool {
+		list := call(http.MethodGet, "/v1/deliveries?state=dead", nil)["data"].([]any)
+		if len(list) == 0 {
+			return false
+		}
+		deliveryID = list[0].(map[string]any)["id"].(string)
+		return true
+	}, 30*time.Second, 50*time.Millisecond)
+
+	artifacts := os.Getenv("HERALD_ARTIFACTS")
+	if artifacts == "" {
+		artifacts = t.TempDir()
+	}
+	shots := filepath.Join(artifacts, "ui-firefox")
+	cmd := exec.CommandContext(ctx, node, "firefox.mjs")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "HERALD_URL=http://"+addr, "HERALD_TOKEN="+token, "FIREFOX="+ff, "SHOTS="+shots,
+		"DELIVERY_ID="+deliveryID, "SUBSCRIPTION_ID="+sub["id"].(string))
+	out, err := cmd.CombinedOutput()
+	t.Logf("screenshots: %s", shots)
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "OK ", "%s", out)
 }
