@@ -235,6 +235,12 @@ try {
   assert(await page.locator('.attempt').count() === 4, 'a fourth, successful attempt');
   await shot(page, '11-delivery-redriven');
 
+  begin('retry a finished delivery from its page');
+  await page.getByRole('button', { name: 'Retry now' }).click();
+  await page.getByText('Sent back to tier 0').waitFor();
+  await until('a fifth attempt', async () => (await apiCall('GET', '/v1/deliveries/' + deadID)).attempts.length === 5);
+  await page.locator('.attempt').nth(4).waitFor();
+
   begin('rotate the secret (shown once) and send a test event');
   await page.goto(BASE + '/ui/subscriptions/' + encodeURIComponent(subID));
   await page.getByRole('button', { name: 'Rotate secret' }).click();
