@@ -20,6 +20,7 @@ import (
 	"github.com/heraldhq/herald/openapi/openapitest"
 	"github.com/heraldhq/herald/push"
 	"github.com/heraldhq/herald/store"
+	"github.com/heraldhq/herald/ui"
 )
 
 // TestDocsCopy fails when docs/openapi.json is not a byte-identical copy
@@ -115,9 +116,8 @@ func routePatterns(t *testing.T) []string {
 		Extra: map[string]http.Handler{
 			"GET /openapi.json": openapi.Handler(),
 			// The dashboard's routes, as cmd/herald mounts them.
-			// TODO(merge): use the ui package's handlers.
-			"GET /ui/": dummy,
-			"GET /{$}": dummy,
+			"GET /ui/": ui.New("/ui/"),
+			"GET /{$}": ui.Redirect("/ui/"),
 		},
 	})
 	keys, err := push.ParseKeys(push.GenerateKey())

@@ -66,6 +66,8 @@ type config struct {
 	PushBroadcastPoll    time.Duration
 	PushIdleExpiry       time.Duration
 
+	UI bool
+
 	tiers []time.Duration
 	allow []netip.Prefix
 	// pgSchema, when set, is the PostgreSQL schema to use (created if
@@ -124,6 +126,7 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.PushHandshakeTimeout, "push-handshake-timeout", 5*time.Second, "how long a new WebSocket may take to send hello")
 	fs.DurationVar(&c.PushBroadcastPoll, "push-broadcast-poll", 30*time.Second, "how often a node reloads broadcast versions set through another node")
 	fs.DurationVar(&c.PushIdleExpiry, "push-idle-expiry", maintenance.DefaultPushIdleExpiry, "drop Web Push user agents that have not connected for this long; their endpoints then answer 410 (0: never)")
+	fs.BoolVar(&c.UI, "ui", true, "serve the web dashboard at /ui/ (and redirect GET / there); it uses the /v1 API with a token the user signs in with")
 	fs.DurationVar(&c.VacuumInterval, "vacuum-interval", maintenance.DefaultVacuumInterval, "PostgreSQL: how often the leader vacuums the queue tables (0: never; leave it to autovacuum)")
 }
 

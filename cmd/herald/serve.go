@@ -30,6 +30,7 @@ import (
 	"github.com/heraldhq/herald/store"
 	"github.com/heraldhq/herald/store/postgres"
 	"github.com/heraldhq/herald/store/sqlite"
+	"github.com/heraldhq/herald/ui"
 	"github.com/heraldhq/herald/webhook"
 )
 
@@ -283,7 +284,15 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 		broadcaster = ps.srv
 	}
 
+	extra := map[string]http.Handler{"GET /openapi.json": openapi.Handler()}
+	if c.UI {
+		// The dashboard, and the root sending browsers to it. The push
+		// server's Wrap takes WebSocket upgrades at / before these run.
+		extra["GET /ui/"] = ui.New("/ui/")
+		extra["GET /{$}"] = ui.Redirect("/ui/")
+	}
 	api := httpapi.New(httpapi.Config{
+		Extra:        extra,
 		Store:        s,
 		Publisher:    ing,
 		Notify:       engine.Notify,
@@ -296,7 +305,6 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 		Push:         broadcaster,
 		History:      history,
 		UserAgent:    userAgent,
-		Extra:        map[string]http.Handler{"GET /openapi.json": openapi.Handler()},
 	})
 
 	var handler http.Handler = api

@@ -1,0 +1,239 @@
+// Shared helpers: DOM building, the /v1 client, navigation and formatting.
+// Untrusted text (anything from the API) only ever reaches the page through
+// text nodes and attribute setters, never parsed as HTML.
+
+export const PREFIX = document.documentElement.dataset.prefix || '/ui/';
+const TOKEN_KEY = 'herald.token';
+
+// h builds an element: h('a', {href: '…', class: 'x', onclick: fn}, 'text', child, [more]).
+export function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith('on') && typeof v === 'function') el.addEventListener(k.slice(2), v);
+    else if (k === 'class') el.className = v;
+    else if (k === 'value') el.value = v;
+    else if (k === 'checked' || k === 'disabled' || k === 'selected') el[k] = !!v;
+    else el.setAttribute(k, v === true ? '' : String(v));
+  }
+  append(el, children);
+  return el;
+}
+
+function append(el, children) {
+  for (const c of children) {
+    if (c === undefined || c === null || c === false) continue;
+    if (Array.isArray(c)) append(el, c);
+    else el.append(c instanceof Node ? c : String(c));
+  }
+}
+
+// replace swaps el's children for the given ones.
+export function replace(el, ...children) {
+  el.replaceChildren();
+  append(el, children);
+  return el;
+}
+
+// link is an in-app link: a click routes without a page load.
+export function link(path, ...children) {
+  return h('a', { href: PREFIX + path.replace(/^\//, ''), 'data-link': '' }, ...children);
+}
+
+export function getToken() { return sessionStorage.getItem(TOKEN_KEY); }
+export function setToken(t) { sessionStorage.setItem(TOKEN_KEY, t); }
+export function clearToken() { sessionStorage.removeItem(TOKEN_KEY); }
+
+// APIError is a non-2xx answer: the API's error code, message and field.
+export class APIError extends Error {
+  constructor(status, code, message, field) {
+    super(message);
+    this.status = status;
+    this.code = code;
+    this.field = field;
+  }
+}
+
+// api calls the /v1 API with the session's token. A 401 signs out and
+// returns to the sign-in page.
+export async function api(method, path, body, { token } = {}) {
+  const headers = { Authorization: 'Bearer ' + (token ?? getToken() ?? '') };
+  const init = { method, headers, cache: 'no-store' };
+  if (body !== undefined) {
+    headers['Content-Type'] = 'application/json';
+    init.body = JSON.stringify(body);
+  }
+  let res;
+  try {
+    res = await fetch(path, init);
+  } catch (e) {
+    throw new APIError(0, 'network', 'herald did not answer (' + e.message + ')');
+  }
+  const text = await res.text();
+  let data = null;
+  if (text) {
+    try { data = JSON.parse(text); } catch { data = null; }
+  }
+  if (!res.ok) {
+    const err = data && data.error ? data.error : {};
+    const e = new APIError(res.status, err.code || 'http_' + res.status, err.message || (res.status + ' ' + res.statusText), err.field);
+    if (res.status === 401 && token === undefined) {
+      clearToken();
+      // Several calls of one page can fail together: the first sends the
+      // user to sign-in, remembering the page; the others leave it be.
+      if (!currentPath().startsWith('sign-in')) navigate('sign-in?next=' + encodeURIComponent(currentPath()));
+    }
+    throw e;
+  }
+  return data;
+}
+
+export function qs(params) {
+  const u = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== null && v !== '') u.set(k, v);
+  const s = u.toString();
+  return s ? '?' + s : '';
+}
+
+// currentPath is the route: the path under the prefix, with its query.
+export function currentPath() {
+  let p = location.pathname.startsWith(PREFIX) ? location.pathname.slice(PREFIX.length) : '';
+  return p + location.search;
+}
+
+let onNavigate = () => {};
+export function setNavigateHandler(fn) { onNavigate = fn; }
+
+// navigate routes to path (relative to the prefix).
+export function navigate(path, { replace: rep = false } = {}) {
+  const url = PREFIX + path.replace(/^\//, '');
+  if (rep) history.replaceState(null, '', url); else history.pushState(null, '', url);
+  onNavigate();
+}
+
+// errorBox renders an API error where it happened.
+export function errorBox(e) {
+  if (!e) return null;
+  const msg = e instanceof APIError
+    ? [h('strong', {}, e.code), ': ', e.message, e.field ? h('span', { class: 'muted' }, ' (field ', h('code', {}, e.field), ')') : null]
+    : [String(e.message || e)];
+  return h('div', { class: 'error', role: 'alert' }, ...msg);
+}
+
+export function notice(text, kind = 'ok') {
+  return h('div', { class: 'notice ' + kind, role: 'status' }, text);
+}
+
+// Formatting.
+export function fmtTime(s) {
+  if (!s) return '—';
+  const d = new Date(s);
+  if (isNaN(d)) return s;
+  return d.toLocaleString(undefined, { year: 'numeric', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit', second: '2-digit' });
+}
+
+export function timeCell(s) {
+  return h('time', { datetime: s || '', title: s || '' }, fmtTime(s));
+}
+
+export function fmtAge(seconds) {
+  if (seconds === null || seconds === undefined) return '—';
+  if (seconds < 1) return seconds > 0 ? Math.round(seconds * 1000) + ' ms' : '0 s';
+  if (seconds < 120) return seconds.toFixed(seconds < 10 ? 1 : 0) + ' s';
+  if (seconds < 7200) return Math.round(seconds / 60) + ' min';
+  if (seconds < 172800) return (seconds / 3600).toFixed(1) + ' h';
+  return (seconds / 86400).toFixed(1) + ' d';
+}
+
+export function fmtNum(n) {
+  if (n === null || n === undefined) return '—';
+  return Number(n).toLocaleString();
+}
+
+export function fmtRate(r) {
+  if (r === null || r === undefined) return '—';
+  return (r * 100).toFixed(r === 1 || r === 0 ? 0 : 1) + ' %';
+}
+
+const STATE_CLASS = {
+  delivered: 'good', enabled: 'good', pending: 'info', in_flight: 'info',
+  dead: 'bad', disabled: 'warn', skipped: 'muted', superseded: 'muted', cancelled: 'muted',
+};
+
+export function badge(state) {
+  return h('span', { class: 'badge ' + (STATE_CLASS[state] || 'muted') }, String(state).replace('_', ' '));
+}
+
+export function pretty(v) {
+  try { return JSON.stringify(v, null, 2); } catch { return String(v); }
+}
+
+// toISO turns a datetime-local value (local time) into RFC 3339 UTC.
+export function toISO(local) {
+  if (!local) return '';
+  const d = new Date(local);
+  return isNaN(d) ? '' : d.toISOString();
+}
+
+// toLocalInput turns RFC 3339 into a datetime-local value.
+export function toLocalInput(iso) {
+  if (!iso) return '';
+  const d = new Date(iso);
+  if (isNaN(d)) return '';
+  const pad = (n) => String(n).padStart(2, '0');
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}`;
+}
+
+// table renders rows, or the empty state when there are none. Each column is
+// {title, cell: row => node|string, class?}.
+export function table(columns, rows, empty) {
+  if (!rows.length) return h('div', { class: 'empty' }, empty);
+  // "stack": below 700 px each row becomes a labelled card (app.css).
+  return h('div', { class: 'table-wrap stack' },
+    h('table', {},
+      h('thead', {}, h('tr', {}, columns.map((c) => h('th', { class: c.class, scope: 'col' }, c.title)))),
+      h('tbody', {}, rows.map((r) => h('tr', {}, columns.map((c) => h('td', { class: c.class, 'data-label': c.title }, c.cell(r))))))));
+}
+
+// field is a labelled form control with an optional hint.
+export function field(label, control, hint) {
+  const id = control.id || ('f-' + Math.random().toString(36).slice(2, 9));
+  control.id = id;
+  return h('div', { class: 'field' }, h('label', { for: id }, label), control, hint ? h('small', { class: 'hint' }, hint) : null);
+}
+
+// shortID keeps an id readable in a narrow table while its title has it whole.
+export function idCell(path, id) {
+  return link(path, h('code', { title: id }, id));
+}
+
+// Cache of subscriptions by id, for showing URLs next to ids.
+const subCache = new Map();
+export async function subscriptions() {
+  const all = [];
+  let cursor = '';
+  for (let i = 0; i < 20; i++) {
+    const page = await api('GET', '/v1/subscriptions' + qs({ limit: 200, cursor }));
+    all.push(...page.data);
+    if (!page.next_cursor) break;
+    cursor = page.next_cursor;
+  }
+  subCache.clear();
+  for (const s of all) subCache.set(s.id, s);
+  return all;
+}
+
+export function subLabel(id) {
+  const s = subCache.get(id);
+  return link('subscriptions/' + encodeURIComponent(id),
+    h('span', { class: 'sub-label', title: id }, s ? (s.description || s.url) : id));
+}
+
+export function copyButton(text) {
+  return h('button', {
+    type: 'button', class: 'secondary small',
+    onclick: async (e) => {
+      try { await navigator.clipboard.writeText(text); e.target.textContent = 'Copied'; } catch { e.target.textContent = 'Select and copy'; }
+    },
+  }, 'Copy');
+}

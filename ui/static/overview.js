@@ -1,0 +1,108 @@
+// Overview: the queue per tier from GET /v1/stats and this node's last hour
+// from GET /v1/stats/history, refreshed every few seconds.
+
+import { h, replace, api, errorBox, fmtAge, fmtNum, link } from './lib.js';
+import { lineChart } from './charts.js';
+
+// REFRESH_MS is how often the overview polls (the history's interval is 10 s).
+const REFRESH_MS = 5000;
+
+// WINDOWS are the chart windows offered, in minutes; the choice lasts for
+// the tab's session.
+const WINDOWS = [[5, '5 min'], [15, '15 min'], [60, '1 hour']];
+let windowMin = 15;
+
+export async function render(main) {
+  const cards = h('div', { class: 'cards' });
+  const tiers = h('div');
+  const charts = h('div', { class: 'charts' });
+  const status = h('p', { class: 'muted small', 'aria-live': 'polite' });
+  const errSlot = h('div');
+  main.append(
+    h('div', { class: 'page-head' }, h('h1', {}, 'Overview'), status),
+    errSlot, cards,
+    h('h2', {}, 'Queue by tier'), tiers,
+    h('div', { class: 'section-head' }, h('h2', {}, 'This node, recent history'), windowPicker()), charts);
+
+  // The window shown: herald keeps one hour in memory; shorter windows
+  // make a young process's few minutes readable.
+  function windowPicker() {
+    const group = h('div', { class: 'segmented', role: 'group', 'aria-label': 'Chart window' });
+    const draw = () => replace(group, WINDOWS.map(([min, label]) => h('button', {
+      type: 'button', class: min === windowMin ? 'on' : '', 'aria-pressed': String(min === windowMin),
+      onclick: () => { windowMin = min; draw(); if (last) drawCharts(last); },
+    }, label)));
+    draw();
+    return group;
+  }
+  let last = null;
+
+  let timer = null;
+  let stopped = false;
+  const tick = async () => {
+    try {
+      const [stats, hist] = await Promise.all([api('GET', '/v1/stats'), api('GET', '/v1/stats/history')]);
+      if (stopped) return;
+      replace(errSlot);
+      draw(stats, hist);
+      status.textContent = 'Updated ' + new Date().toLocaleTimeString() + ' · refreshes every ' + REFRESH_MS / 1000 + ' s';
+    } catch (e) {
+      if (stopped) return;
+      replace(errSlot, errorBox(e));
+    }
+    if (!stopped) timer = setTimeout(tick, REFRESH_MS);
+  };
+
+  function draw(stats, hist) {
+    const pending = stats.tiers.reduce((a, t) => a + t.pending, 0);
+    const inflight = stats.tiers.reduce((a, t) => a + t.in_flight, 0);
+    const oldest = Math.max(0, ...stats.tiers.map((t) => t.oldest_pending_age_s || 0));
+    const card = (label, value, extra, cls) => h('div', { class: 'card ' + (cls || '') }, h('div', { class: 'card-label' }, label), h('div', { class: 'card-value' }, value), extra ? h('div', { class: 'card-extra' }, extra) : null);
+    replace(cards,
+      card('Pending', fmtNum(pending), 'oldest ' + fmtAge(oldest)),
+      card('In flight', fmtNum(inflight)),
+      card('Delivered', fmtNum(stats.delivered_total), 'in total'),
+      card('Dead letters', fmtNum(stats.dead), stats.dead ? link('dead-letters', 'Review and redrive') : 'none', stats.dead ? 'bad' : ''),
+      card('Throttled', fmtNum(stats.throttled ?? 0), 'due, held by a rate limit or cap', stats.throttled ? 'warn' : ''));
+
+    replace(tiers, h('div', { class: 'table-wrap' }, h('table', { class: 'num' },
+      h('thead', {}, h('tr', {}, ['Tier', 'Delay', 'Pending', 'Due', 'Held', 'In flight', 'Oldest pending'].map((t) => h('th', { scope: 'col' }, t)))),
+      h('tbody', {}, stats.tiers.map((t) => h('tr', {},
+        h('td', { 'data-label': 'Tier' }, String(t.tier), t.removed ? h('span', { class: 'badge muted' }, 'removed') : null),
+        h('td', { 'data-label': 'Delay' }, t.delay ?? '—'),
+        h('td', { 'data-label': 'Pending' }, fmtNum(t.pending)),
+        h('td', { 'data-label': 'Due' }, fmtNum(t.due)),
+        h('td', { 'data-label': 'Held' }, fmtNum(t.held)),
+        h('td', { 'data-label': 'In flight' }, fmtNum(t.in_flight)),
+        h('td', { 'data-label': 'Oldest pending' }, fmtAge(t.oldest_pending_age_s))))))));
+
+    last = hist;
+    drawCharts(hist);
+  }
+
+  function drawCharts(hist) {
+    const iv0 = hist.interval_s || 10;
+    const pts = (hist.points || []).slice(-Math.ceil((windowMin * 60) / iv0));
+    const iv = hist.interval_s || 10;
+    const times = pts.map((p) => new Date(p.at));
+    const rate = (k) => pts.map((p) => p[k] / iv);
+    replace(charts,
+      lineChart({ title: 'Publishes / s', unit: '/s', times, series: [{ name: 'published', cls: 's1', values: rate('published') }] }),
+      lineChart({
+        title: 'Deliveries / s by outcome', unit: '/s', times, series: [
+          { name: 'delivered', cls: 'good', values: rate('delivered') },
+          { name: 'failed, will retry', cls: 'warn', values: rate('failed') },
+          { name: 'dead', cls: 'bad', values: rate('dead') },
+        ],
+      }),
+      lineChart({
+        title: 'Publish → delivery latency', unit: 'ms', times, series: [
+          { name: 'p50', cls: 's1', values: pts.map((p) => p.latency_p50_ms) },
+          { name: 'p99', cls: 's2', values: pts.map((p) => p.latency_p99_ms) },
+        ],
+      }));
+  }
+
+  await tick();
+  return () => { stopped = true; clearTimeout(timer); };
+}

@@ -1,0 +1,293 @@
+// Subscriptions: the list with 24 h success rates, the create/edit form
+// (every field, with a "test this filter" box), and a subscription's
+// actions: enable/disable, rotate secret, send a test event, delete.
+
+import {
+  h, replace, api, qs, link, navigate, errorBox, notice, table, field, badge, fmtRate, fmtNum, fmtTime,
+  pretty, copyButton, subscriptions as loadSubs, APIError,
+} from './lib.js';
+import { attemptsView } from './deliveries.js';
+
+// A secret shown once after create, carried to the detail page in memory only.
+let flashSecret = null;
+
+export async function renderList(main) {
+  const head = h('div', { class: 'page-head' }, h('h1', {}, 'Subscriptions'),
+    link('subscriptions/new', h('span', { class: 'button' }, 'New subscription')));
+  const body = h('div', {}, h('p', { class: 'muted' }, 'Loading…'));
+  main.append(head, body);
+  try {
+    const [subs, stats] = await Promise.all([loadSubs(), api('GET', '/v1/stats/subscriptions')]);
+    const byID = new Map(stats.data.map((s) => [s.subscription_id, s]));
+    replace(body, table([
+      { title: 'Endpoint', cell: (s) => h('div', {}, link('subscriptions/' + encodeURIComponent(s.id), s.description || s.url), h('div', { class: 'muted small mono' }, s.description ? s.url : s.id)) },
+      { title: 'Event types', cell: (s) => s.event_types && s.event_types.length ? s.event_types.map((t) => h('code', { class: 'chip' }, t)) : h('span', { class: 'muted' }, 'all') },
+      { title: 'Filter', cell: (s) => s.filter ? h('code', { class: 'clip' }, filterText(s.filter)) : h('span', { class: 'muted' }, 'none') },
+      { title: 'State', cell: (s) => [badge(s.state), s.disabled_reason ? h('div', { class: 'muted small' }, s.disabled_reason) : null] },
+      { title: 'Success (24 h)', class: 'r', cell: (s) => { const st = byID.get(s.id); return st ? h('span', { title: `${st.delivered} delivered, ${st.dead} dead` }, fmtRate(st.success_rate)) : '—'; } },
+      { title: 'Pending', class: 'r', cell: (s) => fmtNum(byID.get(s.id)?.pending ?? 0) },
+      { title: 'Dead (24 h)', class: 'r', cell: (s) => { const d = byID.get(s.id)?.dead ?? 0; return d ? link('deliveries?state=dead&subscription_id=' + encodeURIComponent(s.id), fmtNum(d)) : '0'; } },
+    ], subs, [h('p', {}, 'No subscriptions yet.'), h('p', { class: 'muted' }, 'A subscription sends the events you publish to an HTTP endpoint, signed with Standard Webhooks.'),
+      link('subscriptions/new', h('span', { class: 'button' }, 'Create the first subscription'))]));
+  } catch (e) {
+    replace(body, errorBox(e));
+  }
+}
+
+function filterText(f) {
+  if (f.cel) return 'cel: ' + f.cel;
+  if (f.jmespath) return 'jmespath: ' + f.jmespath;
+  if (f.es_query) return 'es_query: ' + JSON.stringify(f.es_query);
+  return '';
+}
+
+export async function renderNew(main) {
+  main.append(h('div', { class: 'page-head' }, h('h1', {}, 'New subscription'), link('subscriptions', '← All subscriptions')));
+  main.append(subscriptionForm(null, async (body) => {
+    const s = await api('POST', '/v1/subscriptions', body);
+    flashSecret = { id: s.id, secret: s.secret };
+    navigate('subscriptions/' + encodeURIComponent(s.id));
+  }));
+}
+
+export async function renderDetail(main, { args: [id] }) {
+  let s;
+  try {
+    s = await api('GET', '/v1/subscriptions/' + encodeURIComponent(id));
+  } catch (e) {
+    main.append(h('h1', {}, 'Subscription'), errorBox(e), link('subscriptions', '← All subscriptions'));
+    return;
+  }
+  const secretSlot = h('div');
+  if (flashSecret && flashSecret.id === s.id) {
+    replace(secretSlot, secretBox('Subscription created. Its signing secret is shown once:', flashSecret.secret));
+    flashSecret = null;
+  }
+  const actionSlot = h('div');
+  const testSlot = h('div');
+  const act = (label, cls, fn) => h('button', {
+    type: 'button', class: cls, onclick: async (e) => {
+      e.target.disabled = true;
+      replace(actionSlot);
+      try { await fn(); } catch (err) { replace(actionSlot, errorBox(err)); } finally { e.target.disabled = false; }
+    },
+  }, label);
+
+  const actions = h('div', { class: 'actions' },
+    s.state === 'enabled'
+      ? act('Disable', 'secondary', async () => { await api('PATCH', '/v1/subscriptions/' + encodeURIComponent(id), { state: 'disabled' }); navigate('subscriptions/' + encodeURIComponent(id), { replace: true }); })
+      : act('Enable', 'secondary', async () => { await api('PATCH', '/v1/subscriptions/' + encodeURIComponent(id), { state: 'enabled' }); navigate('subscriptions/' + encodeURIComponent(id), { replace: true }); }),
+    act('Send test event', 'secondary', () => sendTest(id, testSlot)),
+    act('Rotate secret', 'secondary', async () => {
+      if (!confirm('Rotate the signing secret? The old one keeps signing for the grace period (24 h by default) so receivers can switch.')) return;
+      const r = await api('POST', '/v1/subscriptions/' + encodeURIComponent(id) + '/secret/rotate', {});
+      replace(secretSlot, secretBox('New signing secret (shown once; the previous one still signs until it expires):', r.secret));
+    }),
+    link('deliveries?subscription_id=' + encodeURIComponent(id), h('span', { class: 'button secondary' }, 'Deliveries')),
+    act('Delete', 'danger', async () => {
+      if (!confirm('Delete this subscription? Its pending deliveries are cancelled. This cannot be undone.')) return;
+      await api('DELETE', '/v1/subscriptions/' + encodeURIComponent(id));
+      navigate('subscriptions');
+    }));
+
+  main.append(
+    h('div', { class: 'page-head' }, h('h1', {}, s.description || 'Subscription'), link('subscriptions', '← All subscriptions')),
+    h('p', { class: 'meta' }, badge(s.state), ' ', h('code', {}, s.id), s.disabled_reason ? h('span', { class: 'muted' }, ' · ' + s.disabled_reason) : null,
+      h('span', { class: 'muted' }, ' · created ' + fmtTime(s.created_at) + ' · updated ' + fmtTime(s.updated_at))),
+    secretSlot, actions, actionSlot, testSlot,
+    h('h2', {}, 'Settings'),
+    subscriptionForm(s, async (body) => {
+      await api('PATCH', '/v1/subscriptions/' + encodeURIComponent(id), patchOf(s, body));
+      navigate('subscriptions/' + encodeURIComponent(id), { replace: true });
+    }));
+}
+
+function secretBox(title, secret) {
+  return h('div', { class: 'secret-box', role: 'status' },
+    h('p', {}, title), h('div', { class: 'secret-row' }, h('code', { class: 'secret', 'data-secret': '' }, secret), copyButton(secret)),
+    h('p', { class: 'muted small' }, 'Store it where your receiver verifies signatures. It is available later only through GET /v1/subscriptions/{id}/secret.'));
+}
+
+// sendTest posts a herald.test event to the subscription and follows its
+// delivery until it finishes (or 20 s pass), showing the attempts.
+async function sendTest(id, slot) {
+  replace(slot, notice('Sending a herald.test event…', 'info'));
+  const r = await api('POST', '/v1/subscriptions/' + encodeURIComponent(id) + '/test', {});
+  const deadline = Date.now() + 20000;
+  let d;
+  for (;;) {
+    d = await api('GET', '/v1/deliveries/' + encodeURIComponent(r.delivery_id));
+    if ((d.attempts && d.attempts.length) || Date.now() > deadline || !['pending', 'in_flight'].includes(d.state)) break;
+    await new Promise((res) => setTimeout(res, 500));
+  }
+  replace(slot, h('section', { class: 'panel test-result' },
+    h('h3', {}, 'Test delivery ', link('deliveries/' + encodeURIComponent(d.id), h('code', {}, d.id)), ' ', badge(d.state)),
+    d.attempts && d.attempts.length ? attemptsView(d.attempts)
+      : h('p', { class: 'muted' }, 'No attempt yet' + (d.waiting_for ? ' (waiting for ' + d.waiting_for + ')' : '') + '. Open the delivery to follow it.')));
+}
+
+// patchOf turns the form's full body into a JSON merge patch against the
+// current subscription: removed headers become null (merge patch merges
+// maps), a removed filter or rate limit is null.
+function patchOf(old, body) {
+  const p = { ...body };
+  const headers = {};
+  for (const k of Object.keys(old.headers || {})) if (!(k in body.headers)) headers[k] = null;
+  Object.assign(headers, body.headers);
+  p.headers = headers;
+  if (!body.filter) p.filter = null;
+  if (!body.rate_limit) p.rate_limit = null;
+  return p;
+}
+
+function parseHeaders(text) {
+  const out = {};
+  text.split('\n').forEach((line, i) => {
+    if (!line.trim()) return;
+    const c = line.indexOf(':');
+    if (c <= 0) throw new APIError(0, 'invalid_field', `headers, line ${i + 1}: write one "name: value" per line`, 'headers');
+    out[line.slice(0, c).trim().toLowerCase()] = line.slice(c + 1).trim();
+  });
+  return out;
+}
+
+function intOr(input, name) {
+  const v = input.value.trim();
+  if (v === '') return undefined;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 0) throw new APIError(0, 'invalid_field', name + ' must be a whole number', name);
+  return n;
+}
+
+// subscriptionForm edits every field; submit gets the full body.
+function subscriptionForm(s, submit) {
+  const f = s || {};
+  const url = h('input', { type: 'url', required: true, value: f.url || '', placeholder: 'https://example.com/webhooks', name: 'url' });
+  const method = h('select', { name: 'method' }, ['POST', 'PUT'].map((m) => h('option', { value: m, selected: (f.method || 'POST') === m }, m)));
+  const description = h('input', { type: 'text', value: f.description || '', name: 'description', placeholder: 'What this endpoint is for' });
+  const types = h('input', { type: 'text', value: (f.event_types || []).join(', '), name: 'event_types', placeholder: 'order.*, invoice.paid (empty: every type)' });
+  const fkind = h('select', { name: 'filter_kind' },
+    [['', 'No filter'], ['cel', 'CEL'], ['jmespath', 'JMESPath'], ['es_query', 'ES query (JSON)']].map(([v, l]) =>
+      h('option', { value: v, selected: (f.filter ? Object.keys(f.filter).find((k) => f.filter[k]) || '' : '') === v }, l)));
+  const ftext = h('textarea', { name: 'filter', rows: 3, class: 'mono', placeholder: 'data.total > 100 && data.currency == "EUR"' });
+  if (f.filter) ftext.value = f.filter.cel || f.filter.jmespath || (f.filter.es_query ? pretty(f.filter.es_query) : '');
+  const ordering = h('select', { name: 'ordering' }, [['none', 'none — send as soon as possible'], ['fifo', 'fifo — one at a time per key, in order'], ['latest', 'latest — only the newest version per key']]
+    .map(([v, l]) => h('option', { value: v, selected: (f.ordering || 'none') === v }, l)));
+  const keyInterval = h('input', { type: 'number', min: 0, name: 'key_interval_ms', value: f.key_interval_ms || '' , placeholder: '0' });
+  const rlMax = h('input', { type: 'number', min: 1, name: 'rate_limit_max', value: f.rate_limit ? f.rate_limit.max : '', placeholder: 'no limit' });
+  const rlPer = h('input', { type: 'number', min: 1, name: 'rate_limit_per_seconds', value: f.rate_limit ? f.rate_limit.per_seconds : '', placeholder: '1' });
+  const maxInFlight = h('input', { type: 'number', min: 0, name: 'max_in_flight', value: f.max_in_flight || '', placeholder: '0 (no cap)' });
+  const timeout = h('input', { type: 'number', min: 1, max: 300000, name: 'timeout_ms', value: f.timeout_ms || '', placeholder: '10000' });
+  const headers = h('textarea', { name: 'headers', rows: 3, class: 'mono', placeholder: 'x-tenant: acme' });
+  headers.value = Object.entries(f.headers || {}).map(([k, v]) => k + ': ' + v).join('\n');
+  const state = h('select', { name: 'state' }, ['enabled', 'disabled'].map((v) => h('option', { value: v, selected: (f.state || 'enabled') === v }, v)));
+  const errSlot = h('div');
+
+  const filterOf = () => {
+    const kind = fkind.value;
+    const text = ftext.value.trim();
+    if (!kind || !text) return null;
+    if (kind === 'es_query') {
+      try { return { es_query: JSON.parse(text) }; } catch (e) { throw new APIError(0, 'invalid_filter', 'the ES query is not valid JSON: ' + e.message, 'filter.es_query'); }
+    }
+    return { [kind]: text };
+  };
+  const typesOf = () => types.value.split(/[,\s]+/).map((t) => t.trim()).filter(Boolean);
+
+  const bodyOf = () => {
+    const b = {
+      url: url.value.trim(), method: method.value, description: description.value, event_types: typesOf(),
+      filter: filterOf(), ordering: ordering.value, headers: parseHeaders(headers.value), state: state.value,
+    };
+    const ki = intOr(keyInterval, 'key_interval_ms'); b.key_interval_ms = ki ?? 0;
+    const mif = intOr(maxInFlight, 'max_in_flight'); b.max_in_flight = mif ?? 0;
+    const to = intOr(timeout, 'timeout_ms'); if (to !== undefined) b.timeout_ms = to;
+    const rm = intOr(rlMax, 'rate_limit.max');
+    const rp = intOr(rlPer, 'rate_limit.per_seconds');
+    b.rate_limit = rm ? { max: rm, per_seconds: rp || 1 } : null;
+    if (!s) {
+      if (!b.filter) delete b.filter;
+      if (!b.rate_limit) delete b.rate_limit;
+    }
+    return b;
+  };
+
+  const form = h('form', {
+    class: 'panel form-grid', onsubmit: async (e) => {
+      e.preventDefault();
+      replace(errSlot);
+      const btn = form.querySelector('button[type=submit]');
+      btn.disabled = true;
+      try { await submit(bodyOf()); } catch (err) { replace(errSlot, errorBox(err)); } finally { btn.disabled = false; }
+    },
+  },
+  field('Endpoint URL', url, 'http or https; loopback and private addresses need --dev / --allow-private.'),
+  field('Method', method),
+  field('Description', description),
+  field('Event types', types, 'Glob patterns, comma-separated. Empty: every event type except herald.*.'),
+  h('fieldset', { class: 'wide' }, h('legend', {}, 'Filter'),
+    field('Language', fkind), field('Expression', ftext, 'Evaluated against the event: type, key, version, data.'),
+    filterTester(() => ({ filter: filterOf(), event_types: typesOf() }))),
+  field('Ordering', ordering),
+  field('Key interval (ms)', keyInterval, 'fifo/latest: least time between sends of one key.'),
+  h('fieldset', { class: 'wide inline' }, h('legend', {}, 'Rate limit'),
+    field('Requests', rlMax), field('per seconds', rlPer), h('small', { class: 'hint' }, 'Empty: no rate limit.')),
+  field('Max in flight', maxInFlight, '0: no cap on concurrent requests.'),
+  field('Timeout (ms)', timeout, '1–300000; default 10000.'),
+  field('Extra headers', headers, 'One "name: value" per line; webhook-*, herald-* and hop-by-hop headers are reserved.'),
+  field('State', state),
+  h('div', { class: 'wide' }, errSlot, h('button', { type: 'submit' }, s ? 'Save changes' : 'Create subscription')));
+  return form;
+}
+
+// filterTester asks POST /v1/filters/test whether the form's event types and
+// filter would receive a pasted event or a recent one.
+function filterTester(current) {
+  const eventText = h('textarea', { rows: 5, class: 'mono', name: 'test_event', placeholder: '{"type": "order.created", "data": {"total": 120}}' });
+  const recent = h('select', { name: 'recent_event' }, h('option', { value: '' }, 'Load a recent event…'));
+  const out = h('div', { class: 'filter-result', 'aria-live': 'polite' });
+  let loaded = false;
+  const recentEvents = new Map();
+  recent.addEventListener('focus', async () => {
+    if (loaded) return;
+    loaded = true;
+    try {
+      const page = await api('GET', '/v1/events' + qs({ limit: 25 }));
+      for (const ev of page.data) {
+        recentEvents.set(ev.id, ev);
+        recent.append(h('option', { value: ev.id }, ev.type + ' · ' + ev.id + ' · ' + fmtTime(ev.timestamp)));
+      }
+      if (!page.data.length) recent.append(h('option', { value: '', disabled: true }, 'No events published yet'));
+    } catch (e) {
+      replace(out, errorBox(e));
+    }
+  });
+  recent.addEventListener('change', () => {
+    const ev = recentEvents.get(recent.value);
+    if (!ev) return;
+    const { type, key, version, data } = ev;
+    eventText.value = pretty({ type, key, version, data });
+  });
+  const run = async () => {
+    replace(out);
+    try {
+      let event;
+      try { event = JSON.parse(eventText.value || 'null'); } catch (e) { throw new APIError(0, 'invalid_json', 'the test event is not valid JSON: ' + e.message, 'event'); }
+      if (!event || typeof event !== 'object' || !event.type) throw new APIError(0, 'missing_field', 'paste an event with at least a "type", or load a recent one', 'event.type');
+      const { filter, event_types } = current();
+      const body = { filter, event: { type: event.type, key: event.key, version: event.version, data: event.data } };
+      if (event_types.length) body.event_types = event_types;
+      const r = await api('POST', '/v1/filters/test', body);
+      replace(out, h('div', { class: 'notice ' + (r.matched ? 'ok' : 'warn'), 'data-matched': String(r.matched) },
+        h('strong', {}, r.matched ? 'Match: this subscription would receive the event.' : 'No match: this subscription would not receive the event.'),
+        h('span', {}, ' Event types ' + (r.type_matched ? 'match' : 'do not match') + '; filter ' + (r.filter_matched ? 'matches' : 'does not match') + '.')));
+    } catch (e) {
+      replace(out, errorBox(e));
+    }
+  };
+  return h('div', { class: 'tester' },
+    h('div', { class: 'tester-head' }, h('strong', {}, 'Test this filter'), recent),
+    eventText,
+    h('button', { type: 'button', class: 'secondary', onclick: run }, 'Test filter'),
+    out);
+}
