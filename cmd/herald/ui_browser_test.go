@@ -26,7 +26,7 @@ const chromiumPath = "/usr/bin/chromium"
 // TestDashboardBrowser drives the dashboard in headless Chromium through
 // playwright-core (e2e/ui/dashboard.mjs) against the real binary on both
 // stores: sign in, create a subscription and test its filter, publish
-// (through `herald events publish` once the CLI has it), watch the delivery,
+// through the CLI (`herald events publish`), watch the delivery,
 // read a dead delivery's attempts, redrive it, rotate the secret, and load
 // every page at 1280 px and at phone width, saving screenshots. Outside CI
 // it skips, visibly, without Chromium or `npm ci` in e2e/ui; under CI=true

@@ -4,8 +4,8 @@
 //
 //   HERALD_URL      http://127.0.0.1:port of the node
 //   HERALD_TOKEN    its admin token
-//   HERALD_BIN      the herald binary (publishing goes through
-//                   `herald events publish` when that command exists)
+//   HERALD_BIN      the herald binary (the flow publishes with
+//                   `herald events publish`)
 //   RECEIVER_URL    a receiver endpoint; RECEIVER_URL/control?fail=1|0 makes it fail
 //   SHOTS           directory for screenshots
 //   CHROMIUM        Chromium executable (default /usr/bin/chromium)
@@ -48,19 +48,16 @@ async function apiCall(method, path, body) {
   return text ? JSON.parse(text) : null;
 }
 
-// The CLI is the issue's way to publish; until `herald events publish`
-// exists in this build, the API is used (and the log says which).
-const cliPublish = spawnSync(BIN, ['events', 'publish', '--help'], { encoding: 'utf8' }).status === 0;
-log('publishing through', cliPublish ? 'the CLI (herald events publish)' : 'POST /v1/events (herald events publish is not in this build)');
+// Events are published through the CLI, as a user would
+// (`herald events publish … --json` prints the API's answer on one line).
 async function publish(type, data, key) {
-  if (cliPublish) {
-    const args = ['events', 'publish', '--server', BASE, '--token', TOKEN, '--type', type, '--data', JSON.stringify(data), '--json'];
-    if (key) args.push('--key', key);
-    const r = spawnSync(BIN, args, { encoding: 'utf8' });
-    if (r.status !== 0) throw new Error('herald events publish failed: ' + r.stderr + r.stdout);
-    return JSON.parse(r.stdout.trim().split('\n').pop());
-  }
-  return apiCall('POST', '/v1/events', { type, data, key });
+  const args = ['events', 'publish', '--server', BASE, '--token', TOKEN, '--type', type, '--data', JSON.stringify(data), '--json'];
+  if (key) args.push('--key', key);
+  const r = spawnSync(BIN, args, { encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`herald events publish exited ${r.status}: ${r.stderr}${r.stdout}`);
+  const out = JSON.parse(r.stdout.trim().split('\n').pop());
+  assert(typeof out.id === 'string' && typeof out.deliveries === 'number', 'herald events publish --json answered ' + r.stdout);
+  return out;
 }
 
 async function receiverFail(on) {
