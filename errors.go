@@ -16,6 +16,7 @@ const (
 	CodeMissingField     Code = "missing_field"     // 400: a required field is absent
 	CodeInvalidCursor    Code = "invalid_cursor"    // 400
 	CodeUnauthorized     Code = "unauthorized"      // 401
+	CodeForbidden        Code = "forbidden"         // 403: the token lacks the scope or tenant
 	CodeNotFound         Code = "not_found"         // 404
 	CodeConflict         Code = "conflict"          // 409
 	CodeBodyTooLarge     Code = "body_too_large"    // 413

@@ -17,6 +17,8 @@ type Event struct {
 	// the producer gave none.
 	Version *int64          `json:"version,omitempty"`
 	Data    json.RawMessage `json:"data"`
+	// Tenant is the producer's tenant (ValidTenant), "" when none.
+	Tenant string `json:"tenant,omitempty"`
 	// CreatedAt is when herald accepted the event (the "timestamp" of the
 	// delivered body).
 	CreatedAt time.Time `json:"timestamp"`
@@ -34,7 +36,8 @@ func (e *Event) Envelope() map[string]any {
 
 // EnvelopeWith is Envelope with data already decoded by the caller (the
 // filter package decodes numbers its own way): {"id","type","timestamp",
-// "key","version","data"}, key and version absent when the event has none.
+// "key","version","tenant","data"}, key, version and tenant absent when the
+// event has none.
 func (e *Event) EnvelopeWith(data any) map[string]any {
 	m := map[string]any{
 		"id":        e.ID,
@@ -47,6 +50,9 @@ func (e *Event) EnvelopeWith(data any) map[string]any {
 	}
 	if e.Version != nil {
 		m["version"] = *e.Version
+	}
+	if e.Tenant != "" {
+		m["tenant"] = e.Tenant
 	}
 	return m
 }
@@ -72,8 +78,8 @@ func FormatDelay(d time.Duration) string {
 }
 
 // Body renders the request body a subscriber receives:
-// {"id","type","timestamp","key","version","data"} with key and version
-// omitted when absent. Data is copied verbatim, not re-encoded.
+// {"id","type","timestamp","key","version","tenant","data"} with key,
+// version and tenant omitted when absent. Data is copied verbatim, not re-encoded.
 func (e *Event) Body() []byte {
 	type body struct {
 		ID        string          `json:"id"`
@@ -81,6 +87,7 @@ func (e *Event) Body() []byte {
 		Timestamp string          `json:"timestamp"`
 		Key       string          `json:"key,omitempty"`
 		Version   *int64          `json:"version,omitempty"`
+		Tenant    string          `json:"tenant,omitempty"`
 		Data      json.RawMessage `json:"data"`
 	}
 	data := e.Data
@@ -89,7 +96,7 @@ func (e *Event) Body() []byte {
 	}
 	b, _ := json.Marshal(body{
 		ID: e.ID, Type: e.Type, Timestamp: FormatTime(e.CreatedAt),
-		Key: e.Key, Version: e.Version, Data: data,
+		Key: e.Key, Version: e.Version, Tenant: e.Tenant, Data: data,
 	})
 	return b
 }

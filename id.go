@@ -12,6 +12,7 @@ const (
 	PrefixEvent        = "evt_"
 	PrefixSubscription = "sub_"
 	PrefixDelivery     = "dlv_"
+	PrefixToken        = "tok_"
 	// PrefixPushMessage names stored Web Push messages (package push).
 	PrefixPushMessage = "pm_"
 )

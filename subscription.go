@@ -74,8 +74,14 @@ type Subscription struct {
 	Metadata       json.RawMessage   `json:"metadata"`
 	State          SubscriptionState `json:"state"`
 	DisabledReason string            `json:"disabled_reason"`
-	CreatedAt      time.Time         `json:"created_at"`
-	UpdatedAt      time.Time         `json:"updated_at"`
+	// Tenant, when set, confines the subscription to events of that
+	// tenant (ValidTenant); "" is untenanted. Fixed at creation.
+	Tenant string `json:"tenant,omitempty"`
+	// AllTenants makes an untenanted subscription receive every tenant's
+	// events too (an audit sink). Fixed at creation.
+	AllTenants bool      `json:"all_tenants,omitempty"`
+	CreatedAt  time.Time `json:"created_at"`
+	UpdatedAt  time.Time `json:"updated_at"`
 }
 
 // WantsSystemEvents reports whether the subscription receives herald's own
@@ -88,6 +94,17 @@ func (s *Subscription) WantsSystemEvents() bool {
 		}
 	}
 	return false
+}
+
+// Receives reports whether the subscription's tenancy lets it receive an
+// event of tenant (untenanted: ""): a tenanted event reaches its tenant's
+// subscriptions and untenanted all-tenants ones; an untenanted event
+// reaches only untenanted subscriptions.
+func (s *Subscription) Receives(tenant string) bool {
+	if tenant == "" {
+		return s.Tenant == ""
+	}
+	return s.Tenant == tenant || (s.Tenant == "" && s.AllTenants)
 }
 
 // Timeout is the per-request delivery timeout.

@@ -68,7 +68,12 @@ func (s *server) deliveryList(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	tenant, err := tenantFilter(r, q)
+	if err != nil {
+		return err
+	}
 	params := &store.DeliveryListParams{
+		Tenant:         tenant,
 		SubscriptionID: q.Get("subscription_id"),
 		EventID:        q.Get("event_id"),
 		State:          herald.DeliveryState(q.Get("state")),
@@ -106,6 +111,9 @@ func (s *server) deliveryGet(w http.ResponseWriter, r *http.Request) error {
 	// The requests are rebuilt from the subscription and the event type;
 	// a deleted subscription or a swept event leaves them out.
 	sub, _ := s.store.SubscriptionGet(r.Context(), res.Delivery.SubscriptionID)
+	if own := principalOf(r).Tenant; own != "" && (sub == nil || sub.Tenant != own) {
+		return notFound(herald.ErrNotFound, "delivery", id)
+	}
 	var eventType string
 	if len(res.Attempts) > 0 && sub != nil {
 		if ev, err := s.store.EventGet(r.Context(), res.Delivery.EventID); err == nil {
@@ -150,6 +158,9 @@ type deliveryDetailJSON struct {
 // pending or in-flight delivery is a conflict: it will be tried anyway.
 func (s *server) deliveryRetry(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
+	if err := s.confineDelivery(r, id); err != nil {
+		return err
+	}
 	d, err := s.store.DeliveryRetry(r.Context(), &store.DeliveryRetryParams{ID: id, Now: s.now()})
 	if err != nil {
 		if isBareSentinel(err, herald.ErrConflict) {
@@ -242,8 +253,8 @@ func (s *server) deadLetterRedrive(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	if _, err := s.store.SubscriptionGet(r.Context(), params.SubscriptionID); err != nil {
-		return notFound(err, "subscription", params.SubscriptionID)
+	if _, err := s.visibleSubscription(r, params.SubscriptionID); err != nil {
+		return err
 	}
 	matched, err := s.store.DeadLetterCount(r.Context(), params)
 	if err != nil {

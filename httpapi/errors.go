@@ -24,6 +24,7 @@ var codeStatus = map[herald.Code]int{
 	herald.CodeMissingField:     http.StatusBadRequest,
 	herald.CodeInvalidCursor:    http.StatusBadRequest,
 	herald.CodeUnauthorized:     http.StatusUnauthorized,
+	herald.CodeForbidden:        http.StatusForbidden,
 	herald.CodeNotFound:         http.StatusNotFound,
 	codeMethodNotAllowed:        http.StatusMethodNotAllowed,
 	herald.CodeConflict:         http.StatusConflict,

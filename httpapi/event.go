@@ -19,7 +19,7 @@ const (
 	maxEventKey  = 256 // characters
 )
 
-var eventFields = []string{"id", "type", "key", "version", "data"}
+var eventFields = []string{"id", "type", "key", "version", "data", "tenant"}
 
 // decodeEvent decodes and validates one event body. Every error is a
 // *herald.Error naming the JSON path at fault.
@@ -78,6 +78,14 @@ func eventFromObject(o object) (*herald.Event, error) {
 		return nil, invalid(o.at("key"), "must not contain control characters")
 	}
 
+	set, err = o.str("tenant", &ev.Tenant)
+	if err != nil {
+		return nil, err
+	}
+	if set && !herald.ValidTenant(ev.Tenant) {
+		return nil, invalid(o.at("tenant"), "must be 1 to %d characters of A-Z, a-z, 0-9, '.', '_' and '-'", herald.MaxTenantLen)
+	}
+
 	var version int64
 	set, err = o.integer("version", &version)
 	if err != nil {
@@ -112,6 +120,9 @@ func (s *server) eventPublish(w http.ResponseWriter, r *http.Request) error {
 	}
 	ev, err := decodeEvent(body)
 	if err != nil {
+		return err
+	}
+	if err := stampTenant(r, ev); err != nil {
 		return err
 	}
 	res, err := s.pub.PublishOne(r.Context(), ev)
@@ -213,6 +224,18 @@ func (s *server) eventPublishBatch(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
+	// An item naming another tenant than the token's is rejected alone,
+	// like any invalid item.
+	kept, keptIndex := events[:0], index[:0]
+	for n, ev := range events {
+		if err := stampTenant(r, ev); err != nil {
+			body, _ := errorOf(err)
+			results[index[n]].Status, results[index[n]].Error, results[index[n]].ID = batchRejected, &body, ev.ID
+			continue
+		}
+		kept, keptIndex = append(kept, ev), append(keptIndex, index[n])
+	}
+	events, index = kept, keptIndex
 	if len(events) > 0 {
 		res, err := s.pub.PublishMany(r.Context(), events)
 		if err != nil {
@@ -247,6 +270,7 @@ type eventJSON struct {
 	Type       string              `json:"type"`
 	Key        string              `json:"key,omitempty"`
 	Version    *int64              `json:"version,omitempty"`
+	Tenant     string              `json:"tenant,omitempty"`
 	Data       json.RawMessage     `json:"data"`
 	Timestamp  string              `json:"timestamp"`
 	Deliveries []eventDeliveryJSON `json:"deliveries"`
@@ -258,13 +282,35 @@ func (s *server) eventGet(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return notFound(err, "event", id)
 	}
+	if !visible(r, res.Event.Tenant) {
+		return notFound(herald.ErrNotFound, "event", id)
+	}
+	if own := principalOf(r).Tenant; own != "" {
+		// Only deliveries to the tenant's own subscriptions: those of an
+		// all-tenants subscription (an operator's audit sink) are not the
+		// tenant's business.
+		mine := res.Deliveries[:0:0]
+		tenants := map[string]bool{}
+		for _, d := range res.Deliveries {
+			ok, seen := tenants[d.SubscriptionID]
+			if !seen {
+				sub, err := s.store.SubscriptionGet(r.Context(), d.SubscriptionID)
+				ok = err == nil && sub.Tenant == own
+				tenants[d.SubscriptionID] = ok
+			}
+			if ok {
+				mine = append(mine, d)
+			}
+		}
+		res.Deliveries = mine
+	}
 	ev := res.Event
 	data := ev.Data
 	if len(data) == 0 {
 		data = json.RawMessage("null")
 	}
 	out := eventJSON{
-		ID: ev.ID, Type: ev.Type, Key: ev.Key, Version: ev.Version, Data: data,
+		ID: ev.ID, Type: ev.Type, Key: ev.Key, Version: ev.Version, Tenant: ev.Tenant, Data: data,
 		Timestamp:  timestamp(ev.CreatedAt),
 		Deliveries: make([]eventDeliveryJSON, len(res.Deliveries)),
 	}

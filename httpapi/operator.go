@@ -61,6 +61,7 @@ type eventListItemJSON struct {
 	Type      string          `json:"type"`
 	Key       string          `json:"key,omitempty"`
 	Version   *int64          `json:"version,omitempty"`
+	Tenant    string          `json:"tenant,omitempty"`
 	Data      json.RawMessage `json:"data"`
 	Timestamp string          `json:"timestamp"`
 }
@@ -78,6 +79,9 @@ func (s *server) eventList(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	params := &store.EventListParams{Type: q.Get("type"), Key: q.Get("key"), Limit: limit}
+	if params.Tenant, err = tenantFilter(r, q); err != nil {
+		return err
+	}
 	if params.Since, params.Until, err = timeWindow(q); err != nil {
 		return err
 	}
@@ -99,8 +103,8 @@ func (s *server) eventList(w http.ResponseWriter, r *http.Request) error {
 		if len(data) == 0 {
 			data = json.RawMessage("null")
 		}
-		out.Data[i] = eventListItemJSON{ID: ev.ID, Type: ev.Type, Key: ev.Key, Version: ev.Version, Data: data,
-			Timestamp: timestamp(ev.CreatedAt)}
+		out.Data[i] = eventListItemJSON{ID: ev.ID, Type: ev.Type, Key: ev.Key, Version: ev.Version, Tenant: ev.Tenant,
+			Data: data, Timestamp: timestamp(ev.CreatedAt)}
 	}
 	if n := len(res.Events); n > 0 && res.More {
 		c := encodeEventCursor(res.Events[n-1])
@@ -144,7 +148,13 @@ func (s *server) deadLetterGroups(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	groups, err := s.store.DeadLetterGroupList(r.Context(), &store.DeadLetterGroupListParams{SubscriptionID: q.Get("subscription_id")})
+	tenant, err := tenantFilter(r, q)
+	if err != nil {
+		return err
+	}
+	groups, err := s.store.DeadLetterGroupList(r.Context(), &store.DeadLetterGroupListParams{
+		SubscriptionID: q.Get("subscription_id"), Tenant: tenant,
+	})
 	if err != nil {
 		return err
 	}
@@ -247,9 +257,9 @@ func (s *server) subscriptionTest(w http.ResponseWriter, r *http.Request) error 
 		}
 		data, _ = o.get("data")
 	}
-	sub, err := s.store.SubscriptionGet(r.Context(), id)
+	sub, err := s.visibleSubscription(r, id)
 	if err != nil {
-		return notFound(err, "subscription", id)
+		return err
 	}
 	now := s.now()
 	if data == nil {
@@ -257,7 +267,7 @@ func (s *server) subscriptionTest(w http.ResponseWriter, r *http.Request) error 
 			"message": "test event sent from herald", "subscription_id": sub.ID, "sent_at": timestamp(now),
 		})
 	}
-	ev := &herald.Event{ID: herald.NewID(herald.PrefixEvent), Type: TestEventType, Data: data, CreatedAt: now}
+	ev := &herald.Event{ID: herald.NewID(herald.PrefixEvent), Type: TestEventType, Data: data, CreatedAt: now, Tenant: sub.Tenant}
 	dlv := herald.NewID(herald.PrefixDelivery)
 	var tier0 time.Duration
 	if len(s.cfg.Tiers) > 0 {

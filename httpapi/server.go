@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"net/http"
 	"slices"
@@ -28,10 +29,11 @@ type Publisher interface {
 	PublishMany(ctx context.Context, evs []*herald.Event) ([]store.EventInsertResult, error)
 }
 
-// Authenticator decides whether a bearer token may call the API. An error
-// means the decision could not be made (store down), not "no".
+// Authenticator decides who a bearer token acts as: a nil principal means
+// the token is not valid (unknown, expired or revoked). An error means the
+// decision could not be made (store down), not "no".
 type Authenticator interface {
-	Authenticate(ctx context.Context, token string) (bool, error)
+	Authenticate(ctx context.Context, token string) (*Principal, error)
 }
 
 // Defaults and limits.
@@ -107,6 +109,8 @@ type server struct {
 	mux    *http.ServeMux
 	// patterns are the ServeMux patterns mounted, in order (Patterns).
 	patterns []string
+	// scopes are the scopes the /v1 patterns declare (RouteScopes).
+	scopes map[string]Scope
 }
 
 // New returns the API handler. It panics when Store, Publisher or Auth is
@@ -139,6 +143,7 @@ func New(cfg Config) http.Handler {
 		now:    func() time.Time { return cfg.Now().UTC().Truncate(time.Millisecond) },
 		logger: cfg.Logger,
 		mux:    http.NewServeMux(),
+		scopes: map[string]Scope{},
 	}
 	s.routes()
 	return s
@@ -154,34 +159,45 @@ func (s *server) routes() {
 		s.handle(pattern, h)
 	}
 
-	s.v1("POST /v1/subscriptions", s.subscriptionCreate)
-	s.v1("GET /v1/subscriptions", s.subscriptionList)
-	s.v1("GET /v1/subscriptions/{id}", s.subscriptionGet)
-	s.v1("PATCH /v1/subscriptions/{id}", s.subscriptionPatch)
-	s.v1("DELETE /v1/subscriptions/{id}", s.subscriptionDelete)
-	s.v1("GET /v1/subscriptions/{id}/secret", s.subscriptionSecretGet)
-	s.v1("POST /v1/subscriptions/{id}/secret/rotate", s.subscriptionSecretRotate)
-	s.v1("POST /v1/subscriptions/{id}/test", s.subscriptionTest)
-	s.v1("POST /v1/filters/test", s.filterTest)
+	// Every /v1 route names the scope it needs (ADR 0013, docs/api.md
+	// "Scopes"); TestEveryRouteDeclaresAScope and the OpenAPI drift test
+	// hold this list against the document's x-herald-scope.
+	s.v1("POST /v1/subscriptions", ScopeSubscriptionsWrite, s.subscriptionCreate)
+	s.v1("GET /v1/subscriptions", ScopeSubscriptionsRead, s.subscriptionList)
+	s.v1("GET /v1/subscriptions/{id}", ScopeSubscriptionsRead, s.subscriptionGet)
+	s.v1("PATCH /v1/subscriptions/{id}", ScopeSubscriptionsWrite, s.subscriptionPatch)
+	s.v1("DELETE /v1/subscriptions/{id}", ScopeSubscriptionsWrite, s.subscriptionDelete)
+	// Secrets are credentials: reading one takes the write scope.
+	s.v1("GET /v1/subscriptions/{id}/secret", ScopeSubscriptionsWrite, s.subscriptionSecretGet)
+	s.v1("POST /v1/subscriptions/{id}/secret/rotate", ScopeSubscriptionsWrite, s.subscriptionSecretRotate)
+	// A test event makes a real request to the endpoint.
+	s.v1("POST /v1/subscriptions/{id}/test", ScopeSubscriptionsWrite, s.subscriptionTest)
+	// Compiling a filter against a sample reads and changes nothing.
+	s.v1("POST /v1/filters/test", ScopeSubscriptionsRead, s.filterTest)
 
-	s.v1("POST /v1/events", s.eventPublish)
-	s.v1("POST /v1/events/batch", s.eventPublishBatch)
-	s.v1("GET /v1/events", s.eventList)
-	s.v1("GET /v1/events/{id}", s.eventGet)
+	s.v1("POST /v1/events", ScopeEventsPublish, s.eventPublish)
+	s.v1("POST /v1/events/batch", ScopeEventsPublish, s.eventPublishBatch)
+	s.v1("GET /v1/events", ScopeEventsRead, s.eventList)
+	s.v1("GET /v1/events/{id}", ScopeEventsRead, s.eventGet)
 
-	s.v1("GET /v1/deliveries", s.deliveryList)
-	s.v1("GET /v1/deliveries/{id}", s.deliveryGet)
-	s.v1("POST /v1/deliveries/{id}/retry", s.deliveryRetry)
-	s.v1("GET /v1/dead-letters", s.deadLetterGroups)
-	s.v1("POST /v1/dead-letters/redrive", s.deadLetterRedrive)
+	s.v1("GET /v1/deliveries", ScopeDeliveriesRead, s.deliveryList)
+	s.v1("GET /v1/deliveries/{id}", ScopeDeliveriesRead, s.deliveryGet)
+	s.v1("POST /v1/deliveries/{id}/retry", ScopeDeliveriesWrite, s.deliveryRetry)
+	s.v1("GET /v1/dead-letters", ScopeDeliveriesRead, s.deadLetterGroups)
+	s.v1("POST /v1/dead-letters/redrive", ScopeDeliveriesWrite, s.deadLetterRedrive)
 
-	s.v1("GET /v1/stats", s.statsGet)
-	s.v1("GET /v1/stats/subscriptions", s.subscriptionStats)
-	s.v1("GET /v1/stats/history", s.statsHistory)
+	// Queue-wide figures span every tenant: admin only.
+	s.v1("GET /v1/stats", ScopeAdmin, s.statsGet)
+	s.v1("GET /v1/stats/subscriptions", ScopeAdmin, s.subscriptionStats)
+	s.v1("GET /v1/stats/history", ScopeAdmin, s.statsHistory)
+
+	s.v1("POST /v1/tokens", ScopeAdmin, s.tokenCreate)
+	s.v1("GET /v1/tokens", ScopeAdmin, s.tokenList)
+	s.v1("DELETE /v1/tokens/{id}", ScopeAdmin, s.tokenDelete)
 
 	if s.cfg.Push != nil {
-		s.v1("PUT /v1/push/broadcasts/{id...}", s.pushBroadcastPut)
-		s.v1("GET /v1/push/broadcasts", s.pushBroadcastList)
+		s.v1("PUT /v1/push/broadcasts/{id...}", ScopeAdmin, s.pushBroadcastPut)
+		s.v1("GET /v1/push/broadcasts", ScopeAdmin, s.pushBroadcastList)
 	}
 }
 
@@ -206,9 +222,25 @@ func Patterns(h http.Handler) []string {
 	return slices.Clone(s.patterns)
 }
 
-// v1 mounts an authenticated API route.
-func (s *server) v1(pattern string, h handlerFunc) {
-	s.handle(pattern, s.authenticated(func(w http.ResponseWriter, r *http.Request) {
+// RouteScopes maps each /v1 pattern h (a handler New returned) serves to
+// the scope it declares, so a test can hold them against the OpenAPI
+// document. It returns nil for any other handler.
+func RouteScopes(h http.Handler) map[string]Scope {
+	s, ok := h.(*server)
+	if !ok {
+		return nil
+	}
+	return maps.Clone(s.scopes)
+}
+
+// v1 mounts an authenticated API route that needs scope. An empty scope
+// panics: every route must say what it needs (a wiring bug otherwise).
+func (s *server) v1(pattern string, scope Scope, h handlerFunc) {
+	if !ValidScope(string(scope)) {
+		panic("httpapi: route " + pattern + " declares no valid scope")
+	}
+	s.scopes[pattern] = scope
+	s.handle(pattern, s.authenticated(scope, func(w http.ResponseWriter, r *http.Request) {
 		if err := h(w, r); err != nil {
 			s.writeError(w, r, err)
 		}
@@ -233,7 +265,8 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, herald.NotFoundf("no route %s %s", r.Method, r.URL.Path))
 	}
 	if r.URL.Path == "/v1" || strings.HasPrefix(r.URL.Path, "/v1/") {
-		s.authenticated(unmatched).ServeHTTP(w, r)
+		// Any valid token learns that a route does not exist.
+		s.authenticated("", unmatched).ServeHTTP(w, r)
 		return
 	}
 	unmatched(w, r)

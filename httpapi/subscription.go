@@ -40,10 +40,13 @@ const (
 var subscriptionFields = []string{
 	"url", "method", "event_types", "filter", "secret", "headers", "ordering", "key_interval_ms",
 	"rate_limit", "max_in_flight", "timeout_ms", "description", "metadata", "state",
+	"tenant", "all_tenants",
 }
 
 // readOnlySubscriptionFields appear in answers but cannot be patched.
-var readOnlySubscriptionFields = []string{"id", "created_at", "updated_at", "disabled_reason", "secret"}
+// tenant and all_tenants are fixed at creation: moving a subscription
+// between tenants would hand its history to another customer.
+var readOnlySubscriptionFields = []string{"id", "created_at", "updated_at", "disabled_reason", "secret", "tenant", "all_tenants"}
 
 // subscriptionInput is a decoded and validated subscription body.
 type subscriptionInput struct {
@@ -92,6 +95,7 @@ func subscriptionFromObject(o object) (*subscriptionInput, error) {
 		func() error { return decodeDescription(o, s) },
 		func() error { return decodeMetadata(o, s) },
 		func() error { return decodeState(o, in) },
+		func() error { return decodeTenancy(o, s) },
 	}
 	for _, step := range steps {
 		if err := step(); err != nil {
@@ -395,6 +399,27 @@ func decodeMetadata(o object, s *herald.Subscription) error {
 	return nil
 }
 
+// decodeTenancy: tenant is a tenant id (herald.ValidTenant); all_tenants
+// is allowed only on an untenanted subscription.
+func decodeTenancy(o object, s *herald.Subscription) error {
+	set, err := o.str("tenant", &s.Tenant)
+	if err != nil {
+		return err
+	}
+	if set && !herald.ValidTenant(s.Tenant) {
+		return invalid("tenant", "must be 1 to %d characters of A-Z, a-z, 0-9, '.', '_' and '-'", herald.MaxTenantLen)
+	}
+	if raw, ok := o.get("all_tenants"); ok {
+		if err := json.Unmarshal(raw, &s.AllTenants); err != nil {
+			return typeError("all_tenants", "a boolean", raw)
+		}
+	}
+	if s.AllTenants && s.Tenant != "" {
+		return invalid("all_tenants", "is only allowed on a subscription without a tenant")
+	}
+	return nil
+}
+
 func decodeState(o object, in *subscriptionInput) error {
 	var v string
 	set, err := o.str("state", &v)
@@ -428,6 +453,8 @@ type subscriptionJSON struct {
 	Metadata       json.RawMessage          `json:"metadata"`
 	State          herald.SubscriptionState `json:"state"`
 	DisabledReason string                   `json:"disabled_reason"`
+	Tenant         string                   `json:"tenant,omitempty"`
+	AllTenants     bool                     `json:"all_tenants,omitempty"`
 	CreatedAt      string                   `json:"created_at"`
 	UpdatedAt      string                   `json:"updated_at"`
 }
@@ -441,6 +468,7 @@ func subscriptionView(s *herald.Subscription, secret string) subscriptionJSON {
 		Headers: s.Headers, Ordering: s.Ordering, KeyIntervalMS: s.KeyIntervalMS, RateLimit: s.RateLimit,
 		MaxInFlight: s.MaxInFlight, TimeoutMS: s.Timeout().Milliseconds(), Description: s.Description,
 		Metadata: s.Metadata, State: s.State, DisabledReason: s.DisabledReason,
+		Tenant: s.Tenant, AllTenants: s.AllTenants,
 		CreatedAt: timestamp(s.CreatedAt), UpdatedAt: timestamp(s.UpdatedAt),
 	}
 	if !s.Filter.IsZero() {

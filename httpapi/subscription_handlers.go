@@ -31,6 +31,15 @@ func (s *server) subscriptionCreate(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
+	if own := principalOf(r).Tenant; own != "" {
+		if in.sub.Tenant != "" && in.sub.Tenant != own {
+			return errOtherTenant(own)
+		}
+		if in.sub.AllTenants {
+			return herald.Errorf(herald.CodeForbidden, "a token confined to a tenant cannot create an all_tenants subscription")
+		}
+		in.sub.Tenant = own
+	}
 	secret := in.secret
 	if secret == "" {
 		secret = webhook.NewSecret()
@@ -64,7 +73,15 @@ func (s *server) subscriptionList(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	res, err := s.store.SubscriptionList(r.Context(), &store.SubscriptionListParams{Limit: p.limit, After: p.key})
+	q, err := query(r)
+	if err != nil {
+		return err
+	}
+	tenant, err := tenantFilter(r, q)
+	if err != nil {
+		return err
+	}
+	res, err := s.store.SubscriptionList(r.Context(), &store.SubscriptionListParams{Limit: p.limit, After: p.key, Tenant: tenant})
 	if err != nil {
 		return err
 	}
@@ -79,10 +96,9 @@ func (s *server) subscriptionList(w http.ResponseWriter, r *http.Request) error 
 }
 
 func (s *server) subscriptionGet(w http.ResponseWriter, r *http.Request) error {
-	id := r.PathValue("id")
-	sub, err := s.store.SubscriptionGet(r.Context(), id)
+	sub, err := s.visibleSubscription(r, r.PathValue("id"))
 	if err != nil {
-		return notFound(err, "subscription", id)
+		return err
 	}
 	return s.reply(w, http.StatusOK, subscriptionView(sub, ""))
 }
@@ -117,9 +133,9 @@ func (s *server) subscriptionPatch(w http.ResponseWriter, r *http.Request) error
 	if err := patch.allow(subscriptionFields...); err != nil {
 		return err
 	}
-	cur, err := s.store.SubscriptionGet(r.Context(), id)
+	cur, err := s.visibleSubscription(r, id)
 	if err != nil {
-		return notFound(err, "subscription", id)
+		return err
 	}
 	merged, err := mergeSubscription(cur, body)
 	if err != nil {
@@ -131,6 +147,7 @@ func (s *server) subscriptionPatch(w http.ResponseWriter, r *http.Request) error
 	}
 	upd := in.sub
 	upd.ID, upd.CreatedAt = cur.ID, cur.CreatedAt
+	upd.Tenant, upd.AllTenants = cur.Tenant, cur.AllTenants
 	upd.State, upd.DisabledReason = cur.State, cur.DisabledReason
 	switch in.state {
 	case herald.SubscriptionEnabled:
@@ -215,6 +232,9 @@ func mergePatch(target, patch any) any {
 
 func (s *server) subscriptionDelete(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
+	if err := s.confineSubscription(r, id); err != nil {
+		return err
+	}
 	err := s.store.SubscriptionDelete(r.Context(), &store.SubscriptionDeleteParams{ID: id, Now: s.now()})
 	if err != nil {
 		return notFound(err, "subscription", id)
@@ -258,6 +278,9 @@ func secretsView(list []herald.Secret, now time.Time) secretsJSON {
 
 func (s *server) subscriptionSecretGet(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
+	if err := s.confineSubscription(r, id); err != nil {
+		return err
+	}
 	list, err := s.store.SubscriptionSecretList(r.Context(), id)
 	if err != nil {
 		return notFound(err, "subscription", id)
@@ -271,6 +294,9 @@ func (s *server) subscriptionSecretGet(w http.ResponseWriter, r *http.Request) e
 // (default Config.SecretGrace, at most 30 days; 0 retires them at once).
 func (s *server) subscriptionSecretRotate(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
+	if err := s.confineSubscription(r, id); err != nil {
+		return err
+	}
 	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
 	if err != nil {
 		return err

@@ -315,6 +315,9 @@ func match(subs []compiledSub, ev *herald.Event) []*compiledSub {
 		if system && !cs.wantSystem {
 			continue
 		}
+		if !cs.sub.Receives(ev.Tenant) {
+			continue
+		}
 		if !herald.MatchEventType(cs.sub.EventTypes, ev.Type) {
 			continue
 		}

@@ -205,3 +205,45 @@ func TestOperationMapping(t *testing.T) {
 	require.Equal(t, "/{$}", openapitest.Pattern("/", nil))
 	require.Equal(t, "/ui/", openapitest.Pattern("/ui/", nil))
 }
+
+// TestScopeDrift: every /v1 operation's x-herald-scope is the scope its
+// route declares in code (httpapi.RouteScopes), and every /v1 route
+// declares one.
+func TestScopeDrift(t *testing.T) {
+	t.Parallel()
+	s := testdb.SQLite(t)
+	api := httpapi.New(httpapi.Config{
+		Store: s, Publisher: ingest.New(ingest.Config{Store: s}), Auth: httpapi.NewTokenAuth(s, "x"),
+		Push: fakeBroadcaster{},
+	})
+	code := map[string]string{}
+	for pattern, scope := range httpapi.RouteScopes(api) {
+		code[operation(pattern)] = string(scope)
+	}
+	for _, p := range httpapi.Patterns(api) {
+		if op := operation(p); strings.Contains(op, " /v1/") {
+			require.NotEmpty(t, code[op], "route %s declares no scope", op)
+		}
+	}
+	var doc struct {
+		Paths map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	require.NoError(t, json.Unmarshal(openapi.Document(), &doc))
+	documented := map[string]string{}
+	for path, item := range doc.Paths {
+		if !strings.HasPrefix(path, "/v1/") {
+			continue
+		}
+		for method, raw := range item {
+			if method == "parameters" {
+				continue
+			}
+			var op struct {
+				Scope string `json:"x-herald-scope"`
+			}
+			require.NoError(t, json.Unmarshal(raw, &op))
+			documented[strings.ToUpper(method)+" "+path] = op.Scope
+		}
+	}
+	require.Equal(t, code, documented, "x-herald-scope in openapi/openapi.json differs from the scopes the routes declare")
+}

@@ -14,9 +14,11 @@ import (
 
 // EventListParams are the filters of EventList. Zero values do not filter.
 type EventListParams struct {
-	// Type and Key are exact matches.
-	Type string
-	Key  string
+	// Type, Key and Tenant are exact matches (an empty one does not
+	// filter).
+	Type   string
+	Key    string
+	Tenant string
 	// Since (inclusive) and Until (exclusive) bound created_at.
 	Since, Until time.Time
 	// Limit is at most 1000; 0 means 100.
@@ -43,6 +45,9 @@ type EventListResult struct {
 type DeadLetterGroupListParams struct {
 	// SubscriptionID, when set, counts only that subscription's dead letters.
 	SubscriptionID string
+	// Tenant, when set, counts only dead letters of that tenant's
+	// subscriptions.
+	Tenant string
 }
 
 // DeadLetterGroup is the dead letters of one subscription whose last

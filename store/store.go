@@ -38,6 +38,14 @@ type Store interface {
 	APITokenCreate(ctx context.Context, params *APITokenCreateParams) error
 	// APITokenExists reports whether a token with this hash is stored.
 	APITokenExists(ctx context.Context, hash string) (bool, error)
+	// APITokenGet returns the token stored with this hash, or ErrNotFound.
+	// It is one primary-key read: authentication calls it on every request
+	// so a revocation takes effect at once on every node.
+	APITokenGet(ctx context.Context, hash string) (*APIToken, error)
+	// APITokenList returns every stored token, oldest first.
+	APITokenList(ctx context.Context) ([]*APIToken, error)
+	// APITokenDelete removes a token (revocation). ErrNotFound if absent.
+	APITokenDelete(ctx context.Context, id string) error
 	// APITokenCount counts stored tokens (0 on a first start).
 	APITokenCount(ctx context.Context) (int, error)
 
@@ -259,11 +267,46 @@ type QueueVacuumResult struct {
 	Tables []string
 }
 
-// APITokenCreateParams are the inputs of APITokenCreate.
+// APITokenCreateParams are the inputs of APITokenCreate. Storing a hash
+// that is already stored is a no-op (a configured admin token is stored on
+// every start).
 type APITokenCreateParams struct {
 	// Hash is hex(sha256(token)); the token itself is never stored.
 	Hash string
-	Now  time.Time
+	// ID defaults to "tok_" + the first 26 characters of Hash (what
+	// migration 010 gave tokens stored before it); Name to "admin".
+	ID, Name string
+	// Scopes default to ["admin"].
+	Scopes []string
+	// Tenant, when set, confines the token to that tenant's data.
+	Tenant string
+	// ExpiresAt, when set, ends the token's validity.
+	ExpiresAt *time.Time
+	Now       time.Time
+}
+
+// Defaults fills ID, Name and Scopes when empty (backend helper).
+func (p *APITokenCreateParams) Defaults() {
+	if p.ID == "" {
+		p.ID = "tok_" + p.Hash[:min(26, len(p.Hash))]
+		if p.Name == "" {
+			p.Name = "admin"
+		}
+	}
+	if len(p.Scopes) == 0 {
+		p.Scopes = []string{"admin"}
+	}
+}
+
+// APIToken is a stored API token: everything but the token itself.
+type APIToken struct {
+	ID        string
+	Hash      string
+	Name      string
+	Scopes    []string
+	Tenant    string
+	ExpiresAt *time.Time
+	CreatedAt time.Time
 }
 
 // SubscriptionCreateParams are the inputs of SubscriptionCreate. The caller
@@ -280,6 +323,8 @@ type SubscriptionListParams struct {
 	Limit int
 	// After returns subscriptions with id > After.
 	After string
+	// Tenant, when set, lists only that tenant's subscriptions.
+	Tenant string
 }
 
 // SubscriptionListResult is one page.
@@ -439,8 +484,11 @@ type DeliveryGetResult struct {
 // DeliveryListParams filter and page deliveries. Empty fields do not filter.
 type DeliveryListParams struct {
 	SubscriptionID string
-	EventID        string
-	State          herald.DeliveryState
+	// Tenant, when set, lists only deliveries of that tenant's
+	// subscriptions.
+	Tenant  string
+	EventID string
+	State   herald.DeliveryState
 	// Limit is at most 1000; 0 means 100.
 	Limit int
 	// Before returns deliveries with id < Before (newest first paging).

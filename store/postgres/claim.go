@@ -124,7 +124,8 @@ LEFT JOIN claimed c ON true
 -- events (a server with autovacuum off never gathers them) hashed the
 -- whole table for every claim.
 LEFT JOIN LATERAL (
-	SELECT e.id AS e_id, e.type, e.key, e.version, e.data::text AS data, e.created_at AS e_created_at
+	SELECT e.id AS e_id, e.type, e.key, e.version, e.data::text AS data, e.created_at AS e_created_at,
+		e.tenant AS e_tenant
 	FROM events e WHERE e.id = c.event_id LIMIT 1
 ) e ON true`
 }
@@ -230,7 +231,7 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *store.DeliveryClaimPa
 					ev    herald.Event
 					data  string
 				)
-				d, err := scanDelivery(prefixedRow{rows, &candidates}, &lease, &ev.ID, &ev.Type, &ev.Key, &ev.Version, &data, &ev.CreatedAt)
+				d, err := scanDelivery(prefixedRow{rows, &candidates}, &lease, &ev.ID, &ev.Type, &ev.Key, &ev.Version, &data, &ev.CreatedAt, &ev.Tenant)
 				if err != nil {
 					rows.Close()
 					return err

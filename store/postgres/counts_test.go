@@ -24,8 +24,7 @@ func TestMigrateCountsSeeded(t *testing.T) {
 	t.Cleanup(func() { _ = s.Close() })
 	require.NoError(t, s.MigrateTo(ctx, 5))
 
-	createSub(ctx, t, s, "sub_a")
-	ids := insertEvents(ctx, t, s, "c", 5, t0, "sub_a")
+	ids := seedOld(ctx, t, schema, "c", 5, t0, "sub_a")
 	conn := schemaConn(ctx, t, schema)
 	for i, state := range []string{"dead", "dead", "skipped", "superseded"} {
 		_, err = conn.Exec(ctx, "UPDATE deliveries SET state = $2 WHERE id = $1", ids[i], state)

@@ -109,6 +109,9 @@ func (s *Store) DeliveryList(ctx context.Context, params *store.DeliveryListPara
 	if params.EventID != "" {
 		add("event_id =", params.EventID)
 	}
+	if params.Tenant != "" {
+		q.where += " AND subscription_id IN (SELECT id FROM subscriptions WHERE tenant = " + q.arg(params.Tenant) + ")"
+	}
 	if params.State != "" {
 		add("state =", string(params.State))
 	}

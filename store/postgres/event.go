@@ -42,10 +42,10 @@ WITH live AS (
 ), counts AS (
 	SELECT event_id, count(*)::int AS n FROM d GROUP BY event_id
 ), ins AS (
-	INSERT INTO events (id, type, key, version, data, created_at, delivery_count)
-	SELECT e.id, e.type, e.key, e.version, e.data::json, e.created_at, coalesce(c.n, 0)
-	FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::timestamptz[])
-		AS e(id, type, key, version, data, created_at)
+	INSERT INTO events (id, type, key, version, data, created_at, delivery_count, tenant)
+	SELECT e.id, e.type, e.key, e.version, e.data::json, e.created_at, coalesce(c.n, 0), e.tenant
+	FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::timestamptz[], $14::text[])
+		AS e(id, type, key, version, data, created_at, tenant)
 	LEFT JOIN counts c ON c.event_id = e.id
 	ON CONFLICT (id) DO NOTHING
 	RETURNING id, key, version
@@ -79,6 +79,7 @@ func newEventBatch(events []store.EventInsert, now time.Time) *eventBatch {
 	seen := make(map[string]int, len(events))
 	var (
 		ids, types, keys, datas []string
+		tenants                 []string
 		versions                []*int64
 		created                 []time.Time
 		dIDs, dEvents, dSubs    []string
@@ -99,6 +100,7 @@ func newEventBatch(events []store.EventInsert, now time.Time) *eventBatch {
 		ids = append(ids, ev.ID)
 		types = append(types, ev.Type)
 		keys = append(keys, ev.Key)
+		tenants = append(tenants, ev.Tenant)
 		versions = append(versions, ev.Version)
 		datas = append(datas, string(store.RawJSON(ev.Data)))
 		created = append(created, ms(ev.CreatedAt))
@@ -116,7 +118,7 @@ func newEventBatch(events []store.EventInsert, now time.Time) *eventBatch {
 		}
 	}
 	b.args = []any{ids, types, keys, versions, datas, created, dIDs, dEvents, dSubs, ms(now), dNext,
-		dOwners, dUntil}
+		dOwners, dUntil, tenants}
 	return b
 }
 
@@ -244,12 +246,12 @@ func (s *Store) EventInsertMany(ctx context.Context, params *store.EventInsertMa
 	return res, nil
 }
 
-const eventColumns = "id, type, key, version, data::text, created_at"
+const eventColumns = "id, type, key, version, data::text, created_at, tenant"
 
 func scanEvent(row pgx.Row) (*herald.Event, error) {
 	var ev herald.Event
 	var data string
-	if err := row.Scan(&ev.ID, &ev.Type, &ev.Key, &ev.Version, &data, &ev.CreatedAt); err != nil {
+	if err := row.Scan(&ev.ID, &ev.Type, &ev.Key, &ev.Version, &data, &ev.CreatedAt, &ev.Tenant); err != nil {
 		return nil, err
 	}
 	ev.Data = []byte(data)

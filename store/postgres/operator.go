@@ -28,6 +28,9 @@ func (s *Store) EventList(ctx context.Context, params *store.EventListParams) (*
 	if params.Key != "" {
 		add("key =", params.Key)
 	}
+	if params.Tenant != "" {
+		add("tenant =", params.Tenant)
+	}
 	if !params.Since.IsZero() {
 		add("created_at >=", ms(params.Since))
 	}
@@ -89,8 +92,9 @@ func (s *Store) DeadLetterGroupList(ctx context.Context, params *store.DeadLette
 	}
 	rows, err := db.Query(ctx, `SELECT subscription_id, last_error, count(*)::int, min(updated_at), max(updated_at)
 		FROM deliveries WHERE state = 'dead' AND ($1 = '' OR subscription_id = $1)
+			AND ($2 = '' OR subscription_id IN (SELECT id FROM subscriptions WHERE tenant = $2))
 		GROUP BY subscription_id, last_error ORDER BY count(*) DESC, subscription_id, last_error`,
-		params.SubscriptionID)
+		params.SubscriptionID, params.Tenant)
 	if err != nil {
 		return nil, mapErr(op, err)
 	}

@@ -431,7 +431,7 @@ func (o *orderedClaim) claimSub(ctx context.Context, tx pgx.Tx, sub *orderedSub,
 // (scanClaimed), from aliases l (the leased delivery) and e.
 const claimedColumns = `l.id, l.event_id, l.subscription_id, l.state, l.tier, l.attempt_count,
 	l.next_attempt_at, l.event_key, l.event_version, l.last_status, l.last_error, l.last_message,
-	l.created_at, l.updated_at, l.lease_until, e.id, e.type, e.key, e.version, e.data::text, e.created_at`
+	l.created_at, l.updated_at, l.lease_until, e.id, e.type, e.key, e.version, e.data::text, e.created_at, e.tenant`
 
 // scanClaimed reads rows of claimedColumns.
 func scanClaimed(rows pgx.Rows) ([]*store.ClaimedDelivery, error) {
@@ -443,7 +443,7 @@ func scanClaimed(rows pgx.Rows) ([]*store.ClaimedDelivery, error) {
 			ev    herald.Event
 			data  string
 		)
-		d, err := scanDelivery(rows, &lease, &ev.ID, &ev.Type, &ev.Key, &ev.Version, &data, &ev.CreatedAt)
+		d, err := scanDelivery(rows, &lease, &ev.ID, &ev.Type, &ev.Key, &ev.Version, &data, &ev.CreatedAt, &ev.Tenant)
 		if err != nil {
 			return nil, err
 		}

@@ -34,8 +34,7 @@ func TestMigratePartitionKeepsDeliveries(t *testing.T) {
 	t.Cleanup(func() { _ = s.Close() })
 	require.NoError(t, s.MigrateTo(ctx, 4))
 
-	createSub(ctx, t, s, "sub_a")
-	ids := insertEvents(ctx, t, s, "m", 3, t0, "sub_a")
+	ids := seedOld(ctx, t, schema, "m", 3, t0, "sub_a")
 	conn := schemaConn(ctx, t, schema)
 	_, err = conn.Exec(ctx, "UPDATE deliveries SET state = 'delivered', attempt_count = 1 WHERE id = $1", ids[0])
 	require.NoError(t, err)

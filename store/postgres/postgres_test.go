@@ -637,3 +637,28 @@ func TestClaimRotateAfter(t *testing.T) {
 	require.Equal(t, "sub_1", claimOne("sub_3"))
 	require.Equal(t, "sub_1", claimOne("sub_0"))
 }
+
+// seedOld writes, in raw SQL, what createSub and insertEvents would have on
+// an old schema (MigrateTo tests): today's store code may need columns of
+// later migrations. It returns the delivery ids insertEvents would.
+func seedOld(ctx context.Context, t *testing.T, schema, prefix string, n int, due time.Time, sub string) []string {
+	t.Helper()
+	conn := schemaConn(ctx, t, schema)
+	exec := func(q string, args ...any) {
+		t.Helper()
+		_, err := conn.Exec(ctx, q, args...)
+		require.NoError(t, err)
+	}
+	exec(`INSERT INTO subscriptions (id, url, method, ordering, state, created_at, updated_at)
+		VALUES ($1, 'https://example.com/hook', 'POST', 'none', 'enabled', $2, $2)`, sub, t0)
+	var ids []string
+	for i := range n {
+		evID := fmt.Sprintf("%s-evt-%06d", prefix, i)
+		id := fmt.Sprintf("%s-dlv-%s-%06d", prefix, sub, i)
+		exec(`INSERT INTO events (id, type, data, created_at, delivery_count) VALUES ($1, 't', '{"i":1}', $2, 1)`, evID, t0)
+		exec(`INSERT INTO deliveries (id, event_id, subscription_id, state, tier, next_attempt_at, created_at, updated_at)
+			VALUES ($1, $2, $3, 'pending', 0, $4, $5, $5)`, id, evID, sub, due, t0)
+		ids = append(ids, id)
+	}
+	return ids
+}

@@ -22,9 +22,78 @@ func (s *Store) APITokenCreate(ctx context.Context, params *store.APITokenCreate
 	if err != nil {
 		return err
 	}
-	_, err = db.Exec(ctx, "INSERT INTO api_tokens (hash, created_at) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-		params.Hash, ms(params.Now))
+	p := *params
+	p.Defaults()
+	var expires *time.Time
+	if p.ExpiresAt != nil {
+		at := ms(*p.ExpiresAt)
+		expires = &at
+	}
+	_, err = db.Exec(ctx, `INSERT INTO api_tokens (hash, id, name, scopes, tenant, expires_at, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING`,
+		p.Hash, p.ID, p.Name, p.Scopes, p.Tenant, expires, ms(p.Now))
 	return mapErr(op, err)
+}
+
+const apiTokenColumns = "id, hash, name, scopes, tenant, expires_at, created_at"
+
+func scanAPIToken(row pgx.Row) (*store.APIToken, error) {
+	var t store.APIToken
+	if err := row.Scan(&t.ID, &t.Hash, &t.Name, &t.Scopes, &t.Tenant, &t.ExpiresAt, &t.CreatedAt); err != nil {
+		return nil, err
+	}
+	if t.ExpiresAt != nil {
+		at := t.ExpiresAt.UTC()
+		t.ExpiresAt = &at
+	}
+	t.CreatedAt = t.CreatedAt.UTC()
+	return &t, nil
+}
+
+// APITokenGet returns the token stored with this hash (a primary-key read).
+func (s *Store) APITokenGet(ctx context.Context, hash string) (*store.APIToken, error) {
+	const op = "error reading api token"
+	db, err := s.db(op)
+	if err != nil {
+		return nil, err
+	}
+	t, err := scanAPIToken(db.QueryRow(ctx, "SELECT "+apiTokenColumns+" FROM api_tokens WHERE hash = $1", hash))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, herald.NotFoundf("api token not found")
+	}
+	return t, mapErr(op, err)
+}
+
+// APITokenList returns every token, oldest first.
+func (s *Store) APITokenList(ctx context.Context) ([]*store.APIToken, error) {
+	const op = "error listing api tokens"
+	db, err := s.db(op)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := db.Query(ctx, "SELECT "+apiTokenColumns+" FROM api_tokens ORDER BY created_at, id")
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*store.APIToken, error) { return scanAPIToken(row) })
+	return out, mapErr(op, err)
+}
+
+// APITokenDelete removes a token.
+func (s *Store) APITokenDelete(ctx context.Context, id string) error {
+	const op = "error deleting api token"
+	db, err := s.db(op)
+	if err != nil {
+		return err
+	}
+	tag, err := db.Exec(ctx, "DELETE FROM api_tokens WHERE id = $1", id)
+	if err != nil {
+		return mapErr(op, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return herald.NotFoundf("api token %s not found", id)
+	}
+	return nil
 }
 
 // APITokenExists reports whether a token with this hash is stored.
@@ -56,7 +125,7 @@ func (s *Store) APITokenCount(ctx context.Context) (int, error) {
 const subscriptionColumns = `id, url, method, event_types, filter_cel, filter_jmespath,
 	filter_es_query::text, headers::text, ordering, key_interval_ms, rate_limit_max,
 	rate_limit_per_seconds, max_in_flight, timeout_ms, description, metadata::text, state,
-	disabled_reason, created_at, updated_at`
+	disabled_reason, created_at, updated_at, tenant, all_tenants`
 
 func scanSubscription(row pgx.Row) (*herald.Subscription, error) {
 	var (
@@ -70,7 +139,7 @@ func scanSubscription(row pgx.Row) (*herald.Subscription, error) {
 	err := row.Scan(&sub.ID, &sub.URL, &sub.Method, &sub.EventTypes, &cel, &jmes,
 		&esQuery, &headers, &ordering, &sub.KeyIntervalMS, &rateMax,
 		&ratePerSec, &sub.MaxInFlight, &sub.TimeoutMS, &sub.Description, &metadata, &state,
-		&sub.DisabledReason, &sub.CreatedAt, &sub.UpdatedAt)
+		&sub.DisabledReason, &sub.CreatedAt, &sub.UpdatedAt, &sub.Tenant, &sub.AllTenants)
 	if err != nil {
 		return nil, err
 	}
@@ -141,15 +210,15 @@ func (s *Store) SubscriptionCreate(ctx context.Context, params *store.Subscripti
 	if err != nil {
 		return nil, fmt.Errorf("error creating subscription: %w", err)
 	}
-	args = append(args, ms(sub.CreatedAt))
+	args = append(args, ms(sub.CreatedAt), sub.Tenant, sub.AllTenants)
 	var out *herald.Subscription
 	err = s.inTx(ctx, "error creating subscription", func(tx pgx.Tx) error {
 		row := tx.QueryRow(ctx, `INSERT INTO subscriptions (id, url, method, event_types, filter_cel,
 			filter_jmespath, filter_es_query, headers, ordering, key_interval_ms, rate_limit_max,
 			rate_limit_per_seconds, max_in_flight, timeout_ms, description, metadata, state,
-			disabled_reason, updated_at, created_at)
+			disabled_reason, updated_at, created_at, tenant, all_tenants)
 			VALUES ($1, $2, $3, $4, $5, $6, $7::json, $8::jsonb, $9, $10, $11, $12, $13, $14, $15,
-			$16::json, $17, $18, $19, $20)
+			$16::json, $17, $18, $19, $20, $21, $22)
 			RETURNING `+subscriptionColumns, args...)
 		var err error
 		if out, err = scanSubscription(row); err != nil {
@@ -213,7 +282,8 @@ func (s *Store) SubscriptionList(ctx context.Context, params *store.Subscription
 	}
 	limit := store.PageLimit(params.Limit)
 	rows, err := db.Query(ctx, "SELECT "+subscriptionColumns+` FROM subscriptions
-		WHERE deleted_at IS NULL AND id > $1 ORDER BY id LIMIT $2`, params.After, limit+1)
+		WHERE deleted_at IS NULL AND id > $1 AND ($3 = '' OR tenant = $3) ORDER BY id LIMIT $2`,
+		params.After, limit+1, params.Tenant)
 	if err != nil {
 		return nil, mapErr(op, err)
 	}

@@ -240,7 +240,7 @@ func loadClaimed(ctx context.Context, tx *sql.Tx, ids []string, leases map[strin
 			createdAt int64
 			ev        herald.Event
 		)
-		dest := append(ds.dest(), &ev.ID, &ev.Type, &ev.Key, &version, &data, &createdAt)
+		dest := append(ds.dest(), &ev.ID, &ev.Type, &ev.Key, &version, &data, &createdAt, &ev.Tenant)
 		if err := rows.Scan(dest...); err != nil {
 			rows.Close()
 			return nil, err

@@ -130,6 +130,10 @@ func (s *Store) DeliveryList(ctx context.Context, params *store.DeliveryListPara
 	if params.EventID != "" {
 		where, args = append(where, "event_id = ?"), append(args, params.EventID)
 	}
+	if params.Tenant != "" {
+		where = append(where, "subscription_id IN (SELECT id FROM subscriptions WHERE tenant = ?)")
+		args = append(args, params.Tenant)
+	}
 	if params.State != "" {
 		where, args = append(where, "state = ?"), append(args, string(params.State))
 	}

@@ -213,23 +213,23 @@ func subscriptionsWhere(ctx context.Context, tx *sql.Tx, cond string, ids []any)
 // delivery count kept says, and marks the ids it inserted (the others
 // already existed).
 func insertEventRows(ctx context.Context, tx *sql.Tx, events []store.EventInsert, idx []int, kept map[string]int, inserted map[string]bool) error {
-	const cols = 7
+	const cols = 8
 	var q strings.Builder
-	q.Grow(128 + len(idx)*16)
-	q.WriteString(`INSERT INTO events (id, type, key, version, data, delivery_count, created_at) VALUES `)
+	q.Grow(128 + len(idx)*18)
+	q.WriteString(`INSERT INTO events (id, type, key, version, data, delivery_count, created_at, tenant) VALUES `)
 	args := make([]any, 0, len(idx)*cols)
 	for n, i := range idx {
 		if n > 0 {
 			q.WriteByte(',')
 		}
-		q.WriteString(`(?,?,?,?,?,?,?)`)
+		q.WriteString(`(?,?,?,?,?,?,?,?)`)
 		ev := events[i].Event
 		var version any
 		if ev.Version != nil {
 			version = *ev.Version
 		}
 		args = append(args, ev.ID, ev.Type, ev.Key, version, []byte(store.RawJSON(ev.Data)),
-			kept[ev.ID], ms(ev.CreatedAt))
+			kept[ev.ID], ms(ev.CreatedAt), ev.Tenant)
 	}
 	q.WriteString(` ON CONFLICT (id) DO NOTHING RETURNING id`)
 	rows, err := tx.QueryContext(ctx, q.String(), args...)
@@ -309,7 +309,7 @@ func (s *Store) EventGet(ctx context.Context, id string) (*store.EventGetResult,
 	return res, nil
 }
 
-const eventColumns = `id, type, key, version, data, created_at`
+const eventColumns = `id, type, key, version, data, created_at, tenant`
 
 func scanEvent(row scanner) (*herald.Event, error) {
 	var (
@@ -318,7 +318,7 @@ func scanEvent(row scanner) (*herald.Event, error) {
 		data      []byte
 		createdAt int64
 	)
-	if err := row.Scan(&ev.ID, &ev.Type, &ev.Key, &version, &data, &createdAt); err != nil {
+	if err := row.Scan(&ev.ID, &ev.Type, &ev.Key, &version, &data, &createdAt, &ev.Tenant); err != nil {
 		return nil, err
 	}
 	if version.Valid {

@@ -24,6 +24,9 @@ func (s *Store) EventList(ctx context.Context, params *store.EventListParams) (*
 	if params.Key != "" {
 		where, args = append(where, "key = ?"), append(args, params.Key)
 	}
+	if params.Tenant != "" {
+		where, args = append(where, "tenant = ?"), append(args, params.Tenant)
+	}
 	if !params.Since.IsZero() {
 		where, args = append(where, "created_at >= ?"), append(args, ms(params.Since))
 	}
@@ -89,6 +92,10 @@ func (s *Store) DeadLetterGroupList(ctx context.Context, params *store.DeadLette
 	if params.SubscriptionID != "" {
 		query += ` AND subscription_id = ?`
 		args = append(args, params.SubscriptionID)
+	}
+	if params.Tenant != "" {
+		query += ` AND subscription_id IN (SELECT id FROM subscriptions WHERE tenant = ?)`
+		args = append(args, params.Tenant)
 	}
 	query += ` GROUP BY subscription_id, last_error ORDER BY count(*) DESC, subscription_id, last_error`
 	var out []*store.DeadLetterGroup

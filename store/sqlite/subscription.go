@@ -14,7 +14,7 @@ import (
 
 const subscriptionColumns = `id, url, method, event_types, filter, headers, ordering, key_interval_ms,
 	rate_max, rate_per_seconds, max_in_flight, timeout_ms, description, metadata, state,
-	disabled_reason, created_at, updated_at`
+	disabled_reason, created_at, updated_at, tenant, all_tenants`
 
 // subscriptionRow holds a subscription's columns in SQL form.
 type subscriptionRow struct {
@@ -75,7 +75,7 @@ func scanSubscription(row scanner) (*herald.Subscription, error) {
 	)
 	if err := row.Scan(&sub.ID, &sub.URL, &sub.Method, &r.eventTypes, &r.filter, &r.headers, &ordering,
 		&sub.KeyIntervalMS, &r.rateMax, &r.ratePer, &sub.MaxInFlight, &sub.TimeoutMS, &sub.Description,
-		&r.metadata, &state, &sub.DisabledReason, &createdAt, &updatedAt); err != nil {
+		&r.metadata, &state, &sub.DisabledReason, &createdAt, &updatedAt, &sub.Tenant, &sub.AllTenants); err != nil {
 		return nil, err
 	}
 	sub.Ordering = herald.Ordering(ordering)
@@ -145,8 +145,8 @@ func (s *Store) SubscriptionCreate(ctx context.Context, params *store.Subscripti
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO subscriptions (`+subscriptionColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			append(append([]any{sub.ID}, args...), ms(sub.CreatedAt), ms(sub.UpdatedAt))...); err != nil {
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			append(append([]any{sub.ID}, args...), ms(sub.CreatedAt), ms(sub.UpdatedAt), sub.Tenant, sub.AllTenants)...); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO subscription_secrets (subscription_id, secret, created_at)
@@ -182,7 +182,8 @@ func (s *Store) SubscriptionList(ctx context.Context, params *store.Subscription
 	res := &store.SubscriptionListResult{}
 	err := s.readTx(ctx, "subscription list", func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT `+subscriptionColumns+` FROM subscriptions
-			WHERE deleted_at IS NULL AND id > ? ORDER BY id LIMIT ?`, params.After, limit+1)
+			WHERE deleted_at IS NULL AND id > ? AND (? = '' OR tenant = ?) ORDER BY id LIMIT ?`,
+			params.After, params.Tenant, params.Tenant, limit+1)
 		if err != nil {
 			return err
 		}

@@ -36,6 +36,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	}{
 		{"Store", testStore},
 		{"APIToken", testAPIToken},
+		{"APITokenScoped", testAPITokenScoped},
+		{"Tenant", testTenant},
 		{"Subscription", testSubscription},
 		{"Event", testEvent},
 		{"DeliveryClaim", testDeliveryClaim},

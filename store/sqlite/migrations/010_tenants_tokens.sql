@@ -1,0 +1,22 @@
+-- 010: tenants and scoped API tokens (ADR 0013).
+--
+-- tenant is '' for untenanted rows, so equality filters need no NULL case.
+-- A subscription's tenant and all_tenants are set at creation and never
+-- change; an event's tenant is what fan-out matched it with.
+ALTER TABLE subscriptions ADD COLUMN tenant TEXT NOT NULL DEFAULT '';
+ALTER TABLE subscriptions ADD COLUMN all_tenants INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX subscriptions_tenant ON subscriptions (tenant, id) WHERE tenant <> '';
+ALTER TABLE events ADD COLUMN tenant TEXT NOT NULL DEFAULT '';
+CREATE INDEX events_tenant ON events (tenant, created_at) WHERE tenant <> '';
+
+-- API tokens get an id (what lists show and revocation names), a name,
+-- scopes (JSON array), an optional tenant and expiry. Tokens stored before
+-- 010 are admin tokens (the generated one) and get an id derived from
+-- their hash. Revoking deletes the row.
+ALTER TABLE api_tokens ADD COLUMN id TEXT;
+ALTER TABLE api_tokens ADD COLUMN name TEXT NOT NULL DEFAULT '';
+ALTER TABLE api_tokens ADD COLUMN scopes TEXT NOT NULL DEFAULT '["admin"]';
+ALTER TABLE api_tokens ADD COLUMN tenant TEXT NOT NULL DEFAULT '';
+ALTER TABLE api_tokens ADD COLUMN expires_at INTEGER;
+UPDATE api_tokens SET id = 'tok_' || substr(hash, 1, 26), name = 'admin' WHERE id IS NULL;
+CREATE UNIQUE INDEX api_tokens_id ON api_tokens (id);
