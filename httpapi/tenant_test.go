@@ -1,0 +1,259 @@
+package httpapi
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/testdb"
+	"github.com/heraldhq/herald/store"
+)
+
+// allScopesButAdmin are the scopes of a customer's full-access token.
+var allScopesButAdmin = []string{"events:publish", "events:read", "subscriptions:read", "subscriptions:write", "deliveries:read", "deliveries:write"}
+
+// createToken makes a token through the API (as admin) and returns it.
+func (b *testBundle) createToken(t *testing.T, body obj) tokenJSON {
+	t.Helper()
+	tok := ok[tokenJSON](t, b.do(t, http.MethodPost, "/v1/tokens", body), http.StatusCreated)
+	require.True(t, strings.HasPrefix(tok.Token, TokenPrefix))
+	return tok
+}
+
+// tenantWorld is tenant B's data, a tenant-A token, and an operator's
+// all-tenants audit subscription.
+type tenantWorld struct {
+	tokA, tokB, pubA string
+	subB, audit      string
+	evB, dB, dAudit  string
+}
+
+func newTenantWorld(t *testing.T, b *testBundle) *tenantWorld {
+	t.Helper()
+	w := &tenantWorld{}
+	w.tokA = b.createToken(t, obj{"name": "acme", "scopes": allScopesButAdmin, "tenant": "acme"}).Token
+	w.tokB = b.createToken(t, obj{"name": "globex", "scopes": allScopesButAdmin, "tenant": "globex"}).Token
+	w.pubA = b.createToken(t, obj{"name": "acme publisher", "scopes": []string{"events:publish"}, "tenant": "acme"}).Token
+	w.audit = b.createSub(t, obj{"all_tenants": true}).ID
+	subB := ok[subscriptionJSON](t, b.do(t, http.MethodPost, "/v1/subscriptions", obj{"url": "https://example.com/b"}, withToken(w.tokB)), http.StatusCreated)
+	require.Equal(t, "globex", subB.Tenant, "a tenant token's subscription gets its tenant")
+	w.subB = subB.ID
+	pub := ok[publishJSON](t, b.do(t, http.MethodPost, "/v1/events", obj{"type": "order.created"}, withToken(w.tokB)), http.StatusAccepted)
+	require.Equal(t, 2, pub.Deliveries, "the tenant's subscription and the audit one")
+	w.evB = pub.ID
+	for _, d := range b.deliveriesOf(t, w.evB) {
+		if d.SubscriptionID == w.subB {
+			w.dB = d.ID
+		} else {
+			w.dAudit = d.ID
+		}
+	}
+	require.NotEmpty(t, w.dB)
+	require.NotEmpty(t, w.dAudit)
+	b.killDeliveries(t, []string{w.dB, w.dAudit}, time.Now().UTC())
+	return w
+}
+
+// snapshot is what the matrix must leave unchanged, read as admin.
+func (b *testBundle) snapshot(t *testing.T, w *tenantWorld) string {
+	t.Helper()
+	sub := b.do(t, http.MethodGet, "/v1/subscriptions/"+w.subB, nil)
+	sec := b.do(t, http.MethodGet, "/v1/subscriptions/"+w.subB+"/secret", nil)
+	events := b.do(t, http.MethodGet, "/v1/events?tenant=globex", nil)
+	dl := b.do(t, http.MethodGet, "/v1/deliveries?tenant=globex", nil)
+	toks := b.do(t, http.MethodGet, "/v1/tokens", nil)
+	return fmt.Sprintf("%d %s\n%d %s\n%d %s\n%d %s\n%d %s", sub.code, sub.body, sec.code, sec.body,
+		events.code, events.body, dl.code, dl.body, toks.code, toks.body)
+}
+
+// TestTenantIsolationMatrix: for every /v1 route, a tenant-A token aimed
+// at tenant B's data gets 404 (an object by id), 403 (naming tenant B, or
+// a route its scopes do not reach) or a listing without B's items, and
+// changes nothing.
+func TestTenantIsolationMatrix(t *testing.T) {
+	t.Parallel()
+	testdb.ForEach(t, func(t *testing.T, s store.Store) {
+		b := setup(t, s)
+		w := newTenantWorld(t, b)
+		before := b.snapshot(t, w)
+
+		type want struct {
+			code int
+			// absent are ids the (200) answer must not contain.
+			absent []string
+		}
+		notFound, forbidden := want{code: http.StatusNotFound}, want{code: http.StatusForbidden}
+		listing := want{code: http.StatusOK, absent: []string{w.subB, w.evB, w.dB, w.dAudit, w.audit}}
+		cases := []struct {
+			route, method, path string
+			body                any
+			want                want
+		}{
+			{"POST /v1/subscriptions", "POST", "/v1/subscriptions", obj{"url": "https://example.com/x", "tenant": "globex"}, forbidden},
+			{"POST /v1/subscriptions", "POST", "/v1/subscriptions", obj{"url": "https://example.com/x", "all_tenants": true}, forbidden},
+			{"GET /v1/subscriptions", "GET", "/v1/subscriptions", nil, listing},
+			{"GET /v1/subscriptions", "GET", "/v1/subscriptions?tenant=globex", nil, forbidden},
+			{"GET /v1/subscriptions/{id}", "GET", "/v1/subscriptions/" + w.subB, nil, notFound},
+			{"GET /v1/subscriptions/{id}", "GET", "/v1/subscriptions/" + w.audit, nil, notFound},
+			{"PATCH /v1/subscriptions/{id}", "PATCH", "/v1/subscriptions/" + w.subB, obj{"description": "x"}, notFound},
+			{"DELETE /v1/subscriptions/{id}", "DELETE", "/v1/subscriptions/" + w.subB, nil, notFound},
+			{"GET /v1/subscriptions/{id}/secret", "GET", "/v1/subscriptions/" + w.subB + "/secret", nil, notFound},
+			{"POST /v1/subscriptions/{id}/secret/rotate", "POST", "/v1/subscriptions/" + w.subB + "/secret/rotate", obj{}, notFound},
+			{"POST /v1/subscriptions/{id}/test", "POST", "/v1/subscriptions/" + w.subB + "/test", obj{}, notFound},
+			// Reads and changes no stored data: nothing to confine.
+			{"POST /v1/filters/test", "POST", "/v1/filters/test", obj{"event": obj{"type": "a"}}, want{code: http.StatusOK}},
+			{"POST /v1/events", "POST", "/v1/events", obj{"type": "order.created", "tenant": "globex"}, forbidden},
+			{"POST /v1/events/batch", "POST", "/v1/events/batch", obj{"events": []obj{{"type": "order.created", "tenant": "globex"}}}, want{code: http.StatusOK}},
+			{"GET /v1/events", "GET", "/v1/events", nil, listing},
+			{"GET /v1/events", "GET", "/v1/events?tenant=globex", nil, forbidden},
+			{"GET /v1/events/{id}", "GET", "/v1/events/" + w.evB, nil, notFound},
+			{"GET /v1/deliveries", "GET", "/v1/deliveries", nil, listing},
+			{"GET /v1/deliveries", "GET", "/v1/deliveries?tenant=globex", nil, forbidden},
+			{"GET /v1/deliveries/{id}", "GET", "/v1/deliveries/" + w.dB, nil, notFound},
+			{"GET /v1/deliveries/{id}", "GET", "/v1/deliveries/" + w.dAudit, nil, notFound},
+			{"POST /v1/deliveries/{id}/retry", "POST", "/v1/deliveries/" + w.dB + "/retry", nil, notFound},
+			{"GET /v1/dead-letters", "GET", "/v1/dead-letters", nil, listing},
+			{"GET /v1/dead-letters", "GET", "/v1/dead-letters?tenant=globex", nil, forbidden},
+			{"POST /v1/dead-letters/redrive", "POST", "/v1/dead-letters/redrive", obj{"subscription_id": w.subB}, notFound},
+			{"GET /v1/stats", "GET", "/v1/stats", nil, forbidden},
+			{"GET /v1/stats/subscriptions", "GET", "/v1/stats/subscriptions", nil, forbidden},
+			{"GET /v1/stats/history", "GET", "/v1/stats/history", nil, forbidden},
+			{"POST /v1/tokens", "POST", "/v1/tokens", obj{"name": "x", "scopes": []string{"admin"}}, forbidden},
+			{"GET /v1/tokens", "GET", "/v1/tokens", nil, forbidden},
+			{"DELETE /v1/tokens/{id}", "DELETE", "/v1/tokens/tok_x", nil, forbidden},
+		}
+		covered := map[string]bool{}
+		for _, c := range cases {
+			covered[c.route] = true
+			res := b.do(t, c.method, c.path, c.body, withToken(w.tokA))
+			require.Equal(t, c.want.code, res.code, "%s %s: %s", c.method, c.path, res.body)
+			switch c.want.code {
+			case http.StatusNotFound:
+				requireError(t, res, http.StatusNotFound, herald.CodeNotFound, "")
+			case http.StatusForbidden:
+				requireError(t, res, http.StatusForbidden, herald.CodeForbidden, "")
+			}
+			for _, id := range c.want.absent {
+				require.NotContains(t, string(res.body), id, "%s %s", c.method, c.path)
+			}
+			if c.route == "POST /v1/events/batch" {
+				require.Contains(t, string(res.body), `"rejected"`)
+				require.Contains(t, string(res.body), `"forbidden"`)
+			}
+		}
+		for _, p := range Patterns(b.handler) {
+			if strings.Contains(p, " /v1/") {
+				require.True(t, covered[p], "route %s is missing from the isolation matrix", p)
+			}
+		}
+		require.Equal(t, before, b.snapshot(t, w), "tenant A's requests changed tenant B's data")
+
+		// Tenant B sees its own, but not the audit subscription's delivery.
+		ev := ok[eventJSON](t, b.do(t, http.MethodGet, "/v1/events/"+w.evB, nil, withToken(w.tokB)), http.StatusOK)
+		require.Len(t, ev.Deliveries, 1)
+		require.Equal(t, w.dB, ev.Deliveries[0].ID)
+		require.Equal(t, "globex", ev.Tenant)
+		ok[deliveryDetailJSON](t, b.do(t, http.MethodGet, "/v1/deliveries/"+w.dB, nil, withToken(w.tokB)), http.StatusOK)
+		requireError(t, b.do(t, http.MethodGet, "/v1/deliveries/"+w.dAudit, nil, withToken(w.tokB)), http.StatusNotFound, herald.CodeNotFound, "")
+		list := ok[listJSON[subscriptionJSON]](t, b.do(t, http.MethodGet, "/v1/subscriptions", nil, withToken(w.tokB)), http.StatusOK)
+		require.Len(t, list.Data, 1)
+		require.Equal(t, w.subB, list.Data[0].ID)
+		// ...and may retry and redrive its own.
+		ok[deliveryJSON](t, b.do(t, http.MethodPost, "/v1/deliveries/"+w.dB+"/retry", nil, withToken(w.tokB)), http.StatusAccepted)
+	})
+}
+
+// TestScopedTokens: a publish-only token publishes (stamped with its
+// tenant) and cannot read; an expired token and a revoked one get 401,
+// the revoked one on a second node at its very next request.
+func TestScopedTokens(t *testing.T) {
+	t.Parallel()
+	testdb.ForEach(t, func(t *testing.T, s store.Store) {
+		b := setup(t, s)
+		node2 := setup(t, s)
+		pub := b.createToken(t, obj{"name": "publisher", "scopes": []string{"events:publish"}, "tenant": "acme"})
+		require.Equal(t, "acme", *pub.Tenant)
+		require.Equal(t, []string{"events:publish"}, pub.Scopes)
+
+		res := ok[publishJSON](t, b.do(t, http.MethodPost, "/v1/events", obj{"type": "a"}, withToken(pub.Token)), http.StatusAccepted)
+		ev := ok[eventJSON](t, b.do(t, http.MethodGet, "/v1/events/"+res.ID, nil), http.StatusOK)
+		require.Equal(t, "acme", ev.Tenant, "publishing stamps the token's tenant")
+		for _, path := range []string{"/v1/events", "/v1/events/" + res.ID, "/v1/subscriptions", "/v1/deliveries", "/v1/dead-letters", "/v1/tokens", "/v1/stats"} {
+			requireError(t, b.do(t, http.MethodGet, path, nil, withToken(pub.Token)), http.StatusForbidden, herald.CodeForbidden, "")
+		}
+
+		// The list never shows a token.
+		list := ok[listJSON[tokenJSON]](t, b.do(t, http.MethodGet, "/v1/tokens", nil), http.StatusOK)
+		require.NotContains(t, string(b.do(t, http.MethodGet, "/v1/tokens", nil).body), pub.Token)
+		require.Len(t, list.Data, 1)
+		require.Empty(t, list.Data[0].Token)
+
+		// Expired.
+		past := time.Now().Add(-time.Second)
+		require.NoError(t, s.APITokenCreate(t.Context(), &store.APITokenCreateParams{
+			Hash: HashToken("expired-token"), ID: "tok_expired", Name: "old", Scopes: []string{"admin"}, ExpiresAt: &past, Now: past.Add(-time.Hour),
+		}))
+		requireError(t, b.do(t, http.MethodGet, "/v1/stats", nil, withToken("expired-token")), http.StatusUnauthorized, herald.CodeUnauthorized, "")
+
+		// Revoked on node 1: node 2 refuses it at the very next request.
+		reader := b.createToken(t, obj{"name": "reader", "scopes": []string{"events:read"},
+			"expires_at": time.Now().Add(time.Hour).UTC().Format(time.RFC3339)})
+		require.NotNil(t, reader.ExpiresAt)
+		ok[listJSON[eventListItemJSON]](t, node2.do(t, http.MethodGet, "/v1/events", nil, withToken(reader.Token)), http.StatusOK)
+		require.Equal(t, http.StatusNoContent, b.do(t, http.MethodDelete, "/v1/tokens/"+reader.ID, nil).code)
+		requireError(t, node2.do(t, http.MethodGet, "/v1/events", nil, withToken(reader.Token)), http.StatusUnauthorized, herald.CodeUnauthorized, "")
+		requireError(t, b.do(t, http.MethodDelete, "/v1/tokens/"+reader.ID, nil), http.StatusNotFound, herald.CodeNotFound, "")
+
+		// Validation.
+		for _, c := range []struct {
+			body  obj
+			code  herald.Code
+			field string
+		}{
+			{obj{"scopes": []string{"admin"}}, herald.CodeMissingField, "name"},
+			{obj{"name": "x"}, herald.CodeMissingField, "scopes"},
+			{obj{"name": "x", "scopes": []string{"root"}}, herald.CodeInvalidField, "scopes[0]"},
+			{obj{"name": "x", "scopes": []string{"admin"}, "tenant": "acme"}, herald.CodeInvalidField, "scopes"},
+			{obj{"name": "x", "scopes": []string{"events:read"}, "tenant": "a b"}, herald.CodeInvalidField, "tenant"},
+			{obj{"name": "x", "scopes": []string{"events:read"}, "expires_at": "2001-01-01T00:00:00Z"}, herald.CodeInvalidField, "expires_at"},
+		} {
+			requireError(t, b.do(t, http.MethodPost, "/v1/tokens", c.body), http.StatusBadRequest, c.code, c.field)
+		}
+	})
+}
+
+// TestTenantFields: tenants are validated, shown, fixed at creation, and
+// listings filter by them.
+func TestTenantFields(t *testing.T) {
+	t.Parallel()
+	testdb.ForEach(t, func(t *testing.T, s store.Store) {
+		b := setup(t, s)
+		a := b.createSub(t, obj{"tenant": "acme"})
+		require.Equal(t, "acme", a.Tenant)
+		b.createSub(t, obj{})
+		requireError(t, b.do(t, http.MethodPost, "/v1/subscriptions", obj{"url": "https://example.com/x", "tenant": "a/b"}),
+			http.StatusBadRequest, herald.CodeInvalidField, "tenant")
+		requireError(t, b.do(t, http.MethodPost, "/v1/subscriptions", obj{"url": "https://example.com/x", "tenant": "a", "all_tenants": true}),
+			http.StatusBadRequest, herald.CodeInvalidField, "all_tenants")
+		requireError(t, b.do(t, http.MethodPatch, "/v1/subscriptions/"+a.ID, obj{"tenant": "other"}),
+			http.StatusBadRequest, herald.CodeInvalidField, "tenant")
+		requireError(t, b.do(t, http.MethodPost, "/v1/events", obj{"type": "a", "tenant": ""}),
+			http.StatusBadRequest, herald.CodeInvalidField, "tenant")
+		list := ok[listJSON[subscriptionJSON]](t, b.do(t, http.MethodGet, "/v1/subscriptions?tenant=acme", nil), http.StatusOK)
+		require.Len(t, list.Data, 1)
+		requireError(t, b.do(t, http.MethodGet, "/v1/events?tenant=a%20b", nil), http.StatusBadRequest, herald.CodeInvalidField, "tenant")
+
+		pub := b.publish(t, obj{"type": "order.created", "tenant": "acme"})
+		require.Equal(t, 1, pub.Deliveries)
+		pub = b.publish(t, obj{"type": "order.created"})
+		require.Equal(t, 1, pub.Deliveries, "an untenanted event reaches only the untenanted subscription")
+		events := ok[listJSON[eventListItemJSON]](t, b.do(t, http.MethodGet, "/v1/events?tenant=acme", nil), http.StatusOK)
+		require.Len(t, events.Data, 1)
+		require.Equal(t, "acme", events.Data[0].Tenant)
+	})
+}
