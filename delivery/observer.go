@@ -31,6 +31,9 @@ type AttemptObservation struct {
 	// Stale is set when the lease had been lost: the attempt was recorded
 	// but did not change the delivery's state.
 	Stale bool
+	// Tenant is the event's tenant ("" when untenanted), for per-tenant
+	// counters.
+	Tenant string
 }
 
 // Observer receives the engine's measurements. Package metrics implements
@@ -85,6 +88,7 @@ func (e *Engine) observeBatch(batch []pending, stale []string, took time.Duratio
 			EventCreatedAt: p.claimed.Event.CreatedAt,
 			FinishedAt:     p.decision.outcome.Attempt.At.Add(p.result.Duration),
 			Stale:          staleSet[p.decision.outcome.DeliveryID],
+			Tenant:         p.claimed.Event.Tenant,
 		}
 		switch {
 		case p.decision.disable:

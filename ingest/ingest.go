@@ -228,6 +228,9 @@ func (i *Ingester) commit(ctx context.Context, events []*herald.Event) ([]store.
 		deliveries += len(in.Deliveries)
 	}
 	i.cfg.Observer.ObserveCommit(len(inserts), deliveries, time.Since(start), err)
+	if to, ok := i.cfg.Observer.(TenantObserver); ok && err == nil {
+		observeTenants(to, inserts, res)
+	}
 	if err != nil {
 		if reserved > 0 {
 			i.cfg.Dispatcher.DispatchCancel(reserved)
@@ -426,4 +429,23 @@ func (i *Ingester) flush(batch []*request) {
 // again in smaller parts would not help.
 func transientStoreError(err error) bool {
 	return errors.Is(err, herald.ErrStoreUnavailable) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// observeTenants reports the events newly stored per tenant (duplicates
+// are not counted again). It allocates only when a commit holds a tenanted
+// event.
+func observeTenants(to TenantObserver, inserts []store.EventInsert, res []store.EventInsertResult) {
+	var counts map[string]int
+	for n, in := range inserts {
+		if in.Event.Tenant == "" || (n < len(res) && res[n].Duplicate) {
+			continue
+		}
+		if counts == nil {
+			counts = map[string]int{}
+		}
+		counts[in.Event.Tenant]++
+	}
+	if counts != nil {
+		to.ObserveTenantEvents(counts)
+	}
 }

@@ -14,6 +14,14 @@ type Observer interface {
 	ObserveCommit(events, deliveries int, took time.Duration, err error)
 }
 
+// TenantObserver is implemented by Observers that count events per tenant
+// (metrics.Observer). It is called after each successful commit with the
+// number of events stored per tenant (untenanted events are left out),
+// only when some event of the commit had a tenant.
+type TenantObserver interface {
+	ObserveTenantEvents(counts map[string]int)
+}
+
 // NopObserver is the default Observer: it does nothing.
 type NopObserver struct{}
 

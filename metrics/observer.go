@@ -31,6 +31,8 @@ import (
 //	herald_queue_stale_alarms_total{tier}                 herald.queue.stale events raised
 //	herald_retention_deleted_total{kind}                  rows deleted by retention (deliveries, dead, events, keys, subscriptions, secrets, attempts, push_messages, push_users)
 //	herald_queue_vacuum_duration_seconds{result}          queue vacuums run by the leader (PostgreSQL; result: ok, error)
+//	herald_tenant_events_total{tenant}                    tenanted events stored (tenant: one of WithTenants, else _other)
+//	herald_tenant_deliveries_total{tenant,outcome}        tenanted deliveries finished (delivered, dead), labelled likewise
 type Observer struct {
 	attempts        *prometheus.CounterVec
 	deliveries      *prometheus.CounterVec
@@ -46,9 +48,44 @@ type Observer struct {
 	staleAlarms     *prometheus.CounterVec
 	retention       *prometheus.CounterVec
 	vacuum          *prometheus.HistogramVec
+	tenantEvents    *prometheus.CounterVec
+	tenantDeliver   *prometheus.CounterVec
+	// tenants are the tenants with their own label value (WithTenants);
+	// every other tenant is counted under OtherTenant, so the number of
+	// series stays bounded whatever producers send.
+	tenants map[string]bool
 	// history, when set, also receives publish and attempt counts (the
 	// dashboard's charts).
 	history *History
+}
+
+// OtherTenant is the tenant label of tenants not in WithTenants' list.
+const OtherTenant = "_other"
+
+// WithTenants gives each of tenants its own label value in the per-tenant
+// series (--metrics-tenants); it returns o. Call before serving.
+func (o *Observer) WithTenants(tenants []string) *Observer {
+	o.tenants = make(map[string]bool, len(tenants))
+	for _, t := range tenants {
+		o.tenants[t] = true
+		o.tenantEvents.WithLabelValues(t)
+	}
+	return o
+}
+
+// tenantLabel is t's label value: t when allowed, OtherTenant otherwise.
+func (o *Observer) tenantLabel(t string) string {
+	if o.tenants[t] {
+		return t
+	}
+	return OtherTenant
+}
+
+// ObserveTenantEvents implements ingest.TenantObserver.
+func (o *Observer) ObserveTenantEvents(counts map[string]int) {
+	for t, n := range counts {
+		o.tenantEvents.WithLabelValues(o.tenantLabel(t)).Add(float64(n))
+	}
 }
 
 // WithHistory makes o also feed h; it returns o.
@@ -58,8 +95,9 @@ func (o *Observer) WithHistory(h *History) *Observer {
 }
 
 var (
-	_ ingest.Observer   = (*Observer)(nil)
-	_ delivery.Observer = (*Observer)(nil)
+	_ ingest.TenantObserver = (*Observer)(nil)
+	_ ingest.Observer       = (*Observer)(nil)
+	_ delivery.Observer     = (*Observer)(nil)
 )
 
 // batchBuckets fit group commits and completion batches (1 to 5,000).
@@ -134,7 +172,17 @@ func NewObserver(reg prometheus.Registerer) *Observer {
 			Help:    "Duration of the leader's vacuums of the queue tables (PostgreSQL), by result (ok, error).",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 		}, []string{"result"}),
+		tenantEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "herald_tenant_events_total",
+			Help: "Tenanted events stored, by tenant (the tenants of --metrics-tenants; all others as _other).",
+		}, []string{"tenant"}),
+		tenantDeliver: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "herald_tenant_deliveries_total",
+			Help: "Deliveries of tenanted events finished, by tenant (as herald_tenant_events_total) and outcome (delivered, dead).",
+		}, []string{"tenant", "outcome"}),
 	}
+	reg.MustRegister(o.tenantEvents, o.tenantDeliver)
+	o.tenantEvents.WithLabelValues(OtherTenant)
 	reg.MustRegister(o.attempts, o.deliveries, o.attemptDuration, o.publish, o.endToEnd,
 		o.commitSize, o.commitDuration, o.completeSize, o.completeTook, o.claimSize, o.direct, o.staleAlarms, o.retention, o.vacuum)
 	// Pre-create the common series so they read 0 before the first event
@@ -199,11 +247,17 @@ func (o *Observer) ObserveAttempt(a *delivery.AttemptObservation) {
 	switch a.Outcome {
 	case delivery.OutcomeDelivered:
 		o.deliveries.WithLabelValues("delivered").Inc()
+		if a.Tenant != "" {
+			o.tenantDeliver.WithLabelValues(o.tenantLabel(a.Tenant), "delivered").Inc()
+		}
 		if !a.EventCreatedAt.IsZero() {
 			o.endToEnd.Observe(max(a.FinishedAt.Sub(a.EventCreatedAt), 0).Seconds())
 		}
 	case delivery.OutcomeDead, delivery.OutcomeGone:
 		o.deliveries.WithLabelValues("dead").Inc()
+		if a.Tenant != "" {
+			o.tenantDeliver.WithLabelValues(o.tenantLabel(a.Tenant), "dead").Inc()
+		}
 	}
 }
 

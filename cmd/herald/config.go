@@ -23,30 +23,33 @@ import (
 // "name" (or name with underscores) in the YAML file given by --config.
 // Precedence: flag, then environment, then file, then default.
 type config struct {
-	Config        string
-	Listen        string
-	DebugListen   string
-	DataDir       string
-	DatabaseURL   string
-	Tiers         string
-	Dev           bool
-	AllowPrivate  bool
-	AllowCIDR     string
-	APIToken      string
-	Workers       int
-	NodeID        string
-	LogLevel      string
-	LogFormat     string
-	SQLiteSync    string
-	IngestBatch   int
-	IngestFlush   time.Duration
-	IngestWorkers int
-	Direct        bool
-	LeaseMargin   time.Duration
-	PollInterval  time.Duration
-	ShutdownWait  time.Duration
-	MaxBodyBytes  int64
-	SecretGrace   time.Duration
+	Config       string
+	Listen       string
+	DebugListen  string
+	DataDir      string
+	DatabaseURL  string
+	Tiers        string
+	Dev          bool
+	AllowPrivate bool
+	AllowCIDR    string
+	APIToken     string
+	// MetricsTenants are the tenants with their own /metrics label value
+	// (comma-separated); others are counted as _other.
+	MetricsTenants string
+	Workers        int
+	NodeID         string
+	LogLevel       string
+	LogFormat      string
+	SQLiteSync     string
+	IngestBatch    int
+	IngestFlush    time.Duration
+	IngestWorkers  int
+	Direct         bool
+	LeaseMargin    time.Duration
+	PollInterval   time.Duration
+	ShutdownWait   time.Duration
+	MaxBodyBytes   int64
+	SecretGrace    time.Duration
 
 	StaleAfter         time.Duration
 	RetentionDelivered time.Duration
@@ -70,6 +73,8 @@ type config struct {
 
 	tiers []time.Duration
 	allow []netip.Prefix
+	// metricsTenants is MetricsTenants parsed.
+	metricsTenants []string
 	// pgSchema, when set, is the PostgreSQL schema to use (created if
 	// missing); herald bench runs in a schema of its own.
 	pgSchema string
@@ -97,6 +102,7 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.AllowPrivate, "allow-private", false, "allow delivery to private (RFC 1918, ULA, CGNAT) addresses")
 	fs.StringVar(&c.AllowCIDR, "allow-cidr", "", "comma-separated CIDRs delivery may reach even if loopback/private (never link-local/metadata)")
 	fs.StringVar(&c.APIToken, "api-token", "", "admin API token (default: generated on first start into <data-dir>/admin.token)")
+	fs.StringVar(&c.MetricsTenants, "metrics-tenants", "", "comma-separated tenants with their own label in /metrics' per-tenant series (others count as _other)")
 	fs.IntVar(&c.Workers, "workers", delivery.DefaultWorkers, "concurrent delivery requests per node")
 	fs.StringVar(&c.NodeID, "node-id", "", "name of this node in leases (default random)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
@@ -208,6 +214,16 @@ func (c *config) validate() error {
 		return err
 	}
 	c.tiers = tiers
+	c.metricsTenants = nil
+	for _, s := range strings.Split(c.MetricsTenants, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		if !herald.ValidTenant(s) {
+			return fmt.Errorf("--metrics-tenants: %q is not a tenant id (1-%d of A-Z a-z 0-9 . _ -)", s, herald.MaxTenantLen)
+		}
+		c.metricsTenants = append(c.metricsTenants, s)
+	}
 	c.allow = nil
 	for _, s := range strings.Split(c.AllowCIDR, ",") {
 		s = strings.TrimSpace(s)

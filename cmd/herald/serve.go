@@ -214,7 +214,7 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 	// from ingest, delivery and maintenance.
 	reg := prometheus.NewRegistry()
 	history := metrics.NewHistory(nil)
-	obs := metrics.NewObserver(reg).WithHistory(history)
+	obs := metrics.NewObserver(reg).WithHistory(history).WithTenants(c.metricsTenants)
 
 	// The fan-out cache is shared: ingest routes published events with it,
 	// the engine routes system events (alerts).
