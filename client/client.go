@@ -158,7 +158,13 @@ func (c *Client) CreateSubscription(ctx context.Context, body map[string]any) (*
 
 // ListSubscriptions returns one page (limit 0: the server's default, 100).
 func (c *Client) ListSubscriptions(ctx context.Context, limit int, cursor string) (*SubscriptionList, error) {
+	return c.ListTenantSubscriptions(ctx, "", limit, cursor)
+}
+
+// ListTenantSubscriptions is ListSubscriptions of one tenant ("": all).
+func (c *Client) ListTenantSubscriptions(ctx context.Context, tenant string, limit int, cursor string) (*SubscriptionList, error) {
 	q := url.Values{}
+	setNonEmpty(q, "tenant", tenant)
 	if limit > 0 {
 		q.Set("limit", fmt.Sprint(limit))
 	}
@@ -225,6 +231,33 @@ func (c *Client) TestFilter(ctx context.Context, p FilterTestParams) (*FilterTes
 	return &out, c.do(ctx, http.MethodPost, "/v1/filters/test", nil, p, &out)
 }
 
+// ---- tokens ----
+
+// CreateToken makes a scoped API token (admin). The answer's Token is
+// shown only here.
+func (c *Client) CreateToken(ctx context.Context, in TokenInput) (*Token, error) {
+	body := map[string]any{"name": in.Name, "scopes": in.Scopes}
+	if in.Tenant != "" {
+		body["tenant"] = in.Tenant
+	}
+	if !in.ExpiresAt.IsZero() {
+		body["expires_at"] = in.ExpiresAt.UTC().Format(time.RFC3339Nano)
+	}
+	var out Token
+	return &out, c.do(ctx, http.MethodPost, "/v1/tokens", nil, body, &out)
+}
+
+// ListTokens lists the stored tokens (never the tokens themselves).
+func (c *Client) ListTokens(ctx context.Context) (*TokenList, error) {
+	var out TokenList
+	return &out, c.do(ctx, http.MethodGet, "/v1/tokens", nil, nil, &out)
+}
+
+// RevokeToken revokes a token: it stops working at the next request.
+func (c *Client) RevokeToken(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodDelete, pathID("/v1/tokens/", id), nil, nil, nil)
+}
+
 // ---- events ----
 
 // Publish stores one event and fans it out.
@@ -251,6 +284,7 @@ func (c *Client) ListEvents(ctx context.Context, p EventListParams) (*EventList,
 	q := url.Values{}
 	setNonEmpty(q, "type", p.Type)
 	setNonEmpty(q, "key", p.Key)
+	setNonEmpty(q, "tenant", p.Tenant)
 	setTime(q, "since", p.Since)
 	setTime(q, "until", p.Until)
 	if p.Limit > 0 {
@@ -268,6 +302,7 @@ func (c *Client) ListDeliveries(ctx context.Context, p DeliveryListParams) (*Del
 	q := url.Values{}
 	setNonEmpty(q, "subscription_id", p.SubscriptionID)
 	setNonEmpty(q, "event_id", p.EventID)
+	setNonEmpty(q, "tenant", p.Tenant)
 	setNonEmpty(q, "state", p.State)
 	setTime(q, "since", p.Since)
 	setTime(q, "until", p.Until)

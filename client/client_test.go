@@ -94,3 +94,43 @@ func TestPublishAndRedriveBodies(t *testing.T) {
 		`POST /v1/dead-letters/redrive {"error":"timeout","limit":1,"subscription_id":"s"}`,
 	}, bodies)
 }
+
+func TestTokensAndTenantParams(t *testing.T) {
+	t.Parallel()
+	var got []string
+	c := setup(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got = append(got, r.Method+" "+r.URL.RequestURI()+" "+string(b))
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case r.Method == http.MethodPost:
+			w.WriteHeader(http.StatusCreated)
+			_, _ = io.WriteString(w, `{"id":"tok_1","token":"hrld_x","name":"n","scopes":["events:publish"],"tenant":"acme","expires_at":null,"created_at":"2026-01-01T00:00:00Z"}`)
+		case r.Method == http.MethodDelete:
+			w.WriteHeader(http.StatusNoContent)
+		default:
+			_, _ = io.WriteString(w, `{"data":[],"next_cursor":null}`)
+		}
+	})
+	ctx := context.Background()
+	tok, err := c.CreateToken(ctx, TokenInput{Name: "n", Scopes: []string{"events:publish"}, Tenant: "acme"})
+	require.NoError(t, err)
+	require.Equal(t, "hrld_x", tok.Token)
+	_, err = c.ListTokens(ctx)
+	require.NoError(t, err)
+	require.NoError(t, c.RevokeToken(ctx, "tok_1"))
+	_, err = c.ListTenantSubscriptions(ctx, "acme", 0, "")
+	require.NoError(t, err)
+	_, err = c.ListEvents(ctx, EventListParams{Tenant: "acme"})
+	require.NoError(t, err)
+	_, err = c.ListDeliveries(ctx, DeliveryListParams{Tenant: "acme"})
+	require.NoError(t, err)
+	require.Equal(t, []string{
+		`POST /v1/tokens {"name":"n","scopes":["events:publish"],"tenant":"acme"}`,
+		"GET /v1/tokens ",
+		"DELETE /v1/tokens/tok_1 ",
+		"GET /v1/subscriptions?tenant=acme ",
+		"GET /v1/events?tenant=acme ",
+		"GET /v1/deliveries?tenant=acme ",
+	}, got)
+}

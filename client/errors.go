@@ -32,6 +32,7 @@ func (e *APIError) Is(target error) bool {
 var (
 	ErrNotFound     = &APIError{Code: "not_found", Message: "not found"}
 	ErrUnauthorized = &APIError{Code: "unauthorized", Message: "unauthorized"}
+	ErrForbidden    = &APIError{Code: "forbidden", Message: "forbidden"}
 	ErrConflict     = &APIError{Code: "conflict", Message: "conflict"}
 	ErrInvalidField = &APIError{Code: "invalid_field", Message: "invalid field"}
 	ErrUnavailable  = &APIError{Code: "store_unavailable", Message: "store unavailable"}

@@ -40,6 +40,8 @@ type Subscription struct {
 	Metadata       json.RawMessage   `json:"metadata"`
 	State          string            `json:"state"`
 	DisabledReason string            `json:"disabled_reason"`
+	Tenant         string            `json:"tenant,omitempty"`
+	AllTenants     bool              `json:"all_tenants,omitempty"`
 	CreatedAt      string            `json:"created_at"`
 	UpdatedAt      string            `json:"updated_at"`
 }
@@ -76,6 +78,8 @@ type FilterTestEvent struct {
 	Key     string          `json:"key,omitempty"`
 	Version *int64          `json:"version,omitempty"`
 	Data    json.RawMessage `json:"data,omitempty"`
+	// Tenant is the event's tenant (filters see it as "tenant").
+	Tenant string `json:"tenant,omitempty"`
 }
 
 // FilterTestParams is the body of POST /v1/filters/test.
@@ -99,6 +103,8 @@ type EventInput struct {
 	Key     string          `json:"key,omitempty"`
 	Version *int64          `json:"version,omitempty"`
 	Data    json.RawMessage `json:"data,omitempty"`
+	// Tenant is the event's tenant; a tenant-confined token stamps its own.
+	Tenant string `json:"tenant,omitempty"`
 }
 
 // PublishResult is the answer to a publish.
@@ -145,6 +151,7 @@ type Event struct {
 	Type       string          `json:"type"`
 	Key        string          `json:"key,omitempty"`
 	Version    *int64          `json:"version,omitempty"`
+	Tenant     string          `json:"tenant,omitempty"`
 	Data       json.RawMessage `json:"data"`
 	Timestamp  string          `json:"timestamp"`
 	Deliveries []EventDelivery `json:"deliveries,omitempty"`
@@ -153,6 +160,7 @@ type Event struct {
 // EventListParams filter GET /v1/events; zero values are left out.
 type EventListParams struct {
 	Type, Key    string
+	Tenant       string
 	Since, Until time.Time
 	Limit        int
 	Cursor       string
@@ -218,6 +226,7 @@ func (d *Delivery) Final() bool {
 // DeliveryListParams filter GET /v1/deliveries; zero values are left out.
 type DeliveryListParams struct {
 	SubscriptionID, EventID, State string
+	Tenant                         string
 	Since, Until                   time.Time
 	Limit                          int
 	Cursor                         string
@@ -292,4 +301,32 @@ type SubscriptionStats struct {
 type SubscriptionStatsList struct {
 	Since string              `json:"since"`
 	Data  []SubscriptionStats `json:"data"`
+}
+
+// TokenInput is a token to create: Scopes from events:publish,
+// events:read, subscriptions:read, subscriptions:write, deliveries:read,
+// deliveries:write and admin; Tenant confines it; ExpiresAt (zero: never)
+// ends it.
+type TokenInput struct {
+	Name      string    `json:"name"`
+	Scopes    []string  `json:"scopes"`
+	Tenant    string    `json:"tenant,omitempty"`
+	ExpiresAt time.Time `json:"-"`
+}
+
+// Token is a stored API token; Token (the secret) is set only in
+// CreateToken's answer.
+type Token struct {
+	ID        string   `json:"id"`
+	Token     string   `json:"token,omitempty"`
+	Name      string   `json:"name"`
+	Scopes    []string `json:"scopes"`
+	Tenant    *string  `json:"tenant"`
+	ExpiresAt *string  `json:"expires_at"`
+	CreatedAt string   `json:"created_at"`
+}
+
+// TokenList is every stored token.
+type TokenList struct {
+	Data []Token `json:"data"`
 }

@@ -26,11 +26,12 @@ func deliveryList(fs *flag.FlagSet) action {
 	sub := fs.String("subscription-id", "", "only this subscription's")
 	ev := fs.String("event-id", "", "only this event's")
 	state := fs.String("state", "", "only this state: "+deliveryStates)
+	tenant := fs.String("tenant", "", "only deliveries of this tenant's subscriptions")
 	since := fs.String("since", "", "only deliveries created at or after this time (RFC 3339, or a duration ago: 1h)")
 	until := fs.String("until", "", "only deliveries created before this time")
 	limit := fs.Int("limit", 100, "list at most this many (0: all)")
 	return func(ctx context.Context, c *cli, _ []string) error {
-		p := client.DeliveryListParams{SubscriptionID: *sub, EventID: *ev, State: *state}
+		p := client.DeliveryListParams{SubscriptionID: *sub, EventID: *ev, State: *state, Tenant: *tenant}
 		var err error
 		if p.Since, err = parseTime("since", *since); err != nil {
 			return err

@@ -36,13 +36,14 @@ func eventPublish(fs *flag.FlagSet) action {
 	key := fs.String("key", "", "event key (ordering and supersession)")
 	id := fs.String("id", "", "event id (idempotency key; default: the server makes one)")
 	version := fs.Int64("version", 0, "event version (with ordering latest)")
+	tenant := fs.String("tenant", "", "the event's tenant: it reaches only that tenant's subscriptions (a tenant token stamps its own)")
 	file := fs.String("file", "", "publish every line of this NDJSON file (- for stdin), each a JSON event object, through POST /v1/events/batch")
 	batch := fs.Int("batch-size", maxBatchEvents, "with --file: events per batch call (1 to 1000)")
 	return func(ctx context.Context, c *cli, _ []string) error {
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		if *file != "" {
-			for _, n := range []string{"type", "data", "key", "id", "version"} {
+			for _, n := range []string{"type", "data", "key", "id", "version", "tenant"} {
 				if set[n] {
 					return usagef("--file and --%s exclude each other (the file's lines hold the events)", n)
 				}
@@ -55,7 +56,7 @@ func eventPublish(fs *flag.FlagSet) action {
 		if *typ == "" {
 			return usagef("--type is required (or --file)")
 		}
-		ev := client.EventInput{ID: *id, Type: *typ, Key: *key}
+		ev := client.EventInput{ID: *id, Type: *typ, Key: *key, Tenant: *tenant}
 		if set["version"] {
 			ev.Version = version
 		}
@@ -253,11 +254,12 @@ func eventGet(fs *flag.FlagSet) action {
 func eventList(fs *flag.FlagSet) action {
 	typ := fs.String("type", "", "only this event type (exact)")
 	key := fs.String("key", "", "only this key (exact)")
+	tenant := fs.String("tenant", "", "only this tenant's")
 	since := fs.String("since", "", "only events at or after this time (RFC 3339, or a duration ago: 1h)")
 	until := fs.String("until", "", "only events before this time")
 	limit := fs.Int("limit", 100, "list at most this many (0: all)")
 	return func(ctx context.Context, c *cli, _ []string) error {
-		p := client.EventListParams{Type: *typ, Key: *key}
+		p := client.EventListParams{Type: *typ, Key: *key, Tenant: *tenant}
 		var err error
 		if p.Since, err = parseTime("since", *since); err != nil {
 			return err

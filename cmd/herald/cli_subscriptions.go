@@ -30,6 +30,8 @@ type subFlags struct {
 	url, method, eventTypes, filterCEL, filterJMES, filterES string
 	noFilter, noRateLimit                                    bool
 	secret, ordering, description, metadata, state           string
+	tenant                                                   string
+	allTenants                                               bool
 	keyIntervalMS, timeoutMS                                 int64
 	rateMax, ratePer, maxInFlight                            int
 	headers                                                  headerFlag
@@ -54,6 +56,8 @@ func (f *subFlags) register(fs *flag.FlagSet, create bool) {
 	fs.StringVar(&f.state, "state", "", "enabled or disabled")
 	if create {
 		fs.StringVar(&f.secret, "secret", "", "signing secret whsec_… (default: the server makes one)")
+		fs.StringVar(&f.tenant, "tenant", "", "tenant the subscription belongs to: it receives only that tenant's events (fixed at creation)")
+		fs.BoolVar(&f.allTenants, "all-tenants", false, "untenanted subscription that also receives every tenant's events (an audit sink)")
 	} else {
 		fs.BoolVar(&f.noFilter, "no-filter", false, "remove the filter")
 		fs.BoolVar(&f.noRateLimit, "no-rate-limit", false, "remove the rate limit")
@@ -77,6 +81,10 @@ func (f *subFlags) body(fs *flag.FlagSet, create bool) (map[string]any, error) {
 	str("description", "description", f.description)
 	str("state", "state", f.state)
 	str("secret", "secret", f.secret)
+	str("tenant", "tenant", f.tenant)
+	if set["all-tenants"] {
+		b["all_tenants"] = f.allTenants
+	}
 	if set["event-types"] {
 		b["event_types"] = splitList(f.eventTypes)
 	}
@@ -176,6 +184,7 @@ func subscriptionCreate(fs *flag.FlagSet) action {
 
 func subscriptionList(fs *flag.FlagSet) action {
 	limit := fs.Int("limit", 0, "list at most this many (0: all)")
+	tenant := fs.String("tenant", "", "only this tenant's")
 	return func(ctx context.Context, c *cli, _ []string) error {
 		var tw = c.table("ID", "STATE", "URL", "EVENT TYPES", "FILTER", "DESCRIPTION")
 		n, cursor := 0, ""
@@ -184,7 +193,7 @@ func subscriptionList(fs *flag.FlagSet) action {
 			if *limit > 0 {
 				want = min(want, *limit-n)
 			}
-			res, err := c.api.ListSubscriptions(ctx, want, cursor)
+			res, err := c.api.ListTenantSubscriptions(ctx, *tenant, want, cursor)
 			if err != nil {
 				return err
 			}
