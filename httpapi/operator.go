@@ -313,7 +313,11 @@ func (s *server) subscriptionStats(w http.ResponseWriter, r *http.Request) error
 	if since.IsZero() {
 		since = s.now().Add(-defaultStatsWindow)
 	}
-	stats, err := s.store.SubscriptionStatsList(r.Context(), &store.SubscriptionStatsListParams{Since: since})
+	tenant, err := tenantFilter(r, q)
+	if err != nil {
+		return err
+	}
+	stats, err := s.store.SubscriptionStatsList(r.Context(), &store.SubscriptionStatsListParams{Since: since, Tenant: tenant})
 	if err != nil {
 		return err
 	}

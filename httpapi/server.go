@@ -186,9 +186,10 @@ func (s *server) routes() {
 	s.v1("GET /v1/dead-letters", ScopeDeliveriesRead, s.deadLetterGroups)
 	s.v1("POST /v1/dead-letters/redrive", ScopeDeliveriesWrite, s.deadLetterRedrive)
 
+	// Per-subscription outcomes are filtered by tenant like deliveries.
+	s.v1("GET /v1/stats/subscriptions", ScopeDeliveriesRead, s.subscriptionStats)
 	// Queue-wide figures span every tenant: admin only.
 	s.v1("GET /v1/stats", ScopeAdmin, s.statsGet)
-	s.v1("GET /v1/stats/subscriptions", ScopeAdmin, s.subscriptionStats)
 	s.v1("GET /v1/stats/history", ScopeAdmin, s.statsHistory)
 
 	s.v1("POST /v1/tokens", ScopeAdmin, s.tokenCreate)

@@ -64,6 +64,8 @@ type DeadLetterGroup struct {
 type SubscriptionStatsListParams struct {
 	// Since bounds the finished deliveries counted (by updated_at).
 	Since time.Time
+	// Tenant, when set, counts only that tenant's subscriptions.
+	Tenant string
 }
 
 // SubscriptionStats is one subscription's recent outcomes and queue.

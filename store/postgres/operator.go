@@ -126,11 +126,13 @@ func (s *Store) SubscriptionStatsList(ctx context.Context, params *store.Subscri
 	rows, err := db.Query(ctx, `
 		SELECT subscription_id, state, count(*)::int FROM deliveries
 		WHERE state IN ('delivered', 'dead') AND updated_at >= $1
+			AND ($2 = '' OR subscription_id IN (SELECT id FROM subscriptions WHERE tenant = $2))
 		GROUP BY subscription_id, state
 		UNION ALL
 		SELECT subscription_id, state, count(*)::int FROM deliveries
 		WHERE state IN ('pending', 'in_flight')
-		GROUP BY subscription_id, state`, ms(params.Since))
+			AND ($2 = '' OR subscription_id IN (SELECT id FROM subscriptions WHERE tenant = $2))
+		GROUP BY subscription_id, state`, ms(params.Since), params.Tenant)
 	if err != nil {
 		return nil, mapErr(op, err)
 	}

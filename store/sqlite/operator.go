@@ -131,12 +131,14 @@ func (s *Store) SubscriptionStatsList(ctx context.Context, params *store.Subscri
 	err := s.readTx(ctx, "subscription stats", func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, `
 			SELECT subscription_id, state, count(*) FROM deliveries
-			WHERE state IN ('delivered', 'dead') AND updated_at >= ?
+			WHERE state IN ('delivered', 'dead') AND updated_at >= ?1
+				AND (?2 = '' OR subscription_id IN (SELECT id FROM subscriptions WHERE tenant = ?2))
 			GROUP BY subscription_id, state
 			UNION ALL
 			SELECT subscription_id, state, count(*) FROM deliveries
 			WHERE state IN ('pending', 'in_flight')
-			GROUP BY subscription_id, state`, since)
+				AND (?2 = '' OR subscription_id IN (SELECT id FROM subscriptions WHERE tenant = ?2))
+			GROUP BY subscription_id, state`, since, params.Tenant)
 		if err != nil {
 			return err
 		}

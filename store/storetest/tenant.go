@@ -96,6 +96,11 @@ func testTenant(t *testing.T, newStore NewStoreFunc) {
 		require.NoError(t, err)
 		require.Len(t, groups, 1)
 		require.Equal(t, a.ID, groups[0].SubscriptionID)
+		stats, err := b.store.SubscriptionStatsList(b.ctx, &store.SubscriptionStatsListParams{Since: now.Add(-time.Hour), Tenant: "globex"})
+		require.NoError(t, err)
+		require.Len(t, stats, 1)
+		require.Equal(t, g.ID, stats[0].SubscriptionID)
+		require.Equal(t, 1, stats[0].Dead)
 	})
 }
 
