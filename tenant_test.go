@@ -44,3 +44,13 @@ func TestSubscriptionReceives(t *testing.T) {
 		require.Equal(t, tc.want, tc.sub.Receives(tc.tenant), "%+v %q", tc.sub, tc.tenant)
 	}
 }
+
+func TestEventBodyTenant(t *testing.T) {
+	t.Parallel()
+	ev := &Event{ID: "evt_1", Type: "a", Tenant: "acme"}
+	require.Contains(t, string(ev.Body()), `"tenant":"acme"`)
+	require.Equal(t, "acme", ev.Envelope()["tenant"])
+	ev.Tenant = ""
+	require.NotContains(t, string(ev.Body()), "tenant")
+	require.NotContains(t, ev.Envelope(), "tenant")
+}

@@ -198,7 +198,7 @@ func (s *server) filterTest(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := eo.allow("id", "type", "key", "version", "data", "timestamp"); err != nil {
+	if err := eo.allow("id", "type", "key", "version", "data", "timestamp", "tenant"); err != nil {
 		return err
 	}
 	ev := &herald.Event{Data: json.RawMessage("null"), CreatedAt: s.now()}
@@ -211,6 +211,10 @@ func (s *server) filterTest(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if _, err := eo.str("key", &ev.Key); err != nil {
+		return err
+	}
+	// Filters see the tenant as event.tenant (CEL) or tenant (JMESPath).
+	if _, err := eo.str("tenant", &ev.Tenant); err != nil {
 		return err
 	}
 	var version int64

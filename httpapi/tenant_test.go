@@ -258,3 +258,15 @@ func TestTenantFields(t *testing.T) {
 		require.Equal(t, "acme", events.Data[0].Tenant)
 	})
 }
+
+// Filters see the tenant: event.tenant in CEL.
+func TestFilterSeesTenant(t *testing.T) {
+	t.Parallel()
+	testdb.ForEach(t, func(t *testing.T, s store.Store) {
+		b := setup(t, s)
+		res := ok[map[string]bool](t, b.do(t, http.MethodPost, "/v1/filters/test", obj{
+			"filter": obj{"cel": `event.tenant == "acme"`}, "event": obj{"type": "a", "tenant": "acme"},
+		}), http.StatusOK)
+		require.True(t, res["matched"])
+	})
+}
