@@ -239,6 +239,12 @@ func (c *cli) showSubscription(s *client.Subscription) {
 	row(tw, "id", s.ID)
 	row(tw, "url", s.Method+" "+s.URL)
 	row(tw, "state", strings.TrimSpace(s.State+" "+s.DisabledReason))
+	if s.Tenant != "" {
+		row(tw, "tenant", s.Tenant)
+	}
+	if s.AllTenants {
+		row(tw, "all_tenants", "true (receives every tenant's events)")
+	}
 	row(tw, "event_types", strings.Join(s.EventTypes, ","))
 	row(tw, "filter", filterText(s.Filter))
 	row(tw, "ordering", s.Ordering)
