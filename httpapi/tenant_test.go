@@ -194,6 +194,11 @@ func TestScopedTokens(t *testing.T) {
 		require.Len(t, list.Data, 1)
 		require.Empty(t, list.Data[0].Token)
 
+		// A token cannot revoke itself (the operator would be locked out).
+		admin := b.createToken(t, obj{"name": "second admin", "scopes": []string{"admin"}})
+		requireError(t, b.do(t, http.MethodDelete, "/v1/tokens/"+admin.ID, nil, withToken(admin.Token)), http.StatusConflict, herald.CodeConflict, "")
+		require.Equal(t, http.StatusNoContent, b.do(t, http.MethodDelete, "/v1/tokens/"+admin.ID, nil).code)
+
 		// Expired.
 		past := time.Now().Add(-time.Second)
 		require.NoError(t, s.APITokenCreate(t.Context(), &store.APITokenCreateParams{

@@ -140,6 +140,11 @@ func (s *server) tokenList(w http.ResponseWriter, r *http.Request) error {
 // the next request on every node (authentication reads the store).
 func (s *server) tokenDelete(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
+	if id == principalOf(r).TokenID {
+		// Revoking the generated admin token with itself would lock the
+		// operator out; make another admin token first.
+		return herald.Conflictf("a token cannot revoke itself; revoke it with another admin token")
+	}
 	if err := s.store.APITokenDelete(r.Context(), id); err != nil {
 		return notFound(err, "token", id)
 	}
