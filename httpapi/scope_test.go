@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -15,7 +16,7 @@ import (
 func TestEveryRouteDeclaresAScope(t *testing.T) {
 	t.Parallel()
 	s := testdb.SQLite(t)
-	h := New(Config{Store: s, Publisher: failingPublisher{}, Auth: NewTokenAuth(s, testToken), Push: nil})
+	h := New(Config{Store: s, Publisher: failingPublisher{}, Auth: NewTokenAuth(s, testToken), Push: nopBroadcaster{}})
 	scopes := RouteScopes(h)
 	n := 0
 	for _, p := range Patterns(h) {
@@ -29,6 +30,14 @@ func TestEveryRouteDeclaresAScope(t *testing.T) {
 	require.Panics(t, func() {
 		(&server{scopes: map[string]Scope{}}).v1("GET /v1/x", "", nil)
 	})
+}
+
+// nopBroadcaster mounts the push broadcast routes.
+type nopBroadcaster struct{}
+
+func (nopBroadcaster) BroadcastPut(context.Context, string, string) error { return nil }
+func (nopBroadcaster) BroadcastList(context.Context) (map[string]string, error) {
+	return map[string]string{}, nil
 }
 
 func TestPrincipalHas(t *testing.T) {

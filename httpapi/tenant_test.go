@@ -147,7 +147,20 @@ func TestTenantIsolationMatrix(t *testing.T) {
 				require.Contains(t, string(res.body), `"forbidden"`)
 			}
 		}
-		for _, p := range Patterns(b.handler) {
+		// The push broadcast routes are admin only.
+		withPush := New(Config{Store: s, Publisher: failingPublisher{}, Auth: NewTokenAuth(s, testToken), Push: nopBroadcaster{}})
+		pb := &testBundle{store: s, handler: withPush}
+		for _, c := range []struct {
+			route, method, path string
+			body                any
+		}{
+			{"PUT /v1/push/broadcasts/{id...}", "PUT", "/v1/push/broadcasts/a", obj{"version": "1"}},
+			{"GET /v1/push/broadcasts", "GET", "/v1/push/broadcasts", nil},
+		} {
+			covered[c.route] = true
+			requireError(t, pb.do(t, c.method, c.path, c.body, withToken(w.tokA)), http.StatusForbidden, herald.CodeForbidden, "")
+		}
+		for _, p := range Patterns(withPush) {
 			if strings.Contains(p, " /v1/") {
 				require.True(t, covered[p], "route %s is missing from the isolation matrix", p)
 			}
