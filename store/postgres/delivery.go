@@ -110,7 +110,7 @@ func (s *Store) DeliveryList(ctx context.Context, params *store.DeliveryListPara
 		add("event_id =", params.EventID)
 	}
 	if params.Tenant != "" {
-		q.where += " AND subscription_id IN (SELECT id FROM subscriptions WHERE tenant = " + q.arg(params.Tenant) + ")"
+		q.where += " AND subscription_id IN (SELECT id FROM subscriptions WHERE tenant = " + q.arg(params.Tenant) + " AND tenant <> '')"
 	}
 	if params.State != "" {
 		add("state =", string(params.State))

@@ -30,6 +30,8 @@ func (s *Store) EventList(ctx context.Context, params *store.EventListParams) (*
 	}
 	if params.Tenant != "" {
 		add("tenant =", params.Tenant)
+		// Lets the planner use the partial index events_tenant.
+		q.where += " AND tenant <> ''"
 	}
 	if !params.Since.IsZero() {
 		add("created_at >=", ms(params.Since))
@@ -92,7 +94,7 @@ func (s *Store) DeadLetterGroupList(ctx context.Context, params *store.DeadLette
 	}
 	rows, err := db.Query(ctx, `SELECT subscription_id, last_error, count(*)::int, min(updated_at), max(updated_at)
 		FROM deliveries WHERE state = 'dead' AND ($1 = '' OR subscription_id = $1)
-			AND ($2 = '' OR subscription_id IN (SELECT id FROM subscriptions WHERE tenant = $2))
+			AND ($2 = '' OR subscription_id IN (SELECT id FROM subscriptions WHERE tenant = $2 AND tenant <> ''))
 		GROUP BY subscription_id, last_error ORDER BY count(*) DESC, subscription_id, last_error`,
 		params.SubscriptionID, params.Tenant)
 	if err != nil {
@@ -126,12 +128,12 @@ func (s *Store) SubscriptionStatsList(ctx context.Context, params *store.Subscri
 	rows, err := db.Query(ctx, `
 		SELECT subscription_id, state, count(*)::int FROM deliveries
 		WHERE state IN ('delivered', 'dead') AND updated_at >= $1
-			AND ($2 = '' OR subscription_id IN (SELECT id FROM subscriptions WHERE tenant = $2))
+			AND ($2 = '' OR subscription_id IN (SELECT id FROM subscriptions WHERE tenant = $2 AND tenant <> ''))
 		GROUP BY subscription_id, state
 		UNION ALL
 		SELECT subscription_id, state, count(*)::int FROM deliveries
 		WHERE state IN ('pending', 'in_flight')
-			AND ($2 = '' OR subscription_id IN (SELECT id FROM subscriptions WHERE tenant = $2))
+			AND ($2 = '' OR subscription_id IN (SELECT id FROM subscriptions WHERE tenant = $2 AND tenant <> ''))
 		GROUP BY subscription_id, state`, ms(params.Since), params.Tenant)
 	if err != nil {
 		return nil, mapErr(op, err)

@@ -131,7 +131,7 @@ func (s *Store) DeliveryList(ctx context.Context, params *store.DeliveryListPara
 		where, args = append(where, "event_id = ?"), append(args, params.EventID)
 	}
 	if params.Tenant != "" {
-		where = append(where, "subscription_id IN (SELECT id FROM subscriptions WHERE tenant = ?)")
+		where = append(where, "subscription_id IN (SELECT id FROM subscriptions WHERE tenant = ? AND tenant <> '')")
 		args = append(args, params.Tenant)
 	}
 	if params.State != "" {

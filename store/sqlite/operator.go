@@ -25,7 +25,8 @@ func (s *Store) EventList(ctx context.Context, params *store.EventListParams) (*
 		where, args = append(where, "key = ?"), append(args, params.Key)
 	}
 	if params.Tenant != "" {
-		where, args = append(where, "tenant = ?"), append(args, params.Tenant)
+		// "tenant <> ''" lets the planner use the partial index events_tenant.
+		where, args = append(where, "tenant = ? AND tenant <> ''"), append(args, params.Tenant)
 	}
 	if !params.Since.IsZero() {
 		where, args = append(where, "created_at >= ?"), append(args, ms(params.Since))
@@ -94,7 +95,7 @@ func (s *Store) DeadLetterGroupList(ctx context.Context, params *store.DeadLette
 		args = append(args, params.SubscriptionID)
 	}
 	if params.Tenant != "" {
-		query += ` AND subscription_id IN (SELECT id FROM subscriptions WHERE tenant = ?)`
+		query += ` AND subscription_id IN (SELECT id FROM subscriptions WHERE tenant = ? AND tenant <> '')`
 		args = append(args, params.Tenant)
 	}
 	query += ` GROUP BY subscription_id, last_error ORDER BY count(*) DESC, subscription_id, last_error`
@@ -132,12 +133,12 @@ func (s *Store) SubscriptionStatsList(ctx context.Context, params *store.Subscri
 		rows, err := tx.QueryContext(ctx, `
 			SELECT subscription_id, state, count(*) FROM deliveries
 			WHERE state IN ('delivered', 'dead') AND updated_at >= ?1
-				AND (?2 = '' OR subscription_id IN (SELECT id FROM subscriptions WHERE tenant = ?2))
+				AND (?2 = '' OR subscription_id IN (SELECT id FROM subscriptions WHERE tenant = ?2 AND tenant <> ''))
 			GROUP BY subscription_id, state
 			UNION ALL
 			SELECT subscription_id, state, count(*) FROM deliveries
 			WHERE state IN ('pending', 'in_flight')
-				AND (?2 = '' OR subscription_id IN (SELECT id FROM subscriptions WHERE tenant = ?2))
+				AND (?2 = '' OR subscription_id IN (SELECT id FROM subscriptions WHERE tenant = ?2 AND tenant <> ''))
 			GROUP BY subscription_id, state`, since, params.Tenant)
 		if err != nil {
 			return err

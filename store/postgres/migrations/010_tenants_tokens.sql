@@ -2,7 +2,9 @@
 --
 -- tenant is '' for untenanted rows, so equality filters need no NULL case.
 -- A subscription's tenant and all_tenants are set at creation and never
--- change; an event's tenant is what fan-out matched it with. Adding a
+-- change; an event's tenant is what fan-out matched it with. The tenant
+-- indexes are partial, so untenanted traffic pays nothing for them; queries
+-- filtering by tenant add "tenant <> ''" so the planner can use them. Adding a
 -- column with a constant default rewrites no rows.
 ALTER TABLE subscriptions ADD COLUMN tenant text NOT NULL DEFAULT '';
 ALTER TABLE subscriptions ADD COLUMN all_tenants boolean NOT NULL DEFAULT false;

@@ -2,7 +2,9 @@
 --
 -- tenant is '' for untenanted rows, so equality filters need no NULL case.
 -- A subscription's tenant and all_tenants are set at creation and never
--- change; an event's tenant is what fan-out matched it with.
+-- change; an event's tenant is what fan-out matched it with. The tenant
+-- indexes are partial, so untenanted traffic pays nothing for them; queries
+-- filtering by tenant add "tenant <> ''" so the planner can use them.
 ALTER TABLE subscriptions ADD COLUMN tenant TEXT NOT NULL DEFAULT '';
 ALTER TABLE subscriptions ADD COLUMN all_tenants INTEGER NOT NULL DEFAULT 0;
 CREATE INDEX subscriptions_tenant ON subscriptions (tenant, id) WHERE tenant <> '';
