@@ -14,7 +14,7 @@ import (
 var _ store.SecretKeeper = (*Store)(nil)
 
 // secretKeySQL groups secret rows by the "enc:v1:<key id>:" header
-// (seal.HeaderLen characters); plain-text rows group under ''.
+// (seal.HeaderLen characters); plain-text rows group under ”.
 var secretKeySQL = fmt.Sprintf(`SELECT CASE WHEN value LIKE 'enc:%%' THEN substr(value, 1, %d) ELSE '' END AS k,
 	count(*) FROM subscription_secrets GROUP BY k`, seal.HeaderLen)
 
