@@ -212,7 +212,13 @@ func cmdRotateKey(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			}
 			after = res.Next
 			scanned, resealed, raced = scanned+res.Scanned, resealed+res.Resealed, raced+res.Raced
-			fmt.Fprintf(stdout, "  %d rows scanned, %d re-encrypted, %d changed meanwhile (retried next pass)\n", scanned, resealed, raced)
+			if res.Scanned > 0 {
+				fmt.Fprintf(stdout, "  %d rows scanned, %d re-encrypted", scanned, resealed)
+				if raced > 0 {
+					fmt.Fprintf(stdout, ", %d changed meanwhile (retried next pass)", raced)
+				}
+				fmt.Fprintln(stdout)
+			}
 			if res.Done {
 				break
 			}
