@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -197,4 +200,77 @@ func TestSecretsRotateKeyUnderLoad(t *testing.T) {
 			call(http.MethodGet, "/v1/subscriptions/"+subs[0]+"/secret", nil)
 		})
 	}
+}
+
+func TestSecretsCommand(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		args     []string
+		wantCode int
+	}{
+		{"generate-key", []string{"generate-key"}, exitOK},
+		{"no command", nil, exitUsage},
+		{"unknown", []string{"shred"}, exitUsage},
+		{"generate-key args", []string{"generate-key", "x"}, exitUsage},
+		{"rotate-key without a key", []string{"rotate-key", "--data-dir", "/nonexistent"}, exitUsage},
+		{"rotate-key bad batch", []string{"rotate-key", "--encryption-key", "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=", "--batch", "0"}, exitUsage},
+		{"rotate-key bad flag", []string{"rotate-key", "--no-such-flag"}, exitUsage},
+		{"help", []string{"help"}, exitOK},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var stdout, stderr strings.Builder
+			err := cmdSecrets(t.Context(), tt.args, &stdout, &stderr)
+			require.Equal(t, tt.wantCode, exitCode(err), "%v\n%s", err, stderr.String())
+			if tt.name == "generate-key" {
+				_, err := seal.ParseKey(stdout.String())
+				require.NoError(t, err)
+			}
+		})
+	}
+}
+
+func TestPushKeysSealed(t *testing.T) {
+	t.Parallel()
+	logger := slog.New(slog.DiscardHandler)
+	ring := func(k string) *seal.Ring {
+		raw, err := seal.ParseKey(k)
+		require.NoError(t, err)
+		r, err := seal.NewRing(raw)
+		require.NoError(t, err)
+		return r
+	}
+	a, b := ring(mustKey(t)), ring(mustKey(t))
+	dir := t.TempDir()
+	path := filepath.Join(dir, "push.keys")
+
+	// Generated sealed; read back with the key.
+	first, err := pushKeys(&config{DataDir: dir, keys: a}, logger)
+	require.NoError(t, err)
+	raw, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, a.PrimaryID(), seal.KeyIDOf(string(raw)))
+	require.NotContains(t, string(raw), first)
+	again, err := pushKeys(&config{DataDir: dir, keys: a}, logger)
+	require.NoError(t, err)
+	require.Equal(t, first, again)
+
+	// Without the key, or with another: refused.
+	_, err = pushKeys(&config{DataDir: dir}, logger)
+	require.ErrorIs(t, err, seal.ErrNoKey)
+	_, err = pushKeys(&config{DataDir: dir, keys: b}, logger)
+	require.ErrorIs(t, err, seal.ErrUnknownKey)
+
+	// A plain file from before encryption is sealed in place.
+	plainDir := t.TempDir()
+	plain, err := pushKeys(&config{DataDir: plainDir}, logger)
+	require.NoError(t, err)
+	got, err := pushKeys(&config{DataDir: plainDir, keys: b}, logger)
+	require.NoError(t, err)
+	require.Equal(t, plain, got)
+	raw, err = os.ReadFile(filepath.Join(plainDir, "push.keys"))
+	require.NoError(t, err)
+	require.Equal(t, b.PrimaryID(), seal.KeyIDOf(string(raw)))
 }
