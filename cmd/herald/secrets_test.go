@@ -47,12 +47,12 @@ func TestSecretsRotateKeyUnderLoad(t *testing.T) {
 			require.NoError(t, err)
 			idB := seal.KeyID(rawB)
 
-			var storeArgs []string
+			// A data directory of its own on PostgreSQL too: rotate-key
+			// re-encrypts <data-dir>/push.keys.
+			storeArgs := []string{"--data-dir", t.TempDir()}
 			if backend == "postgres" {
 				schema := testdb.PostgresSchema(t)
-				storeArgs = []string{"--database-url", testdb.URL() + sep(testdb.URL()) + "search_path=" + schema}
-			} else {
-				storeArgs = []string{"--data-dir", t.TempDir()}
+				storeArgs = append(storeArgs, "--database-url", testdb.URL()+sep(testdb.URL())+"search_path="+schema)
 			}
 			args := append([]string{"--dev", "--api-token", "tok", "--poll-interval", "50ms", "--push=false"}, storeArgs...)
 			addr := freeAddr(t)
