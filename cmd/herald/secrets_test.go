@@ -77,6 +77,9 @@ func TestSecretsRotateKeyUnderLoad(t *testing.T) {
 				verifiers = map[string]*standardwebhooks.Webhook{}
 				got       = map[string]map[string]bool{}
 				refused   atomic.Int64
+				// issued holds every secret the API handed out per
+				// subscription id: none may be lost by the re-encryption.
+				issued = map[string][]string{}
 			)
 			recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				body, _ := io.ReadAll(r.Body)
@@ -113,8 +116,10 @@ func TestSecretsRotateKeyUnderLoad(t *testing.T) {
 				verifiers[path[1:]], got[path[1:]] = wh, map[string]bool{}
 				mu.Unlock()
 				subs = append(subs, id)
+				issued[id] = []string{sub["secret"].(string)}
 				for range 2 {
-					call(http.MethodPost, "/v1/subscriptions/"+id+"/secret/rotate", map[string]any{})
+					rot := call(http.MethodPost, "/v1/subscriptions/"+id+"/secret/rotate", map[string]any{})
+					issued[id] = append(issued[id], rot["secret"].(string))
 				}
 			}
 			n.kill9(t)
@@ -145,11 +150,16 @@ func TestSecretsRotateKeyUnderLoad(t *testing.T) {
 					}
 					published.Store(int64(i + 1))
 					if i%10 == 0 {
-						code, b, err := apiCall(ctx, addr, "tok", http.MethodPost, "/v1/subscriptions/"+subs[i/10%len(subs)]+"/secret/rotate", map[string]any{})
-						if err != nil || code != http.StatusOK {
+						id := subs[i/10%len(subs)]
+						code, b, err := apiCall(ctx, addr, "tok", http.MethodPost, "/v1/subscriptions/"+id+"/secret/rotate", map[string]any{})
+						var rot struct{ Secret string }
+						if err != nil || code != http.StatusOK || json.Unmarshal(b, &rot) != nil {
 							t.Errorf("rotate: %d %s %v", code, b, err)
 							return
 						}
+						mu.Lock()
+						issued[id] = append(issued[id], rot.Secret)
+						mu.Unlock()
 					}
 				}
 			})
@@ -197,7 +207,14 @@ func TestSecretsRotateKeyUnderLoad(t *testing.T) {
 				require.Contains(t, string(out), tt.want)
 			}
 			startNode(t, bin, addr, append(args, "--encryption-key", keyB)...)
-			call(http.MethodGet, "/v1/subscriptions/"+subs[0]+"/secret", nil)
+			for _, id := range subs {
+				list := call(http.MethodGet, "/v1/subscriptions/"+id+"/secret", nil)
+				var have []string
+				for _, sec := range list["secrets"].([]any) {
+					have = append(have, sec.(map[string]any)["secret"].(string))
+				}
+				require.ElementsMatch(t, issued[id], have, "every secret issued, none lost")
+			}
 		})
 	}
 }

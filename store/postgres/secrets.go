@@ -82,8 +82,12 @@ func (s *Store) SecretReseal(ctx context.Context, params *store.SecretResealPara
 			return err
 		}
 		res.Scanned, res.Done = len(batch), len(batch) < limit
+		if len(batch) > 0 {
+			res.Next = batch[len(batch)-1].id
+		}
+		// The rewrites go in one round trip.
+		updates := &pgx.Batch{}
 		for _, r := range batch {
-			res.Next = r.id
 			if s.keys.Current(r.old) {
 				continue
 			}
@@ -96,9 +100,16 @@ func (s *Store) SecretReseal(ctx context.Context, params *store.SecretResealPara
 			if err != nil {
 				return err
 			}
-			tag, err := tx.Exec(ctx, `UPDATE subscription_secrets SET value = $1 WHERE id = $2 AND value = $3`,
-				sealed, r.id, r.old)
+			updates.Queue(`UPDATE subscription_secrets SET value = $1 WHERE id = $2 AND value = $3`, sealed, r.id, r.old)
+		}
+		if updates.Len() == 0 {
+			return nil
+		}
+		br := tx.SendBatch(ctx, updates)
+		for range updates.Len() {
+			tag, err := br.Exec()
 			if err != nil {
+				_ = br.Close()
 				return err
 			}
 			if tag.RowsAffected() == 1 {
@@ -107,7 +118,7 @@ func (s *Store) SecretReseal(ctx context.Context, params *store.SecretResealPara
 				res.Raced++
 			}
 		}
-		return nil
+		return br.Close()
 	})
 	if err != nil {
 		return nil, err
