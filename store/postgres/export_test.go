@@ -26,3 +26,14 @@ func (s *Store) RawSecrets(ctx context.Context) ([]string, error) {
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
+
+// SetResealHook sets a function SecretReseal runs between its read and its
+// rewrites.
+func (s *Store) SetResealHook(fn func(ctx context.Context)) { s.resealHook = fn }
+
+// SetRawSecret overwrites one stored secret value, on its own connection.
+func (s *Store) SetRawSecret(ctx context.Context, subscriptionID, value string) error {
+	_, err := s.pool.Exec(ctx, `UPDATE subscription_secrets SET value = $2
+		WHERE id = (SELECT min(id) FROM subscription_secrets WHERE subscription_id = $1)`, subscriptionID, value)
+	return err
+}

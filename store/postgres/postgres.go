@@ -58,6 +58,9 @@ type Store struct {
 	keysSwept, attemptsSwept store.SweepCursor
 	// keys seals subscription secrets (Config.Keys).
 	keys *seal.Ring
+	// resealHook, set by tests only, runs in SecretReseal between its read
+	// and its rewrites (a concurrent change lands there).
+	resealHook func(ctx context.Context)
 }
 
 // brokenPingWindow: for this long after a pooled connection broke, every

@@ -85,6 +85,9 @@ func (s *Store) SecretReseal(ctx context.Context, params *store.SecretResealPara
 		if len(batch) > 0 {
 			res.Next = batch[len(batch)-1].id
 		}
+		if s.resealHook != nil {
+			s.resealHook(ctx)
+		}
 		// The rewrites go in one round trip.
 		updates := &pgx.Batch{}
 		for _, r := range batch {
