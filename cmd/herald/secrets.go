@@ -167,6 +167,12 @@ func cmdRotateKey(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if *batch < 1 || *batch > 10_000 {
 		return usagef("secrets rotate-key: --batch must be 1 to 10000, got %d", *batch)
 	}
+	if c.DatabaseURL == "" {
+		// Opening would create an empty database in a mistyped directory.
+		if _, err := os.Stat(filepath.Join(c.DataDir, "herald.db")); err != nil {
+			return fmt.Errorf("no herald database in --data-dir %s (pass the serving node's --data-dir, or --database-url): %w", c.DataDir, err)
+		}
+	}
 	// A serving herald holds the SQLite data directory's lock; SQLite's
 	// own locking keeps this short-transaction writer and it apart.
 	c.noLock = true

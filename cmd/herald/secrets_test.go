@@ -234,6 +234,7 @@ func TestSecretsCommand(t *testing.T) {
 		{"rotate-key bad batch", []string{"rotate-key", "--encryption-key", "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=", "--batch", "0"}, exitUsage},
 		{"rotate-key bad flag", []string{"rotate-key", "--no-such-flag"}, exitUsage},
 		{"help", []string{"help"}, exitOK},
+		{"rotate-key no database", []string{"rotate-key", "--encryption-key", "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=", "--data-dir", "/nonexistent"}, exitAPI},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
