@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/seal"
 )
 
@@ -15,6 +16,20 @@ import (
 // opened on read inside the store, so every reader (the API, the fan-out
 // cache, claims) sees plain text and nothing above the store changes. A nil
 // ring stores plain text, as before.
+
+// SecretOpen decrypts sec.Value in place with keys (nil keys: plain text).
+// A value the keys cannot open marks the secret Unreadable instead of
+// failing the read: claims and the fan-out cache read many subscriptions at
+// once, and one bad row must stall only its own subscription's deliveries
+// (which then fail with herald.ErrorSecretUnreadable), not every one.
+func SecretOpen(keys *seal.Ring, sec *herald.Secret, subscriptionID string) {
+	plain, err := keys.Open(sec.Value, SecretAAD(subscriptionID))
+	if err != nil {
+		sec.Value, sec.Unreadable = "", true
+		return
+	}
+	sec.Value = plain
+}
 
 // SecretAAD is the AES-GCM additional data of a subscription's secret: it
 // binds the ciphertext to the subscription, so a value copied to another

@@ -491,9 +491,7 @@ func collectSecrets(rows pgx.Rows, keys *seal.Ring, bySub map[string][]herald.Se
 		}
 		sec.CreatedAt = sec.CreatedAt.UTC()
 		sec.ExpiresAt = utcPtr(expires)
-		if sec.Value, err = keys.Open(sec.Value, store.SecretAAD(subID)); err != nil {
-			return nil, fmt.Errorf("secret of subscription %s: %w", subID, err)
-		}
+		store.SecretOpen(keys, &sec, subID)
 		if bySub != nil {
 			bySub[subID] = append(bySub[subID], sec)
 		} else {

@@ -274,10 +274,7 @@ func scanSecretsBySubscription(rows *sql.Rows, keys *seal.Ring) (map[string][]he
 			return nil, err
 		}
 		sec.CreatedAt, sec.ExpiresAt = fromMS(createdAt), fromNullMS(expiresAt)
-		var err error
-		if sec.Value, err = keys.Open(sec.Value, store.SecretAAD(subID)); err != nil {
-			return nil, fmt.Errorf("secret of subscription %s: %w", subID, err)
-		}
+		store.SecretOpen(keys, &sec, subID)
 		out[subID] = append(out[subID], sec)
 	}
 	return out, rows.Err()
@@ -457,9 +454,7 @@ func listSecrets(ctx context.Context, q queryer, keys *seal.Ring, subID string, 
 		}
 		sec.CreatedAt = fromMS(createdAt)
 		sec.ExpiresAt = fromNullMS(expiresAt)
-		if sec.Value, err = keys.Open(sec.Value, store.SecretAAD(subID)); err != nil {
-			return nil, fmt.Errorf("secret of subscription %s: %w", subID, err)
-		}
+		store.SecretOpen(keys, &sec, subID)
 		out = append(out, sec)
 	}
 	return out, rows.Err()

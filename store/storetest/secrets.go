@@ -36,6 +36,7 @@ func RunSecrets(t *testing.T, newBackend func(t *testing.T) *SecretsBackend) {
 		{"PlainTextStillReads", testSecretsPlainTextStillReads},
 		{"RotateKey", testSecretsRotateKey},
 		{"CopyWithoutKey", testSecretsCopyWithoutKey},
+		{"UnreadableIsolated", testSecretsUnreadableIsolated},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -230,13 +231,61 @@ func testSecretsCopyWithoutKey(t *testing.T, be *SecretsBackend) {
 		b.reopen(tt.keys)
 		keeper := b.store.(store.SecretKeeper)
 		require.Error(t, store.CheckSecretKeys(b.ctx, keeper, tt.keys), tt.name)
-		_, err := b.store.SubscriptionSecretList(b.ctx, id)
-		require.ErrorIs(t, err, tt.err, tt.name)
-		_, err = b.store.SubscriptionListAll(b.ctx)
-		require.ErrorIs(t, err, tt.err, tt.name)
+		// Reads go on (one bad row must not fail reads of others), but
+		// every secret is unreadable and carries no value.
+		list, err := b.store.SubscriptionSecretList(b.ctx, id)
+		require.NoError(t, err, tt.name)
+		requireUnreadable(t, list)
+		all, err := b.store.SubscriptionListAll(b.ctx)
+		require.NoError(t, err, tt.name)
+		requireUnreadable(t, all.Secrets[id])
 		if tt.keys != nil {
 			_, err = keeper.SecretReseal(b.ctx, &store.SecretResealParams{})
 			require.ErrorIs(t, err, tt.err, tt.name)
+		}
+	}
+}
+
+func requireUnreadable(t *testing.T, secs []herald.Secret) {
+	t.Helper()
+	require.NotEmpty(t, secs)
+	for _, s := range secs {
+		require.True(t, s.Unreadable)
+		require.Empty(t, s.Value)
+	}
+}
+
+// testSecretsUnreadableIsolated: a subscription whose secret does not open
+// (sealed under a key no longer configured) stalls only itself. The
+// fan-out cache load and a claim spanning both subscriptions succeed; the
+// other subscription's secrets read as usual.
+func testSecretsUnreadableIsolated(t *testing.T, be *SecretsBackend) {
+	a, bk := testRing(t, 1), testRing(t, 2)
+	b := setupSecrets(t, be, a)
+	b.create(t, 1)
+	var bad string
+	for bad = range b.secrets {
+	}
+	b.reopen(bk)
+	good := &secretsBundle{bundle: b.bundle, be: be, secrets: map[string][]string{}}
+	good.create(t, 1)
+	var goodID string
+	for goodID = range good.secrets {
+	}
+
+	all, err := b.store.SubscriptionListAll(b.ctx)
+	require.NoError(t, err)
+	requireUnreadable(t, all.Secrets[bad])
+	require.Equal(t, good.secrets[goodID], secretValues(all.Secrets[goodID]))
+
+	_, ids := b.publish(t, now, bad, goodID)
+	claimed := b.claim(t, store.DeliveryClaimParams{Tier: 0, Now: now.Add(time.Second)})
+	require.Len(t, claimed, len(ids))
+	for _, c := range claimed {
+		if c.Delivery.SubscriptionID == bad {
+			requireUnreadable(t, c.Secrets)
+		} else {
+			require.Equal(t, good.secrets[goodID], secretValues(c.Secrets))
 		}
 	}
 }
