@@ -71,6 +71,7 @@ const (
 	ErrorDestinationForbidden ErrorClass = "destination_forbidden" // SSRF guard refused the address
 	ErrorGone                 ErrorClass = "gone"                  // 410: the subscription was disabled
 	ErrorInvalidRequest       ErrorClass = "invalid_request"       // the request could not be built
+	ErrorSecretUnreadable     ErrorClass = "secret_unreadable"     // a signing secret did not decrypt: nothing was sent
 )
 
 // Attempt is one HTTP request made for a delivery.

@@ -131,6 +131,13 @@ type Secret struct {
 	Value     string     `json:"secret"`
 	CreatedAt time.Time  `json:"created_at"`
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	// Unreadable marks a stored secret the configured keys could not
+	// decrypt (a wrong --encryption-key, or a row altered in the database);
+	// Value is then empty. It signs nothing: a delivery of its subscription
+	// fails with ErrorSecretUnreadable rather than going out with fewer
+	// signatures than the receiver expects, and no other subscription is
+	// affected.
+	Unreadable bool `json:"-"`
 }
 
 // Active reports whether the secret still signs at now.

@@ -490,13 +490,26 @@ func (e *Engine) attempt(t *tierRunner, c *store.ClaimedDelivery, claimedAt time
 		t.signal()
 	}()
 	secrets := make([]string, 0, len(c.Secrets))
+	unreadable := false
 	for _, s := range c.Secrets {
 		secrets = append(secrets, s.Value)
+		unreadable = unreadable || s.Unreadable
 	}
 	if e.releaseLate(c, claimedAt) { // throttle.go
 		return
 	}
 	started := e.cfg.Now().UTC()
+	if unreadable {
+		// Nothing is sent: a request signed with fewer secrets than the
+		// receiver expects might be refused, or accepted under a secret the
+		// operator meant to retire. The attempt fails and retries through
+		// the tiers (then dead-letters, redrivable once the key is fixed).
+		res := webhook.Result{Class: herald.ErrorSecretUnreadable,
+			Message: "a signing secret of the subscription could not be decrypted (wrong --encryption-key, or the row was altered); nothing was sent"}
+		d := decide(e.cfg.Tiers, c, e.cfg.NodeID, started.Truncate(time.Millisecond), res, e.cfg.Now().UTC())
+		e.completer.add(pending{decision: d, claimed: c, result: res})
+		return
+	}
 	req := &webhook.Request{
 		URL:            c.Subscription.URL,
 		Method:         c.Subscription.Method,

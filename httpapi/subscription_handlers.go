@@ -257,10 +257,12 @@ type secretsJSON struct {
 	Secrets []secretJSON `json:"secrets"`
 }
 
+// Secrets the store could not decrypt (herald.Secret.Unreadable) are left
+// out: their value is unknown.
 func secretsView(list []herald.Secret, now time.Time) secretsJSON {
 	out := secretsJSON{Secrets: []secretJSON{}}
 	for _, sec := range list {
-		if !sec.Active(now) {
+		if !sec.Active(now) || sec.Unreadable {
 			continue
 		}
 		v := secretJSON{Secret: sec.Value, CreatedAt: timestamp(sec.CreatedAt)}
@@ -284,6 +286,10 @@ func (s *server) subscriptionSecretGet(w http.ResponseWriter, r *http.Request) e
 	list, err := s.store.SubscriptionSecretList(r.Context(), id)
 	if err != nil {
 		return notFound(err, "subscription", id)
+	}
+	if slices.ContainsFunc(list, func(sec herald.Secret) bool { return sec.Unreadable && sec.Active(s.now()) }) {
+		return herald.Errorf(herald.CodeConflict, "a signing secret of subscription %s does not decrypt with the configured --encryption-key; "+
+			"its deliveries fail with secret_unreadable until the key is fixed, or the secret is rotated with grace_period_s 0", id)
 	}
 	noStore(w)
 	return s.reply(w, http.StatusOK, secretsView(list, s.now()))

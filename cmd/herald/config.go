@@ -16,6 +16,7 @@ import (
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/delivery"
 	"github.com/heraldhq/herald/maintenance"
+	"github.com/heraldhq/herald/seal"
 )
 
 // config is every setting of herald serve/migrate. Each field has a flag
@@ -71,6 +72,9 @@ type config struct {
 
 	UI bool
 
+	EncryptionKey     string
+	EncryptionKeyFile string
+
 	tiers []time.Duration
 	allow []netip.Prefix
 	// metricsTenants is MetricsTenants parsed.
@@ -81,6 +85,12 @@ type config struct {
 	// holdDelivery makes startHeraldNode leave the delivery engine stopped
 	// (herald bench --drain starts it once everything is published).
 	holdDelivery bool
+	// keys seals subscription secrets and push.keys (nil without
+	// --encryption-key / --encryption-key-file); set by validate.
+	keys *seal.Ring
+	// noLock opens SQLite without the data directory lock (herald secrets
+	// rotate-key beside a serving herald).
+	noLock bool
 }
 
 func defaultTiersString() string {
@@ -133,6 +143,8 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.PushBroadcastPoll, "push-broadcast-poll", 30*time.Second, "how often a node reloads broadcast versions set through another node")
 	fs.DurationVar(&c.PushIdleExpiry, "push-idle-expiry", maintenance.DefaultPushIdleExpiry, "drop Web Push user agents that have not connected for this long; their endpoints then answer 410 (0: never)")
 	fs.BoolVar(&c.UI, "ui", true, "serve the web dashboard at /ui/ (and redirect GET / there); it uses the /v1 API with a token the user signs in with")
+	fs.StringVar(&c.EncryptionKey, "encryption-key", "", "encrypt subscription secrets (and push.keys) at rest: comma-separated keys, base64 of 32 bytes each (herald secrets generate-key); the first encrypts, all decrypt")
+	fs.StringVar(&c.EncryptionKeyFile, "encryption-key-file", "", "file of encryption keys, one per line, the encrypting one first (# comments allowed); added after --encryption-key")
 	fs.DurationVar(&c.VacuumInterval, "vacuum-interval", maintenance.DefaultVacuumInterval, "PostgreSQL: how often the leader vacuums the queue tables (0: never; leave it to autovacuum)")
 }
 
@@ -279,10 +291,46 @@ func (c *config) validate() error {
 	default:
 		return fmt.Errorf("--sqlite-synchronous must be full or normal, got %q", c.SQLiteSync)
 	}
+	keys, err := c.keyRing()
+	if err != nil {
+		return err
+	}
+	c.keys = keys
 	if c.DatabaseURL != "" && !strings.HasPrefix(c.DatabaseURL, "postgres://") && !strings.HasPrefix(c.DatabaseURL, "postgresql://") {
 		return fmt.Errorf("--database-url must start with postgres:// or postgresql://")
 	}
 	return nil
+}
+
+// keyRing builds the encryption key ring from --encryption-key and then
+// --encryption-key-file (nil when neither is set).
+func (c *config) keyRing() (*seal.Ring, error) {
+	keys, err := seal.ParseKeyList(c.EncryptionKey)
+	if err != nil {
+		return nil, fmt.Errorf("--encryption-key: %w", err)
+	}
+	if c.EncryptionKeyFile != "" {
+		b, err := os.ReadFile(c.EncryptionKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("--encryption-key-file: %w", err)
+		}
+		more, err := seal.ParseKeyFile(b)
+		if err != nil {
+			return nil, fmt.Errorf("--encryption-key-file %s: %w", c.EncryptionKeyFile, err)
+		}
+		if len(more) == 0 {
+			return nil, fmt.Errorf("--encryption-key-file %s holds no key", c.EncryptionKeyFile)
+		}
+		keys = append(keys, more...)
+	}
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	r, err := seal.NewRing(keys...)
+	if err != nil {
+		return nil, fmt.Errorf("--encryption-key: %w", err)
+	}
+	return r, nil
 }
 
 // parseTiers parses "0s,5s,1m": at least one tier, none negative, at most 100.

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald/seal"
 )
 
 func loadConfig(t *testing.T, args []string) (*config, error) {
@@ -84,4 +86,56 @@ func TestConfigErrors(t *testing.T) {
 			require.ErrorContains(t, err, tt.want)
 		})
 	}
+}
+
+func TestConfigEncryptionKeys(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	a, b, c := mustKey(t), mustKey(t), mustKey(t)
+	file := filepath.Join(dir, "keys")
+	require.NoError(t, os.WriteFile(file, []byte("# the encrypting key first\n"+b+"\n\n# old\n"+c+"\n"), 0o600))
+	empty := filepath.Join(dir, "empty")
+	require.NoError(t, os.WriteFile(empty, []byte("# nothing yet\n"), 0o600))
+	tests := []struct {
+		name    string
+		args    []string
+		want    []string // key ids, the encrypting one first
+		wantErr string
+	}{
+		{"none", nil, nil, ""},
+		{"flag", []string{"--encryption-key", a + "," + b}, []string{keyID(t, a), keyID(t, b)}, ""},
+		{"file", []string{"--encryption-key-file", file}, []string{keyID(t, b), keyID(t, c)}, ""},
+		{"flag then file", []string{"--encryption-key", a, "--encryption-key-file", file}, []string{keyID(t, a), keyID(t, b), keyID(t, c)}, ""},
+		{"bad key", []string{"--encryption-key", "hunter2"}, nil, "--encryption-key: key 1"},
+		{"short key", []string{"--encryption-key", "AAAA"}, nil, "want 32"},
+		{"twice", []string{"--encryption-key", a + "," + a}, nil, "given twice"},
+		{"missing file", []string{"--encryption-key-file", filepath.Join(dir, "absent")}, nil, "--encryption-key-file"},
+		{"empty file", []string{"--encryption-key-file", empty}, nil, "holds no key"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cfg, err := loadConfig(t, tt.args)
+			if tt.wantErr != "" {
+				require.ErrorContains(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tt.want, cfg.keys.IDs())
+		})
+	}
+}
+
+func mustKey(t *testing.T) string {
+	t.Helper()
+	k, err := seal.GenerateKey()
+	require.NoError(t, err)
+	return k
+}
+
+func keyID(t *testing.T, k string) string {
+	t.Helper()
+	raw, err := seal.ParseKey(k)
+	require.NoError(t, err)
+	return seal.KeyID(raw)
 }

@@ -4,6 +4,7 @@
 //	herald migrate   apply the schema migrations and exit
 //	herald receive   a local receiver that prints and verifies deliveries
 //	herald bench     an end-to-end load generator (loopback only)
+//	herald secrets   generate-key, rotate-key: secrets encrypted at rest
 //	herald version   print the version
 //
 // and the client commands (cli.go, commands.go): herald subscriptions …,
@@ -53,6 +54,8 @@ func run(args []string) error {
 		return cmdReceive(ctx, args[1:])
 	case "bench":
 		return cmdBench(ctx, args[1:])
+	case "secrets":
+		return cmdSecrets(ctx, args[1:], os.Stdout, os.Stderr)
 	case "version", "--version", "-v":
 		fmt.Println("herald", version)
 		return nil
@@ -76,6 +79,8 @@ Usage:
   herald migrate [flags]   apply schema migrations and exit
   herald receive [flags]   run a local webhook receiver that prints and verifies deliveries
   herald bench   [flags]   end-to-end load test against an in-process or local herald (herald bench -h)
+  herald secrets generate-key | rotate-key [flags]
+                           make an encryption key; re-encrypt stored secrets under the first key
   herald version           print the version
 
 Client commands (talk to a running herald; herald <command> -h for flags):

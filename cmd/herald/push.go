@@ -125,7 +125,7 @@ func pushKeys(c *config, logger *slog.Logger) (string, error) {
 	}
 	path := filepath.Join(c.DataDir, "push.keys")
 	if b, err := os.ReadFile(path); err == nil {
-		return strings.TrimSpace(string(b)), nil
+		return openPushKeys(c, path, strings.TrimSpace(string(b)), logger)
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return "", fmt.Errorf("error reading %s: %w", path, err)
 	}
@@ -136,7 +136,11 @@ func pushKeys(c *config, logger *slog.Logger) (string, error) {
 		return "", fmt.Errorf("error creating data directory: %w", err)
 	}
 	key := push.GenerateKey()
-	if err := os.WriteFile(path, []byte(key+"\n"), 0o600); err != nil {
+	stored, err := c.keys.Seal(key, pushKeysAAD)
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(path, []byte(stored+"\n"), 0o600); err != nil {
 		return "", fmt.Errorf("error writing %s: %w", path, err)
 	}
 	logger.Info("generated the push crypto key", "path", path)

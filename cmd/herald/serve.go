@@ -53,7 +53,7 @@ func newLogger(c *config) (*slog.Logger, error) {
 func openStore(ctx context.Context, c *config) (store.Store, error) {
 	var s store.Store
 	if c.DatabaseURL != "" {
-		pg, err := postgres.Open(ctx, postgres.Config{URL: c.DatabaseURL, Schema: c.pgSchema})
+		pg, err := postgres.Open(ctx, postgres.Config{URL: c.DatabaseURL, Schema: c.pgSchema, Keys: c.keys})
 		if err != nil {
 			return nil, fmt.Errorf("error opening PostgreSQL: %w", err)
 		}
@@ -65,6 +65,8 @@ func openStore(ctx context.Context, c *config) (store.Store, error) {
 		lite, err := sqlite.Open(ctx, sqlite.Config{
 			Path:        filepath.Join(c.DataDir, "herald.db"),
 			Synchronous: c.SQLiteSync,
+			Keys:        c.keys,
+			NoLock:      c.noLock,
 		})
 		if err != nil {
 			return nil, err
@@ -188,6 +190,10 @@ func (n *heraldNode) URL() string { return "http://" + n.ln.Addr().String() }
 func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*heraldNode, error) {
 	s, err := openStore(ctx, c)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkSecrets(ctx, c, s, logger); err != nil {
+		_ = s.Close()
 		return nil, err
 	}
 	if err := ensureToken(ctx, c, s, logger); err != nil {

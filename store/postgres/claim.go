@@ -290,7 +290,7 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *store.DeliveryClaimPa
 			return err
 		}
 		secrets := map[string][]herald.Secret{}
-		if _, err := collectSecrets(secRows, secrets); err != nil {
+		if _, err := collectSecrets(secRows, s.keys, secrets, ""); err != nil {
 			return err
 		}
 		var rateSubs, rateIDs []string // rate-limited deliveries claimed

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/seal"
 	"github.com/heraldhq/herald/store"
 )
 
@@ -32,6 +33,9 @@ type Config struct {
 	// the URL, else max(4, CPUs): measured on 2 cores, a pool of 16 was
 	// slower — more backends competing for the same cores).
 	MaxConns int32
+	// Keys seals subscription secrets at rest (nil: stored as plain text;
+	// see store/secrets.go).
+	Keys *seal.Ring
 }
 
 // Store is the PostgreSQL implementation of store.Store.
@@ -52,6 +56,11 @@ type Store struct {
 	// keysSwept and attemptsSwept are where the retention sweep's scans of
 	// delivery_keys and attempts stopped (store/retention.go).
 	keysSwept, attemptsSwept store.SweepCursor
+	// keys seals subscription secrets (Config.Keys).
+	keys *seal.Ring
+	// resealHook, set by tests only, runs in SecretReseal between its read
+	// and its rewrites (a concurrent change lands there).
+	resealHook func(ctx context.Context)
 }
 
 // brokenPingWindow: for this long after a pooled connection broke, every
@@ -121,7 +130,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, mapErr("error creating pool", err)
 	}
-	s := &Store{pool: pool, schema: schema, broken: broken}
+	s := &Store{pool: pool, schema: schema, broken: broken, keys: cfg.Keys}
 	if schema != "" {
 		_, err = pool.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{schema}.Sanitize())
 		// Two nodes creating the same schema at once can still collide on

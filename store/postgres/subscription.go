@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/seal"
 	"github.com/heraldhq/herald/store"
 )
 
@@ -228,8 +229,12 @@ func (s *Store) SubscriptionCreate(ctx context.Context, params *store.Subscripti
 			}
 			return err
 		}
+		secret, err := s.keys.Seal(params.Secret, store.SecretAAD(sub.ID))
+		if err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, "INSERT INTO subscription_secrets (subscription_id, value, created_at) VALUES ($1, $2, $3)",
-			sub.ID, params.Secret, ms(params.Now)); err != nil {
+			sub.ID, secret, ms(params.Now)); err != nil {
 			return err
 		}
 		_, err = tx.Exec(ctx, bumpVersionSQL)
@@ -318,7 +323,7 @@ func (s *Store) SubscriptionListAll(ctx context.Context) (*store.SubscriptionLis
 			if res.Subscriptions, err = collectSubscriptions(rows); err != nil {
 				return err
 			}
-			if res.Secrets, err = listAllSecrets(ctx, tx); err != nil {
+			if res.Secrets, err = listAllSecrets(ctx, tx, s.keys); err != nil {
 				return err
 			}
 			res.PausedUntil, err = listAllPauses(ctx, tx)
@@ -331,7 +336,7 @@ func (s *Store) SubscriptionListAll(ctx context.Context) (*store.SubscriptionLis
 }
 
 // listAllSecrets reads every secret of live subscriptions, newest first.
-func listAllSecrets(ctx context.Context, tx pgx.Tx) (map[string][]herald.Secret, error) {
+func listAllSecrets(ctx context.Context, tx pgx.Tx, keys *seal.Ring) (map[string][]herald.Secret, error) {
 	rows, err := tx.Query(ctx, `SELECT x.subscription_id, x.value, x.created_at, x.expires_at
 		FROM subscription_secrets x JOIN subscriptions s ON s.id = x.subscription_id
 		WHERE s.deleted_at IS NULL
@@ -340,7 +345,7 @@ func listAllSecrets(ctx context.Context, tx pgx.Tx) (map[string][]herald.Secret,
 		return nil, err
 	}
 	out := map[string][]herald.Secret{}
-	_, err = collectSecrets(rows, out)
+	_, err = collectSecrets(rows, keys, out, "")
 	return out, err
 }
 
@@ -496,11 +501,15 @@ func (s *Store) SubscriptionSecretRotate(ctx context.Context, params *store.Subs
 			params.ID, ms(params.GraceUntil)); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, "INSERT INTO subscription_secrets (subscription_id, value, created_at) VALUES ($1, $2, $3)",
-			params.ID, params.NewSecret, ms(params.Now)); err != nil {
+		secret, err := s.keys.Seal(params.NewSecret, store.SecretAAD(params.ID))
+		if err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, bumpVersionSQL)
+		if _, err := tx.Exec(ctx, "INSERT INTO subscription_secrets (subscription_id, value, created_at) VALUES ($1, $2, $3)",
+			params.ID, secret, ms(params.Now)); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, bumpVersionSQL)
 		return err
 	})
 }
@@ -521,7 +530,7 @@ func (s *Store) SubscriptionSecretList(ctx context.Context, id string) ([]herald
 		if err != nil {
 			return err
 		}
-		out, err = collectSecrets(rows, nil)
+		out, err = collectSecrets(rows, s.keys, nil, id)
 		return err
 	})
 	if err != nil {
@@ -530,15 +539,15 @@ func (s *Store) SubscriptionSecretList(ctx context.Context, id string) ([]herald
 	return out, nil
 }
 
-// collectSecrets scans (value, created_at, expires_at) rows, or with bySub
-// set (subscription_id, value, created_at, expires_at) rows grouped into it.
-func collectSecrets(rows pgx.Rows, bySub map[string][]herald.Secret) ([]herald.Secret, error) {
+// collectSecrets scans (value, created_at, expires_at) rows of subscription
+// subID, or with bySub set (subscription_id, value, created_at, expires_at)
+// rows grouped into it, and opens each secret with keys.
+func collectSecrets(rows pgx.Rows, keys *seal.Ring, bySub map[string][]herald.Secret, subID string) ([]herald.Secret, error) {
 	defer rows.Close()
 	var out []herald.Secret
 	for rows.Next() {
 		var (
 			sec     herald.Secret
-			subID   string
 			expires *time.Time
 			err     error
 		)
@@ -552,6 +561,7 @@ func collectSecrets(rows pgx.Rows, bySub map[string][]herald.Secret) ([]herald.S
 		}
 		sec.CreatedAt = sec.CreatedAt.UTC()
 		sec.ExpiresAt = utcPtr(expires)
+		store.SecretOpen(keys, &sec, subID)
 		if bySub != nil {
 			bySub[subID] = append(bySub[subID], sec)
 		} else {

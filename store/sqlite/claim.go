@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/seal"
 	"github.com/heraldhq/herald/store"
 )
 
@@ -120,7 +121,7 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *store.DeliveryClaimPa
 		if len(ids) == 0 {
 			return nil
 		}
-		out, err = loadClaimed(ctx, tx, ids, leases, now)
+		out, err = loadClaimed(ctx, tx, s.keys, ids, leases, now)
 		return err
 	})
 	if err != nil {
@@ -222,7 +223,7 @@ func claimCandidates(ctx context.Context, tx *sql.Tx, params *store.DeliveryClai
 
 // loadClaimed reads everything a worker needs for the claimed deliveries, in
 // next_attempt_at order.
-func loadClaimed(ctx context.Context, tx *sql.Tx, ids []string, leases map[string]int64, now int64) ([]*store.ClaimedDelivery, error) {
+func loadClaimed(ctx context.Context, tx *sql.Tx, keys *seal.Ring, ids []string, leases map[string]int64, now int64) ([]*store.ClaimedDelivery, error) {
 	rows, err := tx.QueryContext(ctx, `SELECT `+prefixed("d", deliveryColumns)+`, `+prefixed("e", eventColumns)+`
 		FROM deliveries d JOIN events e ON e.id = d.event_id
 		WHERE d.id IN (`+placeholders(len(ids))+`)
@@ -290,7 +291,7 @@ func loadClaimed(ctx context.Context, tx *sql.Tx, ids []string, leases map[strin
 	if err != nil {
 		return nil, err
 	}
-	secrets, err := scanSecretsBySubscription(secRows)
+	secrets, err := scanSecretsBySubscription(secRows, keys)
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	sqlite3 "github.com/mattn/go-sqlite3"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/seal"
 	"github.com/heraldhq/herald/store"
 )
 
@@ -71,6 +72,15 @@ type Config struct {
 	// checkpoint may be lost on power loss — not on a process crash — for
 	// several times the single-row commit rate).
 	Synchronous string
+	// Keys seals subscription secrets at rest (nil: stored as plain text;
+	// see store/secrets.go).
+	Keys *seal.Ring
+	// NoLock skips the data directory lock, for a short maintenance
+	// command (herald secrets rotate-key) run beside a serving herald:
+	// SQLite's own file locking keeps the two writers apart, and the
+	// command writes only a few hundred rows per transaction. Never for
+	// a second server.
+	NoLock bool
 }
 
 // Store is the SQLite implementation of store.Store.
@@ -105,6 +115,9 @@ type Store struct {
 	// keysSwept and attemptsSwept are where the retention sweep's scans of
 	// delivery_keys and attempts stopped (store/retention.go).
 	keysSwept, attemptsSwept store.SweepCursor
+
+	// keys seals subscription secrets (Config.Keys).
+	keys *seal.Ring
 }
 
 var _ store.Store = (*Store)(nil)
@@ -127,11 +140,14 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("sqlite: Config.Synchronous must be \"full\" or \"normal\", not %q", cfg.Synchronous)
 	}
 
-	release, err := lockFile(cfg.Path + ".lock")
-	if err != nil {
-		return nil, err
+	release := func() error { return nil }
+	var err error
+	if !cfg.NoLock {
+		if release, err = lockFile(cfg.Path + ".lock"); err != nil {
+			return nil, err
+		}
 	}
-	s := &Store{path: cfg.Path, release: release, syncMode: syncMode, durableMode: syncMode}
+	s := &Store{path: cfg.Path, release: release, syncMode: syncMode, durableMode: syncMode, keys: cfg.Keys}
 
 	// _stmt_cache_size keeps each connection's compiled statements for
 	// reuse: the queue paths run the same few statements thousands of times

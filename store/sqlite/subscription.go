@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/seal"
 	"github.com/heraldhq/herald/store"
 )
 
@@ -135,6 +136,10 @@ func (s *Store) SubscriptionCreate(ctx context.Context, params *store.Subscripti
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: subscription create: %w", err)
 	}
+	secret, err := s.keys.Seal(params.Secret, store.SecretAAD(sub.ID))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: subscription create: %w", err)
+	}
 	var out *herald.Subscription
 	err = s.writeTx(ctx, "subscription create", func(tx *sql.Tx) error {
 		var exists int
@@ -150,7 +155,7 @@ func (s *Store) SubscriptionCreate(ctx context.Context, params *store.Subscripti
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO subscription_secrets (subscription_id, secret, created_at)
-			VALUES (?, ?, ?)`, sub.ID, params.Secret, ms(params.Now)); err != nil {
+			VALUES (?, ?, ?)`, sub.ID, secret, ms(params.Now)); err != nil {
 			return err
 		}
 		if err := bumpSubscriptionsVersion(ctx, tx); err != nil {
@@ -228,7 +233,7 @@ func (s *Store) SubscriptionListAll(ctx context.Context) (*store.SubscriptionLis
 		if res.Subscriptions, err = scanSubscriptions(rows); err != nil {
 			return err
 		}
-		res.Secrets, err = listAllSecrets(ctx, tx)
+		res.Secrets, err = listAllSecrets(ctx, tx, s.keys)
 		if err != nil {
 			return err
 		}
@@ -242,7 +247,7 @@ func (s *Store) SubscriptionListAll(ctx context.Context) (*store.SubscriptionLis
 }
 
 // listAllSecrets reads every secret of live subscriptions, newest first.
-func listAllSecrets(ctx context.Context, tx *sql.Tx) (map[string][]herald.Secret, error) {
+func listAllSecrets(ctx context.Context, tx *sql.Tx, keys *seal.Ring) (map[string][]herald.Secret, error) {
 	rows, err := tx.QueryContext(ctx, `SELECT x.subscription_id, x.secret, x.created_at, x.expires_at
 		FROM subscription_secrets x JOIN subscriptions s ON s.id = x.subscription_id
 		WHERE s.deleted_at IS NULL
@@ -250,12 +255,13 @@ func listAllSecrets(ctx context.Context, tx *sql.Tx) (map[string][]herald.Secret
 	if err != nil {
 		return nil, err
 	}
-	return scanSecretsBySubscription(rows)
+	return scanSecretsBySubscription(rows, keys)
 }
 
 // scanSecretsBySubscription reads (subscription_id, secret, created_at,
-// expires_at) rows, keeping their order per subscription, and closes rows.
-func scanSecretsBySubscription(rows *sql.Rows) (map[string][]herald.Secret, error) {
+// expires_at) rows, keeping their order per subscription, opens each secret
+// with keys, and closes rows.
+func scanSecretsBySubscription(rows *sql.Rows, keys *seal.Ring) (map[string][]herald.Secret, error) {
 	defer rows.Close()
 	out := map[string][]herald.Secret{}
 	for rows.Next() {
@@ -269,6 +275,7 @@ func scanSecretsBySubscription(rows *sql.Rows) (map[string][]herald.Secret, erro
 			return nil, err
 		}
 		sec.CreatedAt, sec.ExpiresAt = fromMS(createdAt), fromNullMS(expiresAt)
+		store.SecretOpen(keys, &sec, subID)
 		out[subID] = append(out[subID], sec)
 	}
 	return out, rows.Err()
@@ -387,6 +394,10 @@ func (s *Store) SubscriptionDelete(ctx context.Context, params *store.Subscripti
 // expiry expire at GraceUntil.
 func (s *Store) SubscriptionSecretRotate(ctx context.Context, params *store.SubscriptionSecretRotateParams) error {
 	grace := ms(params.GraceUntil)
+	secret, err := s.keys.Seal(params.NewSecret, store.SecretAAD(params.ID))
+	if err != nil {
+		return fmt.Errorf("sqlite: subscription secret rotate: %w", err)
+	}
 	return s.writeTx(ctx, "subscription secret rotate", func(tx *sql.Tx) error {
 		if _, err := getSubscription(ctx, tx, params.ID); err != nil {
 			return err
@@ -396,7 +407,7 @@ func (s *Store) SubscriptionSecretRotate(ctx context.Context, params *store.Subs
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO subscription_secrets (subscription_id, secret, created_at)
-			VALUES (?, ?, ?)`, params.ID, params.NewSecret, ms(params.Now)); err != nil {
+			VALUES (?, ?, ?)`, params.ID, secret, ms(params.Now)); err != nil {
 			return err
 		}
 		return bumpSubscriptionsVersion(ctx, tx)
@@ -412,7 +423,7 @@ func (s *Store) SubscriptionSecretList(ctx context.Context, id string) ([]herald
 			return err
 		}
 		var err error
-		out, err = listSecrets(ctx, tx, id, nil)
+		out, err = listSecrets(ctx, tx, s.keys, id, nil)
 		return err
 	})
 	return out, err
@@ -420,7 +431,7 @@ func (s *Store) SubscriptionSecretList(ctx context.Context, id string) ([]herald
 
 // listSecrets returns a subscription's secrets newest first; with activeAt
 // set, only those still active then.
-func listSecrets(ctx context.Context, q queryer, subID string, activeAt *int64) ([]herald.Secret, error) {
+func listSecrets(ctx context.Context, q queryer, keys *seal.Ring, subID string, activeAt *int64) ([]herald.Secret, error) {
 	query := `SELECT secret, created_at, expires_at FROM subscription_secrets WHERE subscription_id = ?`
 	args := []any{subID}
 	if activeAt != nil {
@@ -444,6 +455,7 @@ func listSecrets(ctx context.Context, q queryer, subID string, activeAt *int64) 
 		}
 		sec.CreatedAt = fromMS(createdAt)
 		sec.ExpiresAt = fromNullMS(expiresAt)
+		store.SecretOpen(keys, &sec, subID)
 		out = append(out, sec)
 	}
 	return out, rows.Err()

@@ -1,0 +1,111 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/heraldhq/herald/seal"
+	"github.com/heraldhq/herald/store"
+)
+
+var _ store.SecretKeeper = (*Store)(nil)
+
+// secretKeySQL groups secret rows by the "enc:v1:<key id>:" header
+// (seal.HeaderLen characters); plain-text rows group under ”.
+var secretKeySQL = fmt.Sprintf(`SELECT CASE WHEN secret LIKE 'enc:%%' THEN substr(secret, 1, %d) ELSE '' END AS k,
+	count(*) FROM subscription_secrets GROUP BY k`, seal.HeaderLen)
+
+// SecretKeyCounts counts secret rows by the key that sealed them.
+func (s *Store) SecretKeyCounts(ctx context.Context) (map[string]int64, error) {
+	out := map[string]int64{}
+	err := s.readTx(ctx, "secret key counts", func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, secretKeySQL)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var header string
+			var n int64
+			if err := rows.Scan(&header, &n); err != nil {
+				return err
+			}
+			id := seal.KeyIDOf(header)
+			if header != "" && id == "" {
+				id = "malformed"
+			}
+			out[id] += n
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// SecretReseal re-seals one batch of secret rows under the first key.
+func (s *Store) SecretReseal(ctx context.Context, params *store.SecretResealParams) (*store.SecretResealResult, error) {
+	if s.keys == nil {
+		return nil, errors.New("sqlite: secret reseal: no encryption key configured")
+	}
+	limit := params.Limit
+	if limit <= 0 {
+		limit = store.DefaultResealBatch
+	}
+	res := &store.SecretResealResult{Next: params.After}
+	err := s.writeTx(ctx, "secret reseal", func(tx *sql.Tx) error {
+		*res = store.SecretResealResult{Next: params.After}
+		rows, err := tx.QueryContext(ctx, `SELECT id, subscription_id, secret FROM subscription_secrets
+			WHERE id > ? ORDER BY id LIMIT ?`, params.After, limit)
+		if err != nil {
+			return err
+		}
+		type row struct {
+			id         int64
+			subID, old string
+		}
+		var batch []row
+		for rows.Next() {
+			var r row
+			if err := rows.Scan(&r.id, &r.subID, &r.old); err != nil {
+				rows.Close()
+				return err
+			}
+			batch = append(batch, r)
+		}
+		if err := rows.Close(); err != nil {
+			return err
+		}
+		res.Scanned, res.Done = len(batch), len(batch) < limit
+		for _, r := range batch {
+			res.Next = r.id
+			if s.keys.Current(r.old) {
+				continue
+			}
+			aad := store.SecretAAD(r.subID)
+			plain, err := s.keys.Open(r.old, aad)
+			if err != nil {
+				return fmt.Errorf("secret row %d of subscription %s: %w", r.id, r.subID, err)
+			}
+			sealed, err := s.keys.Seal(plain, aad)
+			if err != nil {
+				return err
+			}
+			n, err := affected(tx.ExecContext(ctx, `UPDATE subscription_secrets SET secret = ?
+				WHERE id = ? AND secret = ?`, sealed, r.id, r.old))
+			if err != nil {
+				return err
+			}
+			if n == 1 {
+				res.Resealed++
+			} else {
+				res.Raced++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
