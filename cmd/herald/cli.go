@@ -299,3 +299,40 @@ func (h *headerFlag) Set(v string) error {
 // maxListPages bounds the pages a list command reads when asked for "all"
 // (0 = no --limit), so a typo cannot page through millions of rows.
 const maxListPages = 1000
+
+// listPages reads pages of up to 1000 items through fetch (given the page
+// size and the cursor, "" for the first page) until the last page or limit
+// items (0: all, up to maxListPages pages), printing each item as JSON
+// with --json or as a table row with the header and cells given.
+func listPages[T any](c *cli, limit int, header []string, fetch func(n int, cursor string) ([]T, *string, error), cells func(*T) []any) error {
+	tw := c.table(header...)
+	n, cursor := 0, ""
+	for page := 0; page < maxListPages; page++ {
+		want := 1000
+		if limit > 0 {
+			want = min(want, limit-n)
+		}
+		items, next, err := fetch(want, cursor)
+		if err != nil {
+			return err
+		}
+		for i := range items {
+			if c.json {
+				if err := c.out(&items[i]); err != nil {
+					return err
+				}
+			} else {
+				row(tw, cells(&items[i])...)
+			}
+		}
+		n += len(items)
+		if next == nil || (limit > 0 && n >= limit) {
+			break
+		}
+		cursor = *next
+	}
+	if !c.json {
+		return tw.Flush()
+	}
+	return nil
+}

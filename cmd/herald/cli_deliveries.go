@@ -39,37 +39,18 @@ func deliveryList(fs *flag.FlagSet) action {
 		if p.Until, err = parseTime("until", *until); err != nil {
 			return err
 		}
-		tw := c.table("ID", "EVENT", "SUBSCRIPTION", "STATE", "TIER", "ATTEMPTS", "LAST", "CREATED")
-		n := 0
-		for page := 0; page < maxListPages; page++ {
-			p.Limit = 1000
-			if *limit > 0 {
-				p.Limit = min(p.Limit, *limit-n)
-			}
-			res, err := c.api.ListDeliveries(ctx, p)
-			if err != nil {
-				return err
-			}
-			for i := range res.Data {
-				d := &res.Data[i]
-				if c.json {
-					if err := c.out(d); err != nil {
-						return err
-					}
-				} else {
-					row(tw, d.ID, d.EventID, d.SubscriptionID, d.State, d.Tier, d.AttemptCount, lastOutcome(d), d.CreatedAt)
+		return listPages(c, *limit, []string{"ID", "EVENT", "SUBSCRIPTION", "STATE", "TIER", "ATTEMPTS", "LAST", "CREATED"},
+			func(n int, cursor string) ([]client.Delivery, *string, error) {
+				p.Limit, p.Cursor = n, cursor
+				res, err := c.api.ListDeliveries(ctx, p)
+				if err != nil {
+					return nil, nil, err
 				}
-			}
-			n += len(res.Data)
-			if res.NextCursor == nil || (*limit > 0 && n >= *limit) {
-				break
-			}
-			p.Cursor = *res.NextCursor
-		}
-		if !c.json {
-			return tw.Flush()
-		}
-		return nil
+				return res.Data, res.NextCursor, nil
+			},
+			func(d *client.Delivery) []any {
+				return []any{d.ID, d.EventID, d.SubscriptionID, d.State, d.Tier, d.AttemptCount, lastOutcome(d), d.CreatedAt}
+			})
 	}
 }
 

@@ -267,37 +267,18 @@ func eventList(fs *flag.FlagSet) action {
 		if p.Until, err = parseTime("until", *until); err != nil {
 			return err
 		}
-		tw := c.table("ID", "TYPE", "KEY", "TIMESTAMP", "DATA")
-		n := 0
-		for page := 0; page < maxListPages; page++ {
-			p.Limit = 1000
-			if *limit > 0 {
-				p.Limit = min(p.Limit, *limit-n)
-			}
-			res, err := c.api.ListEvents(ctx, p)
-			if err != nil {
-				return err
-			}
-			for i := range res.Data {
-				ev := &res.Data[i]
-				if c.json {
-					if err := c.out(ev); err != nil {
-						return err
-					}
-				} else {
-					row(tw, ev.ID, ev.Type, ev.Key, ev.Timestamp, ellipsis(string(ev.Data), 60))
+		return listPages(c, *limit, []string{"ID", "TYPE", "KEY", "TIMESTAMP", "DATA"},
+			func(n int, cursor string) ([]client.Event, *string, error) {
+				p.Limit, p.Cursor = n, cursor
+				res, err := c.api.ListEvents(ctx, p)
+				if err != nil {
+					return nil, nil, err
 				}
-			}
-			n += len(res.Data)
-			if res.NextCursor == nil || (*limit > 0 && n >= *limit) {
-				break
-			}
-			p.Cursor = *res.NextCursor
-		}
-		if !c.json {
-			return tw.Flush()
-		}
-		return nil
+				return res.Data, res.NextCursor, nil
+			},
+			func(ev *client.Event) []any {
+				return []any{ev.ID, ev.Type, ev.Key, ev.Timestamp, ellipsis(string(ev.Data), 60)}
+			})
 	}
 }
 

@@ -186,37 +186,17 @@ func subscriptionList(fs *flag.FlagSet) action {
 	limit := fs.Int("limit", 0, "list at most this many (0: all)")
 	tenant := fs.String("tenant", "", "only this tenant's")
 	return func(ctx context.Context, c *cli, _ []string) error {
-		var tw = c.table("ID", "STATE", "URL", "EVENT TYPES", "FILTER", "DESCRIPTION")
-		n, cursor := 0, ""
-		for page := 0; page < maxListPages; page++ {
-			want := 1000
-			if *limit > 0 {
-				want = min(want, *limit-n)
-			}
-			res, err := c.api.ListTenantSubscriptions(ctx, *tenant, want, cursor)
-			if err != nil {
-				return err
-			}
-			for i := range res.Data {
-				s := &res.Data[i]
-				if c.json {
-					if err := c.out(s); err != nil {
-						return err
-					}
-				} else {
-					row(tw, s.ID, s.State, s.URL, strings.Join(s.EventTypes, ","), filterText(s.Filter), s.Description)
+		return listPages(c, *limit, []string{"ID", "STATE", "URL", "EVENT TYPES", "FILTER", "DESCRIPTION"},
+			func(n int, cursor string) ([]client.Subscription, *string, error) {
+				res, err := c.api.ListTenantSubscriptions(ctx, *tenant, n, cursor)
+				if err != nil {
+					return nil, nil, err
 				}
-			}
-			n += len(res.Data)
-			if res.NextCursor == nil || (*limit > 0 && n >= *limit) {
-				break
-			}
-			cursor = *res.NextCursor
-		}
-		if !c.json {
-			return tw.Flush()
-		}
-		return nil
+				return res.Data, res.NextCursor, nil
+			},
+			func(s *client.Subscription) []any {
+				return []any{s.ID, s.State, s.URL, strings.Join(s.EventTypes, ","), filterText(s.Filter), s.Description}
+			})
 	}
 }
 
