@@ -311,6 +311,7 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 		Push:         broadcaster,
 		History:      history,
 		UserAgent:    userAgent,
+		PublicURL:    publicURL(c, ln),
 	})
 
 	var handler http.Handler = api
@@ -417,4 +418,16 @@ func debugHandler() http.Handler {
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	return mux
+}
+
+// publicURL is --public-url, else http://<listen address>; on an
+// unspecified address (0.0.0.0) it is "", and links use the request's host.
+func publicURL(c *config, ln net.Listener) string {
+	if c.PublicURL != "" {
+		return c.PublicURL
+	}
+	if host, _, err := net.SplitHostPort(ln.Addr().String()); err == nil && net.ParseIP(host).IsUnspecified() {
+		return ""
+	}
+	return "http://" + ln.Addr().String()
 }
