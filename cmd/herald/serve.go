@@ -296,6 +296,9 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 		// server's Wrap takes WebSocket upgrades at / before these run.
 		extra["GET /ui/"] = ui.New("/ui/")
 		extra["GET /{$}"] = ui.Redirect("/ui/")
+		// The consumer portal: the same pages confined to a tenant by the
+		// session its one-time link is exchanged for (ADR 0015).
+		extra["GET /portal/"] = ui.NewPortal("/portal/", strings.Fields(c.PortalFrameAncestors))
 	}
 	api := httpapi.New(httpapi.Config{
 		Extra:        extra,
