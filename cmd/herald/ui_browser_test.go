@@ -40,24 +40,7 @@ func TestDashboardBrowser(t *testing.T) {
 		t.Skip("builds the binary and runs a browser")
 	}
 	t.Parallel()
-	dir, err := filepath.Abs("../../e2e/ui")
-	require.NoError(t, err)
-	node, nodeErr := exec.LookPath("node")
-	missing := ""
-	switch {
-	case nodeErr != nil:
-		missing = "node is not installed"
-	case !exists(filepath.Join(dir, "node_modules", "playwright-core")):
-		missing = "e2e/ui/node_modules is missing (run `npm ci` in e2e/ui)"
-	case !exists(chromiumPath):
-		missing = chromiumPath + " is missing (apt-get install chromium)"
-	}
-	if missing != "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s (CI=true: .ci/run installs chromium and runs npm ci in e2e/ui)", missing)
-		}
-		t.Skip("SKIP: " + missing + "; the dashboard's browser test needs Node.js, Chromium and playwright-core")
-	}
+	node, dir := needChromium(t)
 	bin := heraldBinary(t)
 	artifacts := os.Getenv("HERALD_ARTIFACTS")
 	if artifacts == "" {
@@ -97,6 +80,32 @@ func TestDashboardBrowser(t *testing.T) {
 			require.Contains(t, string(out), "\nOK ", "%s", out)
 		})
 	}
+}
+
+// needChromium returns node and the e2e/ui directory, or skips (visibly)
+// when Node.js, playwright-core (`npm ci` in e2e/ui) or Chromium is
+// missing; under CI=true it fails instead.
+func needChromium(t *testing.T) (node, dir string) {
+	t.Helper()
+	dir, err := filepath.Abs("../../e2e/ui")
+	require.NoError(t, err)
+	node, nodeErr := exec.LookPath("node")
+	missing := ""
+	switch {
+	case nodeErr != nil:
+		missing = "node is not installed"
+	case !exists(filepath.Join(dir, "node_modules", "playwright-core")):
+		missing = "e2e/ui/node_modules is missing (run `npm ci` in e2e/ui)"
+	case !exists(chromiumPath):
+		missing = chromiumPath + " is missing (apt-get install chromium)"
+	}
+	if missing != "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s (CI=true: .ci/run installs chromium and runs npm ci in e2e/ui)", missing)
+		}
+		t.Skip("SKIP: " + missing + "; the browser tests need Node.js, Chromium and playwright-core")
+	}
+	return node, dir
 }
 
 // newFailingReceiver answers 200 on /hook, or 503 with a body while
