@@ -149,7 +149,7 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.PushIdleExpiry, "push-idle-expiry", maintenance.DefaultPushIdleExpiry, "drop Web Push user agents that have not connected for this long; their endpoints then answer 410 (0: never)")
 	fs.StringVar(&c.PublicURL, "public-url", "", "base URL users reach herald at, scheme://host[:port]; portal links point there (default http://<--listen address>)")
 	fs.StringVar(&c.PortalFrameAncestors, "portal-frame-ancestors", "", "origins allowed to embed the consumer portal (/portal/) in an iframe, space-separated, e.g. \"https://app.example.com\" (default: none, no framing)")
-	fs.BoolVar(&c.UI, "ui", true, "serve the web dashboard at /ui/ (and redirect GET / there); it uses the /v1 API with a token the user signs in with")
+	fs.BoolVar(&c.UI, "ui", true, "serve the web dashboard at /ui/ (and redirect GET / there) and the consumer portal at /portal/; they use the /v1 API with a token the user signs in with or a portal link")
 	fs.StringVar(&c.EncryptionKey, "encryption-key", "", "encrypt subscription secrets (and push.keys) at rest: comma-separated keys, base64 of 32 bytes each (herald secrets generate-key); the first encrypts, all decrypt")
 	fs.StringVar(&c.EncryptionKeyFile, "encryption-key-file", "", "file of encryption keys, one per line, the encrypting one first (# comments allowed); added after --encryption-key")
 	fs.DurationVar(&c.VacuumInterval, "vacuum-interval", maintenance.DefaultVacuumInterval, "PostgreSQL: how often the leader vacuums the queue tables (0: never; leave it to autovacuum)")
