@@ -135,9 +135,9 @@ func newFailingReceiver(t *testing.T) *httptest.Server {
 	return srv
 }
 
-// TestDashboardMount: herald serve serves the dashboard at /ui/ and sends
-// GET / there, while a WebSocket upgrade at / still reaches the push
-// service; --ui=false turns both off.
+// TestDashboardMount: herald serve serves the dashboard at /ui/ (and the
+// portal at /portal/) and sends GET / there, while a WebSocket upgrade at /
+// still reaches the push service; --ui=false turns them off.
 func TestDashboardMount(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
@@ -169,12 +169,19 @@ func TestDashboardMount(t *testing.T) {
 	require.Contains(t, h.Get("Content-Security-Policy"), "frame-ancestors 'none'")
 	code, _ = status(t, "http://"+on+"/", upgrade...)
 	require.Equal(t, http.StatusSwitchingProtocols, code, "the push WebSocket still answers at /")
+	// The consumer portal: no framing without --portal-frame-ancestors.
+	code, h = status(t, "http://"+on+"/portal/")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, h.Get("Content-Security-Policy"), "frame-ancestors 'none'")
+	require.Equal(t, "DENY", h.Get("X-Frame-Options"))
 
 	off := freeAddr(t)
 	startNode(t, bin, off, "--data-dir", t.TempDir(), "--api-token", "t", "--ui=false")
 	code, _ = status(t, "http://"+off+"/")
 	require.Equal(t, http.StatusNotFound, code)
 	code, _ = status(t, "http://"+off+"/ui/")
+	require.Equal(t, http.StatusNotFound, code)
+	code, _ = status(t, "http://"+off+"/portal/")
 	require.Equal(t, http.StatusNotFound, code)
 }
 
