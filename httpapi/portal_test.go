@@ -77,8 +77,10 @@ func TestPortalLinkAndSession(t *testing.T) {
 		require.Equal(t, timestamp(start.Add(10*time.Minute)), pl.ExpiresAt)
 		link := linkOf(t, pl.URL)
 
-		// No bearer token: the link is the credential.
-		res = b.do(t, http.MethodPost, "/v1/portal/sessions", obj{"link": link}, withoutToken())
+		// No bearer token: the link is the credential. Another node (same
+		// store) exchanges it.
+		node2, _ := setupPortal(t, s)
+		res = node2.do(t, http.MethodPost, "/v1/portal/sessions", obj{"link": link}, withoutToken())
 		sess := ok[portalSessionJSON](t, res, http.StatusOK)
 		require.Equal(t, "no-store", res.header.Get("Cache-Control"))
 		require.Equal(t, "acme", sess.Tenant)
@@ -92,6 +94,9 @@ func TestPortalLinkAndSession(t *testing.T) {
 		require.Equal(t, "portal session", toks.Data[0].Name)
 		require.Equal(t, "acme", *toks.Data[0].Tenant)
 		require.ElementsMatch(t, []string{"subscriptions:read", "subscriptions:write", "deliveries:read", "deliveries:write", "events:read"}, toks.Data[0].Scopes)
+
+		// The session works on the first node at once.
+		ok[listJSON[subscriptionJSON]](t, b.do(t, http.MethodGet, "/v1/subscriptions", nil, withToken(sess.Token)), http.StatusOK)
 
 		// Replay: the same link again is refused, with a message saying why.
 		e := requireError(t, b.do(t, http.MethodPost, "/v1/portal/sessions", obj{"link": link}, withoutToken()),
