@@ -13,6 +13,8 @@ const (
 	PrefixSubscription = "sub_"
 	PrefixDelivery     = "dlv_"
 	PrefixToken        = "tok_"
+	// PrefixPortalLink names consumer-portal links (ADR 0015).
+	PrefixPortalLink = "pl_"
 	// PrefixPushMessage names stored Web Push messages (package push).
 	PrefixPushMessage = "pm_"
 )

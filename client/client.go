@@ -386,3 +386,17 @@ func IsConnError(err error) bool {
 	var ce *ConnError
 	return errors.As(err, &ce)
 }
+
+// CreatePortalLink makes a one-time link that opens the consumer portal
+// confined to tenant (admin).
+func (c *Client) CreatePortalLink(ctx context.Context, tenant string, in PortalLinkInput) (*PortalLink, error) {
+	body := map[string]any{}
+	if in.TTL > 0 {
+		body["ttl_s"] = int64(in.TTL / time.Second)
+	}
+	if in.Theme != nil {
+		body["theme"] = in.Theme
+	}
+	var out PortalLink
+	return &out, c.do(ctx, http.MethodPost, "/v1/tenants/"+url.PathEscape(tenant)+"/portal", nil, body, &out)
+}

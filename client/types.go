@@ -330,3 +330,24 @@ type Token struct {
 type TokenList struct {
 	Data []Token `json:"data"`
 }
+
+// PortalTheme is how a consumer portal looks; every field is optional.
+// Logo is a data: URL (data:image/png;base64,…), at most 64 KiB decoded.
+type PortalTheme struct {
+	Name   string `json:"name,omitempty"`
+	Accent string `json:"accent,omitempty"`
+	Logo   string `json:"logo,omitempty"`
+}
+
+// PortalLinkInput is a portal link to create: TTL (zero: the server's
+// default, 1 h; at most 24 h, whole seconds) and an optional Theme.
+type PortalLinkInput struct {
+	TTL   time.Duration
+	Theme *PortalTheme
+}
+
+// PortalLink is a one-time link opening the consumer portal for a tenant.
+type PortalLink struct {
+	URL       string `json:"url"`
+	ExpiresAt string `json:"expires_at"`
+}

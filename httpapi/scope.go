@@ -27,6 +27,15 @@ var AllScopes = []Scope{
 	ScopeDeliveriesRead, ScopeDeliveriesWrite, ScopeAdmin,
 }
 
+// ScopePortalLink is what a route declares that takes no bearer token
+// because the request carries a portal link instead (POST
+// /v1/portal/sessions). No token carries it: it is not in AllScopes.
+const ScopePortalLink Scope = "portal-link"
+
+// ValidRouteScope reports whether a route may declare s: a token scope
+// or ScopePortalLink.
+func ValidRouteScope(s string) bool { return ValidScope(s) || Scope(s) == ScopePortalLink }
+
 // ValidScope reports whether s is a known scope.
 func ValidScope(s string) bool { return slices.Contains(AllScopes, Scope(s)) }
 

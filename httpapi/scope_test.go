@@ -22,7 +22,7 @@ func TestEveryRouteDeclaresAScope(t *testing.T) {
 	for _, p := range Patterns(h) {
 		if _, path, _ := strings.Cut(p, " "); strings.HasPrefix(path, "/v1/") {
 			n++
-			require.True(t, ValidScope(string(scopes[p])), "route %s declares no valid scope", p)
+			require.True(t, ValidRouteScope(string(scopes[p])), "route %s declares no valid scope", p)
 		}
 	}
 	require.Equal(t, n, len(scopes))

@@ -82,6 +82,10 @@ type Config struct {
 	// UserAgent is the User-Agent the sender uses, shown in the requests
 	// GET /v1/deliveries/{id} rebuilds for its attempts.
 	UserAgent string
+	// PublicURL is the base URL (scheme://host[:port]) the links herald
+	// hands out point at, e.g. portal links (default: the request's own
+	// host over http).
+	PublicURL string
 	// Now is the clock (default time.Now).
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -196,6 +200,11 @@ func (s *server) routes() {
 	s.v1("GET /v1/tokens", ScopeAdmin, s.tokenList)
 	s.v1("DELETE /v1/tokens/{id}", ScopeAdmin, s.tokenDelete)
 
+	// The consumer portal (ADR 0015): admin makes a link; the link, not a
+	// bearer token, is the credential of the exchange.
+	s.v1("POST /v1/tenants/{tenant}/portal", ScopeAdmin, s.portalCreate)
+	s.v1Link("POST /v1/portal/sessions", s.portalSession)
+
 	if s.cfg.Push != nil {
 		s.v1("PUT /v1/push/broadcasts/{id...}", ScopeAdmin, s.pushBroadcastPut)
 		s.v1("GET /v1/push/broadcasts", ScopeAdmin, s.pushBroadcastList)
@@ -242,6 +251,17 @@ func (s *server) v1(pattern string, scope Scope, h handlerFunc) {
 	}
 	s.scopes[pattern] = scope
 	s.handle(pattern, s.authenticated(scope, func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			s.writeError(w, r, err)
+		}
+	}))
+}
+
+// v1Link mounts a /v1 route that takes no bearer token because its body
+// carries its own credential (a portal link); it declares ScopePortalLink.
+func (s *server) v1Link(pattern string, h handlerFunc) {
+	s.scopes[pattern] = ScopePortalLink
+	s.handle(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := h(w, r); err != nil {
 			s.writeError(w, r, err)
 		}

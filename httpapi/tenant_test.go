@@ -127,6 +127,10 @@ func TestTenantIsolationMatrix(t *testing.T) {
 			{"POST /v1/tokens", "POST", "/v1/tokens", obj{"name": "x", "scopes": []string{"admin"}}, forbidden},
 			{"GET /v1/tokens", "GET", "/v1/tokens", nil, forbidden},
 			{"DELETE /v1/tokens/{id}", "DELETE", "/v1/tokens/tok_x", nil, forbidden},
+			{"POST /v1/tenants/{tenant}/portal", "POST", "/v1/tenants/globex/portal", nil, forbidden},
+			{"POST /v1/tenants/{tenant}/portal", "POST", "/v1/tenants/acme/portal", nil, forbidden},
+			// Takes a link, not a bearer token: a token is no credential here.
+			{"POST /v1/portal/sessions", "POST", "/v1/portal/sessions", obj{"link": "hrlp_guess"}, want{code: http.StatusUnauthorized}},
 		}
 		covered := map[string]bool{}
 		for _, c := range cases {
@@ -138,6 +142,8 @@ func TestTenantIsolationMatrix(t *testing.T) {
 				requireError(t, res, http.StatusNotFound, herald.CodeNotFound, "")
 			case http.StatusForbidden:
 				requireError(t, res, http.StatusForbidden, herald.CodeForbidden, "")
+			case http.StatusUnauthorized:
+				requireError(t, res, http.StatusUnauthorized, herald.CodeUnauthorized, "")
 			}
 			for _, id := range c.want.absent {
 				require.NotContains(t, string(res.body), id, "%s %s", c.method, c.path)

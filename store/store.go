@@ -49,6 +49,15 @@ type Store interface {
 	// APITokenCount counts stored tokens (0 on a first start).
 	APITokenCount(ctx context.Context) (int, error)
 
+	// PortalLinkCreate stores a consumer-portal link (its token's hash) and
+	// deletes links that expired more than PortalLinkRetention ago.
+	PortalLinkCreate(ctx context.Context, params *PortalLinkCreateParams) error
+	// PortalLinkConsume marks the unused, unexpired (ExpiresAt > Now) link
+	// with this hash used at Now and returns it, atomically: of two
+	// concurrent calls one wins and the other gets ErrNotFound, as does a
+	// used, expired or unknown link.
+	PortalLinkConsume(ctx context.Context, params *PortalLinkConsumeParams) (*PortalLink, error)
+
 	// SubscriptionCreate inserts a subscription with its first secret and
 	// bumps the subscriptions version.
 	SubscriptionCreate(ctx context.Context, params *SubscriptionCreateParams) (*herald.Subscription, error)

@@ -22,6 +22,14 @@ var files embed.FS
 const CSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
 	"connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
 
+// Modes of the page (index.html's data-mode): the operator's dashboard, or
+// the consumer portal, the same modules confined to one tenant's pages
+// (ADR 0015).
+const (
+	ModeOperator = "operator"
+	ModePortal   = "portal"
+)
+
 // assetsDir is the sub-path (under the prefix) the embedded files are served
 // from; every other path under the prefix is a client-side route.
 const assetsDir = "assets/"
@@ -53,19 +61,44 @@ type Handler struct {
 	prefix string
 	assets map[string]asset
 	index  asset
+	// csp is CSP, with the portal's frame-ancestors.
+	csp string
+	// framed is true when some origin may embed the pages (no
+	// X-Frame-Options: DENY then).
+	framed bool
 }
 
 // New returns the dashboard handler for prefix ("/ui/" when empty). It
 // panics if the embedded files are unreadable, which only a broken build
 // can cause.
 func New(prefix string) *Handler {
+	return newHandler(prefix, ModeOperator, nil)
+}
+
+// NewPortal returns the consumer portal's handler for prefix ("/portal/"
+// when empty): the dashboard's files in portal mode. frameAncestors are
+// the origins (or 'self') that may embed it in an iframe — the CSP's
+// frame-ancestors; none means no framing, like /ui/. The caller validates
+// them (herald serve accepts only origins).
+func NewPortal(prefix string, frameAncestors []string) *Handler {
+	if prefix == "" {
+		prefix = "/portal/"
+	}
+	return newHandler(prefix, ModePortal, frameAncestors)
+}
+
+func newHandler(prefix, mode string, frameAncestors []string) *Handler {
 	if prefix == "" {
 		prefix = "/ui/"
 	}
 	if !strings.HasSuffix(prefix, "/") {
 		prefix += "/"
 	}
-	h := &Handler{prefix: prefix, assets: map[string]asset{}}
+	h := &Handler{prefix: prefix, assets: map[string]asset{}, csp: CSP}
+	if len(frameAncestors) > 0 {
+		h.csp = strings.Replace(CSP, "frame-ancestors 'none'", "frame-ancestors "+strings.Join(frameAncestors, " "), 1)
+		h.framed = true
+	}
 	sub, err := fs.Sub(files, "static")
 	if err != nil {
 		panic(err)
@@ -82,6 +115,7 @@ func New(prefix string) *Handler {
 			// The prefix is written into the page's links and its
 			// module's URL (the CSP forbids <base>).
 			b = bytes.ReplaceAll(b, []byte("{{PREFIX}}"), []byte(prefix))
+			b = bytes.ReplaceAll(b, []byte("{{MODE}}"), []byte(mode))
 		}
 		h.assets[p] = newAsset(p, b)
 		return nil
@@ -105,19 +139,24 @@ func newAsset(name string, b []byte) asset {
 	return asset{body: b, contentType: ct, etag: `"` + hex.EncodeToString(sum[:8]) + `"`}
 }
 
-// SecurityHeaders sets the headers every dashboard response carries.
-func SecurityHeaders(w http.ResponseWriter) {
+// securityHeaders sets the headers every response of h carries.
+func (h *Handler) securityHeaders(w http.ResponseWriter) {
 	hd := w.Header()
-	hd.Set("Content-Security-Policy", CSP)
+	hd.Set("Content-Security-Policy", h.csp)
 	hd.Set("X-Content-Type-Options", "nosniff")
 	hd.Set("Referrer-Policy", "no-referrer")
-	hd.Set("X-Frame-Options", "DENY")
+	if !h.framed {
+		// For browsers without CSP frame-ancestors; one that may be
+		// framed relies on the CSP alone (X-Frame-Options cannot list
+		// origins).
+		hd.Set("X-Frame-Options", "DENY")
+	}
 	hd.Set("Cross-Origin-Opener-Policy", "same-origin")
 }
 
 // ServeHTTP serves an asset, or index.html for a client-side route.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	SecurityHeaders(w)
+	h.securityHeaders(w)
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)

@@ -148,3 +148,35 @@ func TestNoExternalReferences(t *testing.T) {
 	require.NoError(t, err)
 	require.Greater(t, n, 5)
 }
+
+func TestPortalMode(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		ancestors []string
+		wantFrame string
+		wantXFO   string
+	}{
+		{"not framable by default", nil, "frame-ancestors 'none'", "DENY"},
+		{"framable by listed origins", []string{"https://app.example.com", "http://127.0.0.1:9"}, "frame-ancestors https://app.example.com http://127.0.0.1:9;", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := NewPortal("", tc.ancestors)
+			for _, path := range []string{"/portal/", "/portal/subscriptions/sub_1", "/portal/assets/app.js"} {
+				rec := get(t, h, path)
+				require.Equal(t, http.StatusOK, rec.Code, path)
+				csp := rec.Header().Get("Content-Security-Policy")
+				require.Contains(t, csp, tc.wantFrame, path)
+				require.Contains(t, csp, "script-src 'self';", path)
+				require.NotContains(t, csp, "unsafe-inline", path)
+				require.Equal(t, tc.wantXFO, rec.Header().Get("X-Frame-Options"), path)
+			}
+			body := get(t, h, "/portal/").Body.String()
+			require.Contains(t, body, `data-prefix="/portal/" data-mode="portal"`)
+			require.Contains(t, body, `src="/portal/assets/app.js"`)
+		})
+	}
+	// The operator's dashboard is unchanged by a portal's framing.
+	require.Contains(t, get(t, setup(t), "/ui/").Body.String(), `data-mode="operator"`)
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -71,6 +72,10 @@ type config struct {
 	PushIdleExpiry       time.Duration
 
 	UI bool
+	// PublicURL is the base URL links herald hands out point at (portal
+	// links); PortalFrameAncestors the origins allowed to embed /portal/.
+	PublicURL            string
+	PortalFrameAncestors string
 
 	EncryptionKey     string
 	EncryptionKeyFile string
@@ -142,7 +147,9 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.PushHandshakeTimeout, "push-handshake-timeout", 5*time.Second, "how long a new WebSocket may take to send hello")
 	fs.DurationVar(&c.PushBroadcastPoll, "push-broadcast-poll", 30*time.Second, "how often a node reloads broadcast versions set through another node")
 	fs.DurationVar(&c.PushIdleExpiry, "push-idle-expiry", maintenance.DefaultPushIdleExpiry, "drop Web Push user agents that have not connected for this long; their endpoints then answer 410 (0: never)")
-	fs.BoolVar(&c.UI, "ui", true, "serve the web dashboard at /ui/ (and redirect GET / there); it uses the /v1 API with a token the user signs in with")
+	fs.StringVar(&c.PublicURL, "public-url", "", "base URL users reach herald at, scheme://host[:port]; portal links point there (default http://<--listen address>)")
+	fs.StringVar(&c.PortalFrameAncestors, "portal-frame-ancestors", "", "origins allowed to embed the consumer portal (/portal/) in an iframe, space-separated, e.g. \"https://app.example.com\" (default: none, no framing)")
+	fs.BoolVar(&c.UI, "ui", true, "serve the web dashboard at /ui/ (and redirect GET / there) and the consumer portal at /portal/; they use the /v1 API with a token the user signs in with or a portal link")
 	fs.StringVar(&c.EncryptionKey, "encryption-key", "", "encrypt subscription secrets (and push.keys) at rest: comma-separated keys, base64 of 32 bytes each (herald secrets generate-key); the first encrypts, all decrypt")
 	fs.StringVar(&c.EncryptionKeyFile, "encryption-key-file", "", "file of encryption keys, one per line, the encrypting one first (# comments allowed); added after --encryption-key")
 	fs.DurationVar(&c.VacuumInterval, "vacuum-interval", maintenance.DefaultVacuumInterval, "PostgreSQL: how often the leader vacuums the queue tables (0: never; leave it to autovacuum)")
@@ -269,10 +276,13 @@ func (c *config) validate() error {
 			return fmt.Errorf("%s must be positive, got %s", name, d)
 		}
 	}
-	for name, u := range map[string]string{"--push-endpoint-url": c.PushEndpointURL, "--internal-url": c.InternalURL} {
+	for name, u := range map[string]string{"--push-endpoint-url": c.PushEndpointURL, "--internal-url": c.InternalURL, "--public-url": c.PublicURL} {
 		if u != "" && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
 			return fmt.Errorf("%s must start with http:// or https://, got %q", name, u)
 		}
+	}
+	if err := validFrameAncestors(c.PortalFrameAncestors); err != nil {
+		return fmt.Errorf("--portal-frame-ancestors: %w", err)
 	}
 	if c.Workers < 1 {
 		return fmt.Errorf("--workers must be at least 1, got %d", c.Workers)
@@ -357,4 +367,22 @@ func parseTiers(s string) ([]time.Duration, error) {
 		return nil, errors.New("--tiers: at most 100 tiers")
 	}
 	return out, nil
+}
+
+// validFrameAncestors accepts space-separated origins (scheme://host[:port],
+// a host may start with "*.") and 'self': what goes into the portal's CSP
+// frame-ancestors, so nothing else (no ';' or ',') may reach the header.
+func validFrameAncestors(v string) error {
+	for _, o := range strings.Fields(v) {
+		if o == "'self'" {
+			continue
+		}
+		u, err := url.Parse(o)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+			(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil ||
+			strings.ContainsAny(o, ";,'\"") {
+			return fmt.Errorf("%q is not an origin like https://app.example.com", o)
+		}
+	}
+	return nil
 }

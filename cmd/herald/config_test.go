@@ -139,3 +139,27 @@ func keyID(t *testing.T, k string) string {
 	require.NoError(t, err)
 	return seal.KeyID(raw)
 }
+
+func TestValidFrameAncestors(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in string
+		ok bool
+	}{
+		{"", true},
+		{"https://app.example.com", true},
+		{"https://app.example.com http://127.0.0.1:9000 'self'", true},
+		{"https://*.example.com", true},
+		{"https://app.example.com/", true},
+		{"app.example.com", false},
+		{"https://app.example.com/path", false},
+		{"https://app.example.com; script-src *", false},
+		{"https://a.example.com,https://b.example.com", false},
+		{"'none'", false},
+		{"javascript:alert(1)", false},
+		{"https://user@app.example.com", false},
+	} {
+		err := validFrameAncestors(tc.in)
+		require.Equal(t, tc.ok, err == nil, "%q: %v", tc.in, err)
+	}
+}

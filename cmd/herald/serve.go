@@ -296,6 +296,9 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 		// server's Wrap takes WebSocket upgrades at / before these run.
 		extra["GET /ui/"] = ui.New("/ui/")
 		extra["GET /{$}"] = ui.Redirect("/ui/")
+		// The consumer portal: the same pages confined to a tenant by the
+		// session its one-time link is exchanged for (ADR 0015).
+		extra["GET /portal/"] = ui.NewPortal("/portal/", strings.Fields(c.PortalFrameAncestors))
 	}
 	api := httpapi.New(httpapi.Config{
 		Extra:        extra,
@@ -311,6 +314,7 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 		Push:         broadcaster,
 		History:      history,
 		UserAgent:    userAgent,
+		PublicURL:    publicURL(c, ln),
 	})
 
 	var handler http.Handler = api
@@ -417,4 +421,16 @@ func debugHandler() http.Handler {
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	return mux
+}
+
+// publicURL is --public-url, else http://<listen address>; on an
+// unspecified address (0.0.0.0) it is "", and links use the request's host.
+func publicURL(c *config, ln net.Listener) string {
+	if c.PublicURL != "" {
+		return c.PublicURL
+	}
+	if host, _, err := net.SplitHostPort(ln.Addr().String()); err == nil && net.ParseIP(host).IsUnspecified() {
+		return ""
+	}
+	return "http://" + ln.Addr().String()
 }

@@ -40,24 +40,7 @@ func TestDashboardBrowser(t *testing.T) {
 		t.Skip("builds the binary and runs a browser")
 	}
 	t.Parallel()
-	dir, err := filepath.Abs("../../e2e/ui")
-	require.NoError(t, err)
-	node, nodeErr := exec.LookPath("node")
-	missing := ""
-	switch {
-	case nodeErr != nil:
-		missing = "node is not installed"
-	case !exists(filepath.Join(dir, "node_modules", "playwright-core")):
-		missing = "e2e/ui/node_modules is missing (run `npm ci` in e2e/ui)"
-	case !exists(chromiumPath):
-		missing = chromiumPath + " is missing (apt-get install chromium)"
-	}
-	if missing != "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s (CI=true: .ci/run installs chromium and runs npm ci in e2e/ui)", missing)
-		}
-		t.Skip("SKIP: " + missing + "; the dashboard's browser test needs Node.js, Chromium and playwright-core")
-	}
+	node, dir := needChromium(t)
 	bin := heraldBinary(t)
 	artifacts := os.Getenv("HERALD_ARTIFACTS")
 	if artifacts == "" {
@@ -99,6 +82,32 @@ func TestDashboardBrowser(t *testing.T) {
 	}
 }
 
+// needChromium returns node and the e2e/ui directory, or skips (visibly)
+// when Node.js, playwright-core (`npm ci` in e2e/ui) or Chromium is
+// missing; under CI=true it fails instead.
+func needChromium(t *testing.T) (node, dir string) {
+	t.Helper()
+	dir, err := filepath.Abs("../../e2e/ui")
+	require.NoError(t, err)
+	node, nodeErr := exec.LookPath("node")
+	missing := ""
+	switch {
+	case nodeErr != nil:
+		missing = "node is not installed"
+	case !exists(filepath.Join(dir, "node_modules", "playwright-core")):
+		missing = "e2e/ui/node_modules is missing (run `npm ci` in e2e/ui)"
+	case !exists(chromiumPath):
+		missing = chromiumPath + " is missing (apt-get install chromium)"
+	}
+	if missing != "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s (CI=true: .ci/run installs chromium and runs npm ci in e2e/ui)", missing)
+		}
+		t.Skip("SKIP: " + missing + "; the browser tests need Node.js, Chromium and playwright-core")
+	}
+	return node, dir
+}
+
 // newFailingReceiver answers 200 on /hook, or 503 with a body while
 // POST /control?fail=1 is in force (POST /control?fail=0 ends it); /flaky
 // fails one request in four.
@@ -126,9 +135,9 @@ func newFailingReceiver(t *testing.T) *httptest.Server {
 	return srv
 }
 
-// TestDashboardMount: herald serve serves the dashboard at /ui/ and sends
-// GET / there, while a WebSocket upgrade at / still reaches the push
-// service; --ui=false turns both off.
+// TestDashboardMount: herald serve serves the dashboard at /ui/ (and the
+// portal at /portal/) and sends GET / there, while a WebSocket upgrade at /
+// still reaches the push service; --ui=false turns them off.
 func TestDashboardMount(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
@@ -160,12 +169,19 @@ func TestDashboardMount(t *testing.T) {
 	require.Contains(t, h.Get("Content-Security-Policy"), "frame-ancestors 'none'")
 	code, _ = status(t, "http://"+on+"/", upgrade...)
 	require.Equal(t, http.StatusSwitchingProtocols, code, "the push WebSocket still answers at /")
+	// The consumer portal: no framing without --portal-frame-ancestors.
+	code, h = status(t, "http://"+on+"/portal/")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, h.Get("Content-Security-Policy"), "frame-ancestors 'none'")
+	require.Equal(t, "DENY", h.Get("X-Frame-Options"))
 
 	off := freeAddr(t)
 	startNode(t, bin, off, "--data-dir", t.TempDir(), "--api-token", "t", "--ui=false")
 	code, _ = status(t, "http://"+off+"/")
 	require.Equal(t, http.StatusNotFound, code)
 	code, _ = status(t, "http://"+off+"/ui/")
+	require.Equal(t, http.StatusNotFound, code)
+	code, _ = status(t, "http://"+off+"/portal/")
 	require.Equal(t, http.StatusNotFound, code)
 }
 

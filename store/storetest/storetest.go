@@ -37,6 +37,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Store", testStore},
 		{"APIToken", testAPIToken},
 		{"APITokenScoped", testAPITokenScoped},
+		{"PortalLink", testPortalLink},
 		{"Tenant", testTenant},
 		{"Subscription", testSubscription},
 		{"Event", testEvent},

@@ -2,7 +2,7 @@
 // Each page module exports render(main, ctx) and may return a cleanup
 // function (the overview's refresh timer), called when the route changes.
 
-import { h, replace, link, api, getToken, setToken, clearToken, navigate, setNavigateHandler, currentPath, errorBox, PREFIX, APIError } from './lib.js';
+import { h, replace, link, api, getToken, setToken, clearToken, getTheme, setTheme, navigate, setNavigateHandler, currentPath, errorBox, PREFIX, PORTAL, APIError } from './lib.js';
 import * as overview from './overview.js';
 import * as subs from './subscriptions.js';
 import * as events from './events.js';
@@ -10,7 +10,14 @@ import * as deliveries from './deliveries.js';
 import * as dead from './deadletters.js';
 import * as apiref from './apiref.js';
 
-const NAV = [
+// The portal (PORTAL) shows a tenant's own pages only: no overview (its
+// figures span every tenant), no API reference, no sign-in with a token.
+const NAV = PORTAL ? [
+  ['subscriptions', 'Subscriptions'],
+  ['deliveries', 'Deliveries'],
+  ['dead-letters', 'Dead letters'],
+  ['events', 'Events'],
+] : [
   ['', 'Overview'],
   ['subscriptions', 'Subscriptions'],
   ['events', 'Events'],
@@ -20,7 +27,17 @@ const NAV = [
 ];
 
 // routes: first match wins; params are the regexp's groups.
-const ROUTES = [
+const ROUTES = PORTAL ? [
+  [/^$/, subs.renderList],
+  [/^subscriptions\/?$/, subs.renderList],
+  [/^subscriptions\/new$/, subs.renderNew],
+  [/^subscriptions\/([^/]+)$/, subs.renderDetail],
+  [/^events\/?$/, events.renderList],
+  [/^events\/([^/]+)$/, events.renderDetail],
+  [/^deliveries\/?$/, deliveries.renderList],
+  [/^deliveries\/([^/]+)$/, deliveries.renderDetail],
+  [/^dead-letters\/?$/, dead.render],
+] : [
   [/^$/, overview.render],
   [/^subscriptions\/?$/, subs.renderList],
   [/^subscriptions\/new$/, subs.renderNew],
@@ -45,14 +62,69 @@ function layout(section) {
       return a;
     }));
   const header = h('header', { class: 'top' },
-    h('a', { class: 'brand', href: PREFIX, 'data-link': '' }, h('img', { src: PREFIX + 'assets/favicon.svg', alt: '', width: 22, height: 22 }), 'herald'),
+    brand(),
     nav,
-    h('button', { type: 'button', class: 'link signout', onclick: () => { clearToken(); navigate('sign-in'); } }, 'Sign out'));
+    PORTAL
+      ? h('button', { type: 'button', class: 'link signout', onclick: () => { clearToken(); navigate('expired?ended=1', { replace: true }); } }, 'End session')
+      : h('button', { type: 'button', class: 'link signout', onclick: () => { clearToken(); navigate('sign-in'); } }, 'Sign out'));
   replace(app, header, main);
   // On a phone the nav scrolls sideways: keep the current section in view.
   const current = nav.querySelector('[aria-current]');
   if (current) nav.scrollLeft = Math.max(0, current.offsetLeft - nav.clientWidth / 2 + current.clientWidth / 2);
   return main;
+}
+
+// brand is the header's home link: herald's, or the portal theme's logo
+// and name.
+function brand() {
+  const t = PORTAL ? getTheme() : null;
+  if (!PORTAL) {
+    return h('a', { class: 'brand', href: PREFIX, 'data-link': '' }, h('img', { src: PREFIX + 'assets/favicon.svg', alt: '', width: 22, height: 22 }), 'herald');
+  }
+  const name = (t && t.name) || 'Webhooks';
+  // The logo is a data: URL the API validated (an image type, base64); an
+  // <img> never runs an SVG's scripts.
+  const logo = t && t.logo && t.logo.startsWith('data:image/') ? h('img', { src: t.logo, alt: '', class: 'logo', height: 24 }) : null;
+  return h('a', { class: 'brand', href: PREFIX, 'data-link': '', 'data-portal-name': '' }, logo, name);
+}
+
+// applyTheme sets the portal theme's accent colour (a CSS custom property
+// set through the CSSOM, which the CSP allows; no inline style).
+function applyTheme() {
+  const t = getTheme();
+  if (t && /^#[0-9a-fA-F]{6}$/.test(t.accent || '')) {
+    document.documentElement.style.setProperty('--accent', t.accent);
+    document.documentElement.style.setProperty('--accent-soft', t.accent + '22');
+  }
+}
+
+// expiredPage is all a portal shows without a session: no token field.
+function expiredPage(message) {
+  const t = getTheme();
+  const who = (t && t.name) || 'the service that sent it';
+  document.title = 'Link expired';
+  replace(app, h('div', { class: 'signin' }, h('div', { class: 'signin-card', 'data-portal-expired': '' },
+    h('h1', {}, 'This link has expired or was already used'),
+    h('p', {}, message || ('Portal links work once and for a limited time. Ask ' + who + ' for a new one.')))));
+}
+
+// exchangeLink trades the one-time link in the URL's fragment for a
+// session. The fragment is removed from the address first, so neither the
+// history nor a reload can replay it.
+async function exchangeLink() {
+  const m = /(?:^#|&)link=([^&]+)/.exec(location.hash);
+  if (!m) return false;
+  history.replaceState(null, '', location.pathname + location.search);
+  clearToken();
+  try {
+    const s = await api('POST', '/v1/portal/sessions', { link: decodeURIComponent(m[1]) }, { auth: false });
+    setToken(s.token);
+    setTheme(s.theme);
+  } catch (e) {
+    expiredPage(e instanceof APIError && e.status === 401 ? null : 'The portal could not open: ' + e.message);
+    return true;
+  }
+  return false;
 }
 
 function signIn(next) {
@@ -89,10 +161,17 @@ function signIn(next) {
 
 async function route() {
   if (cleanup) { try { cleanup(); } catch { /* the old page is gone anyway */ } cleanup = null; }
+  if (PORTAL && await exchangeLink()) return;
   const full = currentPath();
   const [path, query] = full.split('?');
   const params = new URLSearchParams(query || '');
-  if (path === 'sign-in' || !getToken()) {
+  if (PORTAL) {
+    applyTheme();
+    if (path === 'expired' || !getToken()) {
+      expiredPage(params.get('ended') ? 'Session ended. Open a new portal link to come back.' : null);
+      return;
+    }
+  } else if (path === 'sign-in' || !getToken()) {
     signIn(path === 'sign-in' ? params.get('next') : full);
     return;
   }
@@ -102,7 +181,8 @@ async function route() {
     const m = path.match(re);
     if (!m) continue;
     const label = NAV.find(([p]) => p === section);
-    document.title = (label ? label[1] : 'herald') + ' · herald';
+    const site = PORTAL ? ((getTheme() || {}).name || 'Webhooks') : 'herald';
+    document.title = (label ? label[1] : site) + ' · ' + site;
     try {
       const c = await render(main, { params, args: m.slice(1).map(decodeURIComponent) });
       if (typeof c === 'function') cleanup = c;
@@ -111,7 +191,7 @@ async function route() {
     }
     return;
   }
-  main.append(h('h1', {}, 'Not found'), h('p', {}, 'No dashboard page at this address. ', link('', 'Go to the overview'), '.'));
+  main.append(h('h1', {}, 'Not found'), h('p', {}, 'No dashboard page at this address. ', link('', PORTAL ? 'Go to your subscriptions' : 'Go to the overview'), '.'));
 }
 
 let lastRoute = null;
@@ -124,6 +204,9 @@ window.addEventListener('popstate', () => {
   route();
 });
 lastRoute = currentPath();
+// A portal link opened in a tab already showing the portal changes only
+// the fragment: exchange it too.
+if (PORTAL) window.addEventListener('hashchange', () => { if (/link=/.test(location.hash)) route(); });
 document.addEventListener('click', (e) => {
   const a = e.target.closest && e.target.closest('a[data-link]');
   if (!a || e.defaultPrevented || e.button !== 0 || e.metaKey || e.ctrlKey || e.shiftKey || e.altKey) return;

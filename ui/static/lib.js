@@ -3,7 +3,14 @@
 // text nodes and attribute setters, never parsed as HTML.
 
 export const PREFIX = document.documentElement.dataset.prefix || '/ui/';
-const TOKEN_KEY = 'herald.token';
+// PORTAL is the consumer portal's mode (served at /portal/, ADR 0015): the
+// same pages, confined by the session's token to one tenant, without the
+// operator's overview, API reference or sign-in form.
+export const PORTAL = document.documentElement.dataset.mode === 'portal';
+// The portal keeps its session apart from an operator's sign-in in the
+// same tab (both pages share the origin, hence sessionStorage).
+const TOKEN_KEY = PORTAL ? 'herald.portal.token' : 'herald.token';
+const THEME_KEY = 'herald.portal.theme';
 
 // h builds an element: h('a', {href: '…', class: 'x', onclick: fn}, 'text', child, [more]).
 export function h(tag, attrs, ...children) {
@@ -44,6 +51,12 @@ export function getToken() { return sessionStorage.getItem(TOKEN_KEY); }
 export function setToken(t) { sessionStorage.setItem(TOKEN_KEY, t); }
 export function clearToken() { sessionStorage.removeItem(TOKEN_KEY); }
 
+// The portal's theme ({name, accent, logo} or null), kept with its session.
+export function getTheme() {
+  try { return JSON.parse(sessionStorage.getItem(THEME_KEY) || 'null'); } catch { return null; }
+}
+export function setTheme(t) { sessionStorage.setItem(THEME_KEY, JSON.stringify(t || null)); }
+
 // APIError is a non-2xx answer: the API's error code, message and field.
 export class APIError extends Error {
   constructor(status, code, message, field) {
@@ -55,9 +68,10 @@ export class APIError extends Error {
 }
 
 // api calls the /v1 API with the session's token. A 401 signs out and
-// returns to the sign-in page.
-export async function api(method, path, body, { token } = {}) {
-  const headers = { Authorization: 'Bearer ' + (token ?? getToken() ?? '') };
+// returns to the sign-in page (the portal: to its "link expired" page).
+// auth: false sends no Authorization header (the portal's link exchange).
+export async function api(method, path, body, { token, auth = true } = {}) {
+  const headers = auth ? { Authorization: 'Bearer ' + (token ?? getToken() ?? '') } : {};
   const init = { method, headers, cache: 'no-store' };
   if (body !== undefined) {
     headers['Content-Type'] = 'application/json';
@@ -77,8 +91,9 @@ export async function api(method, path, body, { token } = {}) {
   if (!res.ok) {
     const err = data && data.error ? data.error : {};
     const e = new APIError(res.status, err.code || 'http_' + res.status, err.message || (res.status + ' ' + res.statusText), err.field);
-    if (res.status === 401 && token === undefined) {
+    if (res.status === 401 && token === undefined && auth) {
       clearToken();
+      if (PORTAL) { navigate('expired', { replace: true }); throw e; }
       // Several calls of one page can fail together: the first sends the
       // user to sign-in, remembering the page; the others leave it be.
       if (!currentPath().startsWith('sign-in')) navigate('sign-in?next=' + encodeURIComponent(currentPath()));

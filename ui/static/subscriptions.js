@@ -78,6 +78,10 @@ export async function renderDetail(main, { args: [id] }) {
       ? act('Disable', 'secondary', async () => { await api('PATCH', '/v1/subscriptions/' + encodeURIComponent(id), { state: 'disabled' }); navigate('subscriptions/' + encodeURIComponent(id), { replace: true }); })
       : act('Enable', 'secondary', async () => { await api('PATCH', '/v1/subscriptions/' + encodeURIComponent(id), { state: 'enabled' }); navigate('subscriptions/' + encodeURIComponent(id), { replace: true }); }),
     act('Send test event', 'secondary', () => sendTest(id, testSlot)),
+    act('Reveal secret', 'secondary', async () => {
+      const r = await api('GET', '/v1/subscriptions/' + encodeURIComponent(id) + '/secret');
+      replace(secretSlot, secretBox('Current signing secret:', r.secret));
+    }),
     act('Rotate secret', 'secondary', async () => {
       if (!confirm('Rotate the signing secret? The old one keeps signing for the grace period (24 h by default) so receivers can switch.')) return;
       const r = await api('POST', '/v1/subscriptions/' + encodeURIComponent(id) + '/secret/rotate', {});

@@ -1,0 +1,240 @@
+package httpapi
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"regexp"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/store"
+)
+
+// Consumer-portal limits (ADR 0015).
+const (
+	// DefaultPortalTTL is how long a portal link (and the session it is
+	// exchanged for) lasts when the create call names no ttl_s.
+	DefaultPortalTTL = time.Hour
+	// MaxPortalTTL is the longest a portal link may last.
+	MaxPortalTTL = 24 * time.Hour
+	// maxPortalLogo bounds a theme's logo (decoded bytes): it travels in
+	// every session answer.
+	maxPortalLogo = 64 << 10
+	// maxPortalName bounds a theme's name (characters).
+	maxPortalName = 100
+	// portalLinkPrefix starts portal link tokens, so one pasted where an
+	// API token belongs is recognisable.
+	portalLinkPrefix = "hrlp_"
+)
+
+// PortalScopes are the scopes of a portal session: the tenant's own
+// subscriptions, deliveries and events — never publish, never admin.
+var PortalScopes = []Scope{
+	ScopeSubscriptionsRead, ScopeSubscriptionsWrite, ScopeDeliveriesRead, ScopeDeliveriesWrite, ScopeEventsRead,
+}
+
+var (
+	accentRE = regexp.MustCompile(`^#[0-9a-fA-F]{6}$`)
+	logoRE   = regexp.MustCompile(`^data:image/(png|svg\+xml|jpeg|webp);base64,`)
+)
+
+// portalTheme is what a portal looks like: all optional.
+type portalTheme struct {
+	Name   string `json:"name,omitempty"`
+	Accent string `json:"accent,omitempty"`
+	Logo   string `json:"logo,omitempty"`
+}
+
+type portalLinkJSON struct {
+	URL       string `json:"url"`
+	ExpiresAt string `json:"expires_at"`
+}
+
+type portalSessionJSON struct {
+	Token     string          `json:"token"`
+	Tenant    string          `json:"tenant"`
+	ExpiresAt string          `json:"expires_at"`
+	Theme     json.RawMessage `json:"theme"`
+}
+
+// parseTheme validates the theme object of a portal create call.
+func parseTheme(raw json.RawMessage) (*portalTheme, error) {
+	o, err := parseObject(raw, "theme")
+	if err != nil {
+		return nil, err
+	}
+	if err := o.allow("name", "accent", "logo"); err != nil {
+		return nil, err
+	}
+	var t portalTheme
+	if _, err := o.str("name", &t.Name); err != nil {
+		return nil, err
+	}
+	if n := utf8.RuneCountInString(t.Name); n > maxPortalName {
+		return nil, invalid("theme.name", "must be at most %d characters, got %d", maxPortalName, n)
+	}
+	if set, err := o.str("accent", &t.Accent); err != nil {
+		return nil, err
+	} else if set && !accentRE.MatchString(t.Accent) {
+		return nil, invalid("theme.accent", "must be a colour #rrggbb, e.g. #0b7285")
+	}
+	if set, err := o.str("logo", &t.Logo); err != nil {
+		return nil, err
+	} else if set {
+		m := logoRE.FindString(t.Logo)
+		if m == "" {
+			return nil, invalid("theme.logo", "must be a data: URL of a PNG, SVG, JPEG or WebP image in base64 (data:image/png;base64,…)")
+		}
+		b, err := base64.StdEncoding.DecodeString(t.Logo[len(m):])
+		if err != nil {
+			return nil, invalid("theme.logo", "has invalid base64")
+		}
+		if len(b) > maxPortalLogo {
+			return nil, invalid("theme.logo", "must be at most %d bytes, got %d", maxPortalLogo, len(b))
+		}
+	}
+	return &t, nil
+}
+
+// portalCreate answers POST /v1/tenants/{tenant}/portal: a link that opens
+// the dashboard confined to the tenant, exchangeable once for a session.
+// The link's token is in the URL's fragment, which browsers send neither
+// to the server nor in a Referer.
+func (s *server) portalCreate(w http.ResponseWriter, r *http.Request) error {
+	tenant := r.PathValue("tenant")
+	if !herald.ValidTenant(tenant) {
+		return invalid("tenant", "must be 1 to %d characters of A-Z, a-z, 0-9, '.', '_' and '-'", herald.MaxTenantLen)
+	}
+	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
+	if err != nil {
+		return err
+	}
+	o := object{fields: map[string]json.RawMessage{}}
+	if len(strings.TrimSpace(string(body))) > 0 {
+		if o, err = parseBody(body); err != nil {
+			return err
+		}
+	}
+	if err := o.allow("ttl_s", "theme"); err != nil {
+		return err
+	}
+	ttl := DefaultPortalTTL
+	var secs int64
+	if set, err := o.integer("ttl_s", &secs); err != nil {
+		return err
+	} else if set {
+		if secs < 1 || secs > int64(MaxPortalTTL/time.Second) {
+			return invalid("ttl_s", "must be 1 to %d seconds, got %d", int64(MaxPortalTTL/time.Second), secs)
+		}
+		ttl = time.Duration(secs) * time.Second
+	}
+	var theme json.RawMessage
+	if raw, ok := o.get("theme"); ok {
+		t, err := parseTheme(raw)
+		if err != nil {
+			return err
+		}
+		if theme, err = json.Marshal(t); err != nil {
+			return err
+		}
+	}
+	now := s.now()
+	token := newPortalLinkToken()
+	p := &store.PortalLinkCreateParams{
+		ID: herald.NewID(herald.PrefixPortalLink), Hash: HashToken(token), Tenant: tenant,
+		Theme: theme, ExpiresAt: now.Add(ttl), Now: now,
+	}
+	if err := s.store.PortalLinkCreate(r.Context(), p); err != nil {
+		return err
+	}
+	noStore(w)
+	return s.reply(w, http.StatusCreated, portalLinkJSON{
+		URL:       s.publicURL(r) + "/portal/#link=" + token,
+		ExpiresAt: timestamp(p.ExpiresAt),
+	})
+}
+
+// publicURL is the base URL links point at: Config.PublicURL, else the
+// request's own host over http.
+func (s *server) publicURL(r *http.Request) string {
+	if s.cfg.PublicURL != "" {
+		return strings.TrimSuffix(s.cfg.PublicURL, "/")
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host
+}
+
+func newPortalLinkToken() string {
+	var b [32]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return portalLinkPrefix + base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// errPortalLink is the one answer to a link that cannot be exchanged:
+// the caller learns nothing about which of unknown, used or expired it was.
+var errPortalLink = herald.Errorf(herald.CodeUnauthorized,
+	"this portal link has expired or was already used; ask for a new one")
+
+// portalSession answers POST /v1/portal/sessions. It takes no bearer
+// token: the link in the body is the credential, consumed here once. The
+// answer is a stored API token confined to the link's tenant with
+// PortalScopes, expiring when the link would have, so it is listed by
+// GET /v1/tokens and revocable like any other.
+func (s *server) portalSession(w http.ResponseWriter, r *http.Request) error {
+	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
+	if err != nil {
+		return err
+	}
+	o, err := parseBody(body)
+	if err != nil {
+		return err
+	}
+	if err := o.allow("link"); err != nil {
+		return err
+	}
+	var link string
+	if set, err := o.str("link", &link); err != nil {
+		return err
+	} else if !set || link == "" {
+		return herald.FieldErrorf(herald.CodeMissingField, "link", "link is required: the token after #link= in the portal URL")
+	}
+	if len(link) > maxTokenLen {
+		return errPortalLink
+	}
+	now := s.now()
+	l, err := s.store.PortalLinkConsume(r.Context(), &store.PortalLinkConsumeParams{Hash: HashToken(link), Now: now})
+	if errors.Is(err, herald.ErrNotFound) {
+		return errPortalLink
+	}
+	if err != nil {
+		return err
+	}
+	token := NewToken()
+	scopes := make([]string, len(PortalScopes))
+	for i, sc := range PortalScopes {
+		scopes[i] = string(sc)
+	}
+	expires := l.ExpiresAt
+	if err := s.store.APITokenCreate(r.Context(), &store.APITokenCreateParams{
+		ID: herald.NewID(herald.PrefixToken), Hash: HashToken(token), Name: "portal session",
+		Scopes: scopes, Tenant: l.Tenant, ExpiresAt: &expires, Now: now,
+	}); err != nil {
+		return err
+	}
+	theme := l.Theme
+	if len(theme) == 0 {
+		theme = json.RawMessage("null")
+	}
+	noStore(w)
+	return s.reply(w, http.StatusOK, portalSessionJSON{
+		Token: token, Tenant: l.Tenant, ExpiresAt: timestamp(l.ExpiresAt), Theme: theme,
+	})
+}

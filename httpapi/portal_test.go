@@ -1,0 +1,189 @@
+package httpapi
+
+import (
+	"encoding/base64"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/ingest"
+	"github.com/heraldhq/herald/internal/testdb"
+	"github.com/heraldhq/herald/store"
+)
+
+// clock is a settable test clock.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// setupPortal is setup with the API's clock under the test's control and
+// a public URL.
+func setupPortal(t *testing.T, s store.Store) (*testBundle, *clock) {
+	t.Helper()
+	ing := ingest.New(ingest.Config{Store: s})
+	ing.Start()
+	t.Cleanup(ing.Close)
+	c := &clock{t: time.Now().UTC()}
+	b := &testBundle{store: s}
+	b.handler = New(Config{
+		Store: s, Publisher: ing, Auth: NewTokenAuth(s, testToken), Now: c.Now,
+		PublicURL: "https://hooks.example.com/",
+		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	return b, c
+}
+
+// linkOf returns the token in a portal URL's fragment.
+func linkOf(t *testing.T, url string) string {
+	t.Helper()
+	base, link, found := strings.Cut(url, "/portal/#link=")
+	require.True(t, found, url)
+	require.Equal(t, "https://hooks.example.com", base)
+	require.True(t, strings.HasPrefix(link, portalLinkPrefix), link)
+	return link
+}
+
+func TestPortalLinkAndSession(t *testing.T) {
+	t.Parallel()
+	testdb.ForEach(t, func(t *testing.T, s store.Store) {
+		b, c := setupPortal(t, s)
+		start := c.Now().Truncate(time.Millisecond)
+		logo := "data:image/png;base64," + base64.StdEncoding.EncodeToString([]byte("\x89PNG fake"))
+		res := b.do(t, http.MethodPost, "/v1/tenants/acme/portal", obj{
+			"ttl_s": 600, "theme": obj{"name": "Example Corp", "accent": "#0b7285", "logo": logo},
+		})
+		require.Equal(t, "no-store", res.header.Get("Cache-Control"))
+		pl := ok[portalLinkJSON](t, res, http.StatusCreated)
+		require.Equal(t, timestamp(start.Add(10*time.Minute)), pl.ExpiresAt)
+		link := linkOf(t, pl.URL)
+
+		// No bearer token: the link is the credential. Another node (same
+		// store) exchanges it.
+		node2, _ := setupPortal(t, s)
+		res = node2.do(t, http.MethodPost, "/v1/portal/sessions", obj{"link": link}, withoutToken())
+		sess := ok[portalSessionJSON](t, res, http.StatusOK)
+		require.Equal(t, "no-store", res.header.Get("Cache-Control"))
+		require.Equal(t, "acme", sess.Tenant)
+		require.Equal(t, pl.ExpiresAt, sess.ExpiresAt, "the session ends when the link would have")
+		require.JSONEq(t, `{"name":"Example Corp","accent":"#0b7285","logo":"`+logo+`"}`, string(sess.Theme))
+		require.True(t, strings.HasPrefix(sess.Token, TokenPrefix))
+
+		// The session is a stored, listed, tenant-confined token.
+		toks := ok[listJSON[tokenJSON]](t, b.do(t, http.MethodGet, "/v1/tokens", nil), http.StatusOK)
+		require.Len(t, toks.Data, 1)
+		require.Equal(t, "portal session", toks.Data[0].Name)
+		require.Equal(t, "acme", *toks.Data[0].Tenant)
+		require.ElementsMatch(t, []string{"subscriptions:read", "subscriptions:write", "deliveries:read", "deliveries:write", "events:read"}, toks.Data[0].Scopes)
+
+		// The session works on the first node at once.
+		ok[listJSON[subscriptionJSON]](t, b.do(t, http.MethodGet, "/v1/subscriptions", nil, withToken(sess.Token)), http.StatusOK)
+
+		// Replay: the same link again is refused, with a message saying why.
+		e := requireError(t, b.do(t, http.MethodPost, "/v1/portal/sessions", obj{"link": link}, withoutToken()),
+			http.StatusUnauthorized, herald.CodeUnauthorized, "")
+		require.Contains(t, e.Message, "expired or was already used")
+
+		// Default TTL is an hour; an unused link refused once its hour passed.
+		pl = ok[portalLinkJSON](t, b.do(t, http.MethodPost, "/v1/tenants/acme/portal", nil), http.StatusCreated)
+		require.Equal(t, timestamp(start.Add(DefaultPortalTTL)), pl.ExpiresAt)
+		c.Add(DefaultPortalTTL)
+		requireError(t, b.do(t, http.MethodPost, "/v1/portal/sessions", obj{"link": linkOf(t, pl.URL)}, withoutToken()),
+			http.StatusUnauthorized, herald.CodeUnauthorized, "")
+		// ...and was not used by the refusal: a millisecond earlier it works.
+		pl = ok[portalLinkJSON](t, b.do(t, http.MethodPost, "/v1/tenants/acme/portal", obj{"ttl_s": 1}), http.StatusCreated)
+		c.Add(999 * time.Millisecond)
+		ok[portalSessionJSON](t, b.do(t, http.MethodPost, "/v1/portal/sessions", obj{"link": linkOf(t, pl.URL)}, withoutToken()), http.StatusOK)
+	})
+}
+
+// TestPortalSessionConfined: a portal session reaches its tenant's data
+// and nothing else.
+func TestPortalSessionConfined(t *testing.T) {
+	t.Parallel()
+	testdb.ForEach(t, func(t *testing.T, s store.Store) {
+		b, _ := setupPortal(t, s)
+		w := newTenantWorld(t, b) // tenant globex's data; tokA is acme's
+		pl := ok[portalLinkJSON](t, b.do(t, http.MethodPost, "/v1/tenants/acme/portal", nil), http.StatusCreated)
+		sess := ok[portalSessionJSON](t, b.do(t, http.MethodPost, "/v1/portal/sessions", obj{"link": linkOf(t, pl.URL)}, withoutToken()), http.StatusOK)
+		as := withToken(sess.Token)
+
+		sub := ok[subscriptionJSON](t, b.do(t, http.MethodPost, "/v1/subscriptions", obj{"url": "https://example.com/a"}, as), http.StatusCreated)
+		require.Equal(t, "acme", sub.Tenant)
+		ok[secretJSON](t, b.do(t, http.MethodGet, "/v1/subscriptions/"+sub.ID+"/secret", nil, as), http.StatusOK)
+		list := ok[listJSON[subscriptionJSON]](t, b.do(t, http.MethodGet, "/v1/subscriptions", nil, as), http.StatusOK)
+		require.Len(t, list.Data, 1)
+
+		for _, path := range []string{"/v1/subscriptions/" + w.subB, "/v1/events/" + w.evB, "/v1/deliveries/" + w.dB} {
+			requireError(t, b.do(t, http.MethodGet, path, nil, as), http.StatusNotFound, herald.CodeNotFound, "")
+		}
+		for _, path := range []string{"/v1/tokens", "/v1/stats", "/v1/stats/history"} {
+			requireError(t, b.do(t, http.MethodGet, path, nil, as), http.StatusForbidden, herald.CodeForbidden, "")
+		}
+		// No publishing, no minting portal links (or tokens).
+		requireError(t, b.do(t, http.MethodPost, "/v1/events", obj{"type": "a"}, as), http.StatusForbidden, herald.CodeForbidden, "")
+		requireError(t, b.do(t, http.MethodPost, "/v1/tenants/acme/portal", nil, as), http.StatusForbidden, herald.CodeForbidden, "")
+	})
+}
+
+func TestPortalValidation(t *testing.T) {
+	t.Parallel()
+	b, _ := setupPortal(t, testdb.SQLite(t))
+	bigLogo := "data:image/png;base64," + base64.StdEncoding.EncodeToString(make([]byte, maxPortalLogo+1))
+	for _, tc := range []struct {
+		name  string
+		path  string
+		body  any
+		field string
+	}{
+		{"ttl zero", "/v1/tenants/acme/portal", obj{"ttl_s": 0}, "ttl_s"},
+		{"ttl over a day", "/v1/tenants/acme/portal", obj{"ttl_s": 86401}, "ttl_s"},
+		{"ttl float", "/v1/tenants/acme/portal", obj{"ttl_s": 1.5}, "ttl_s"},
+		{"unknown field", "/v1/tenants/acme/portal", obj{"tenant": "x"}, "tenant"},
+		{"theme not object", "/v1/tenants/acme/portal", obj{"theme": "blue"}, "theme"},
+		{"theme unknown", "/v1/tenants/acme/portal", obj{"theme": obj{"css": "x"}}, "theme.css"},
+		{"accent", "/v1/tenants/acme/portal", obj{"theme": obj{"accent": "red"}}, "theme.accent"},
+		{"logo http", "/v1/tenants/acme/portal", obj{"theme": obj{"logo": "https://example.com/a.png"}}, "theme.logo"},
+		{"logo html", "/v1/tenants/acme/portal", obj{"theme": obj{"logo": "data:text/html;base64,PGI+"}}, "theme.logo"},
+		{"logo base64", "/v1/tenants/acme/portal", obj{"theme": obj{"logo": "data:image/png;base64,!!!"}}, "theme.logo"},
+		{"logo too big", "/v1/tenants/acme/portal", obj{"theme": obj{"logo": bigLogo}}, "theme.logo"},
+		{"name too long", "/v1/tenants/acme/portal", obj{"theme": obj{"name": strings.Repeat("x", 101)}}, "theme.name"},
+		{"bad tenant", "/v1/tenants/a%20b/portal", nil, "tenant"},
+		{"session link missing", "/v1/portal/sessions", obj{}, "link"},
+		{"session link not string", "/v1/portal/sessions", obj{"link": 1}, "link"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			res := b.do(t, http.MethodPost, tc.path, tc.body)
+			require.Equal(t, http.StatusBadRequest, res.code, "body: %s", res.body)
+			require.Contains(t, string(res.body), `"field":"`+tc.field+`"`)
+		})
+	}
+	// Garbage links are 401 whatever they look like, with or without a bearer token.
+	for _, link := range []string{"x", portalLinkPrefix + "nope", strings.Repeat("a", maxTokenLen+1)} {
+		requireError(t, b.do(t, http.MethodPost, "/v1/portal/sessions", obj{"link": link}, withoutToken()),
+			http.StatusUnauthorized, herald.CodeUnauthorized, "")
+	}
+	// Creating a link needs a bearer token.
+	requireError(t, b.do(t, http.MethodPost, "/v1/tenants/acme/portal", nil, withoutToken()),
+		http.StatusUnauthorized, herald.CodeUnauthorized, "")
+}
