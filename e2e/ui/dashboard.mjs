@@ -14,39 +14,20 @@
 // Prints "OK <n> screenshots" on success; any failure exits non-zero with
 // the step that failed.
 
-import { chromium } from 'playwright-core';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, copyFileSync, mkdirSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, dirname } from 'node:path';
+import { copyFileSync, mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { env, log, assert, step, begin, until, api, receiverSwitch, screenshots, launch } from './lib.mjs';
 
-const env = (k) => {
-  const v = process.env[k];
-  if (!v) throw new Error(`${k} is not set`);
-  return v;
-};
 const BASE = env('HERALD_URL');
 const TOKEN = env('HERALD_TOKEN');
 const BIN = env('HERALD_BIN');
 const RECEIVER = env('RECEIVER_URL');
 const SHOTS = env('SHOTS');
-const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
-mkdirSync(SHOTS, { recursive: true });
 
-let step = 'start';
-const log = (...a) => console.log(`[${new Date().toISOString().slice(11, 23)}]`, ...a);
-const begin = (s) => { step = s; log('step:', s); };
-const assert = (cond, msg) => { if (!cond) throw new Error('assertion failed: ' + msg); };
-
-async function apiCall(method, path, body) {
-  const res = await fetch(BASE + path, {
-    method, headers: { Authorization: 'Bearer ' + TOKEN, 'Content-Type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${text}`);
-  return text ? JSON.parse(text) : null;
-}
+const apiCall = api(BASE, TOKEN);
+const receiverFail = receiverSwitch(RECEIVER);
+const { shot, shots } = screenshots(SHOTS);
 
 // Events are published through the CLI, as a user would
 // (`herald events publish … --json` prints the API's answer on one line).
@@ -60,37 +41,7 @@ async function publish(type, data, key) {
   return out;
 }
 
-async function receiverFail(on) {
-  const res = await fetch(RECEIVER + '/control?fail=' + (on ? '1' : '0'), { method: 'POST' });
-  assert(res.ok, 'receiver control answered ' + res.status);
-}
-
-// until polls cond (which may reload the page) for up to ms.
-async function until(what, cond, ms = 30000, every = 400) {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    if (await cond()) return;
-    if (Date.now() > deadline) throw new Error('timed out waiting for ' + what);
-    await new Promise((r) => setTimeout(r, every));
-  }
-}
-
-const shots = [];
-async function shot(page, name) {
-  const p = join(SHOTS, name + '.png');
-  await page.screenshot({ path: p, fullPage: true });
-  shots.push(p);
-  return p;
-}
-
-const profile = mkdtempSync(join(tmpdir(), 'herald-ui-chromium-'));
-const context = await chromium.launchPersistentContext(profile, {
-  executablePath: CHROMIUM,
-  headless: true,
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-quic',
-    '--no-first-run', '--disable-component-update', '--disable-sync'],
-  viewport: { width: 1280, height: 900 },
-});
+const context = await launch('herald-ui-chromium-');
 const page = context.pages()[0] || await context.newPage();
 page.setDefaultTimeout(30000);
 

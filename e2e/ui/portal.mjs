@@ -18,17 +18,12 @@
 // Prints "OK <n> screenshots" on success; any failure exits non-zero with
 // the step that failed.
 
-import { chromium } from 'playwright-core';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, mkdirSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { env, log, assert, step, begin, until, api, receiverSwitch, screenshots, launch } from './lib.mjs';
 
-const env = (k) => {
-  const v = process.env[k];
-  if (!v) throw new Error(`${k} is not set`);
-  return v;
-};
 const BASE = env('HERALD_URL');
 const TOKEN = env('HERALD_TOKEN');
 const BIN = env('HERALD_BIN');
@@ -36,23 +31,10 @@ const RECEIVER = env('RECEIVER_URL');
 const EMBED_ALLOWED = env('EMBED_ALLOWED_URL');
 const EMBED_BLOCKED = env('EMBED_BLOCKED_URL');
 const SHOTS = env('SHOTS');
-const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
-mkdirSync(SHOTS, { recursive: true });
 
-let step = 'start';
-const log = (...a) => console.log(`[${new Date().toISOString().slice(11, 23)}]`, ...a);
-const begin = (s) => { step = s; log('step:', s); };
-const assert = (cond, msg) => { if (!cond) throw new Error('assertion failed: ' + msg); };
-
-async function apiCall(method, path, body, token = TOKEN) {
-  const res = await fetch(BASE + path, {
-    method, headers: { Authorization: 'Bearer ' + token, 'Content-Type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${text}`);
-  return text ? JSON.parse(text) : null;
-}
+const apiCall = api(BASE, TOKEN);
+const receiverFail = receiverSwitch(RECEIVER);
+const { shot, shots } = screenshots(SHOTS);
 
 // herald runs a client command as the admin and returns its last JSON line.
 function herald(...args) {
@@ -66,21 +48,6 @@ const logoFile = join(work, 'logo.svg');
 writeFileSync(logoFile, '<svg xmlns="http://www.w3.org/2000/svg" width="96" height="24" viewBox="0 0 96 24"><rect width="24" height="24" rx="6" fill="#b3261e"/><text x="30" y="18" font-size="16" font-family="sans-serif">Example</text></svg>');
 const ACCENT = '#b3261e';
 const portalLink = (...extra) => herald('portal', 'create', '--tenant', 'acme', '--name', 'Example Corp', '--accent', ACCENT, '--logo', logoFile, ...extra);
-
-async function receiverFail(on) {
-  const res = await fetch(RECEIVER + '/control?fail=' + (on ? '1' : '0'), { method: 'POST' });
-  assert(res.ok, 'receiver control answered ' + res.status);
-}
-
-// until polls cond for up to ms.
-async function until(what, cond, ms = 30000, every = 300) {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    if (await cond()) return;
-    if (Date.now() > deadline) throw new Error('timed out waiting for ' + what);
-    await new Promise((r) => setTimeout(r, every));
-  }
-}
 
 // deadDelivery publishes an acme event while the receiver fails and waits
 // until its delivery is dead.
@@ -97,22 +64,7 @@ async function deadDelivery(subID) {
   return { ev, id };
 }
 
-const shots = [];
-async function shot(page, name) {
-  const p = join(SHOTS, name + '.png');
-  await page.screenshot({ path: p, fullPage: true });
-  shots.push(p);
-  return p;
-}
-
-const profile = mkdtempSync(join(tmpdir(), 'herald-portal-chromium-'));
-const context = await chromium.launchPersistentContext(profile, {
-  executablePath: CHROMIUM,
-  headless: true,
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-quic',
-    '--no-first-run', '--disable-component-update', '--disable-sync'],
-  viewport: { width: 1280, height: 900 },
-});
+const context = await launch('herald-portal-chromium-');
 
 // Pages must make no request to an origin of neither herald nor the
 // embedding pages, log no unexpected error and throw nothing.
