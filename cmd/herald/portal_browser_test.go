@@ -1,20 +1,11 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"html"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
-	"time"
-
-	"github.com/stretchr/testify/require"
-
-	"github.com/heraldhq/herald/internal/testdb"
 )
 
 // TestPortalBrowser drives the consumer portal in headless Chromium
@@ -33,42 +24,12 @@ func TestPortalBrowser(t *testing.T) {
 		t.Skip("builds the binary and runs a browser")
 	}
 	t.Parallel()
-	node, dir := needChromium(t)
-	bin := heraldBinary(t)
-	artifacts := os.Getenv("HERALD_ARTIFACTS")
-	if artifacts == "" {
-		artifacts = t.TempDir()
-	}
+	b := newBrowserRun(t)
 	allowed, blocked := newEmbedder(t), newEmbedder(t)
-
 	for _, backend := range []string{"sqlite", "postgres"} {
 		t.Run(backend, func(t *testing.T) {
-			const token = "portal-e2e-token"
-			args := []string{"--dev", "--api-token", token, "--tiers", "0s,200ms,400ms", "--poll-interval", "50ms",
-				"--portal-frame-ancestors", allowed.URL}
-			if backend == "postgres" {
-				schema := testdb.PostgresSchema(t)
-				args = append(args, "--database-url", testdb.URL()+sep(testdb.URL())+"search_path="+schema)
-			} else {
-				args = append(args, "--data-dir", t.TempDir())
-			}
-			addr := freeAddr(t)
-			startNode(t, bin, addr, args...)
-			recv := newFailingReceiver(t)
-
-			shots := filepath.Join(artifacts, "portal-"+backend)
-			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, node, "portal.mjs")
-			cmd.Dir = dir
-			cmd.Env = append(os.Environ(),
-				"HERALD_URL=http://"+addr, "HERALD_TOKEN="+token, "HERALD_BIN="+bin,
-				"RECEIVER_URL="+recv.URL, "SHOTS="+shots, "CHROMIUM="+chromiumPath,
+			b.run(t, backend, "portal.mjs", "portal-"+backend, []string{"--portal-frame-ancestors", allowed.URL},
 				"EMBED_ALLOWED_URL="+allowed.URL, "EMBED_BLOCKED_URL="+blocked.URL)
-			out, err := cmd.CombinedOutput()
-			t.Logf("screenshots: %s", shots)
-			require.NoError(t, err, "%s", out)
-			require.Contains(t, string(out), "\nOK ", "%s", out)
 		})
 	}
 }

@@ -40,46 +40,68 @@ func TestDashboardBrowser(t *testing.T) {
 		t.Skip("builds the binary and runs a browser")
 	}
 	t.Parallel()
-	node, dir := needChromium(t)
-	bin := heraldBinary(t)
-	artifacts := os.Getenv("HERALD_ARTIFACTS")
-	if artifacts == "" {
-		artifacts = t.TempDir()
-	}
-
+	b := newBrowserRun(t)
 	// Browsers share the machine's two cores badly: the stores run one
 	// after the other.
 	for _, backend := range []string{"sqlite", "postgres"} {
 		t.Run(backend, func(t *testing.T) {
-			const token = "ui-e2e-token"
-			args := []string{"--dev", "--api-token", token, "--tiers", "0s,200ms,400ms", "--poll-interval", "50ms"}
-			if backend == "postgres" {
-				schema := testdb.PostgresSchema(t)
-				args = append(args, "--database-url", testdb.URL()+sep(testdb.URL())+"search_path="+schema)
-			} else {
-				args = append(args, "--data-dir", t.TempDir())
-			}
-			addr := freeAddr(t)
-			startNode(t, bin, addr, args...)
-			recv := newFailingReceiver(t)
-
-			shots := filepath.Join(artifacts, "ui-"+backend)
-			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, node, "dashboard.mjs")
-			cmd.Dir = dir
-			cmd.Env = append(os.Environ(),
-				"HERALD_URL=http://"+addr, "HERALD_TOKEN="+token, "HERALD_BIN="+bin,
-				"RECEIVER_URL="+recv.URL, "SHOTS="+shots, "CHROMIUM="+chromiumPath)
+			var env []string
 			if p := os.Getenv("HERALD_UI_OVERVIEW_SHOT"); p != "" && backend == "sqlite" {
-				cmd.Env = append(cmd.Env, "OVERVIEW_SHOT="+p)
+				env = append(env, "OVERVIEW_SHOT="+p)
 			}
-			out, err := cmd.CombinedOutput()
-			t.Logf("screenshots: %s", shots)
-			require.NoError(t, err, "%s", out)
-			require.Contains(t, string(out), "\nOK ", "%s", out)
+			b.run(t, backend, "dashboard.mjs", "ui-"+backend, nil, env...)
 		})
 	}
+}
+
+// browserRun runs the e2e/ui scripts against the built binary.
+type browserRun struct {
+	node, dir, bin string
+	// artifacts is where screenshots go: $HERALD_ARTIFACTS or a temp dir.
+	artifacts string
+}
+
+func newBrowserRun(t *testing.T) *browserRun {
+	t.Helper()
+	node, dir := needChromium(t)
+	b := &browserRun{node: node, dir: dir, bin: heraldBinary(t), artifacts: os.Getenv("HERALD_ARTIFACTS")}
+	if b.artifacts == "" {
+		b.artifacts = t.TempDir()
+	}
+	return b
+}
+
+// run starts a node on backend (short tiers, --dev, a fixed admin token,
+// plus args) and a receiver that can be told to fail, then runs script
+// with their addresses (and env) in its environment. The script must exit
+// 0 and print "OK …"; screenshots go under artifacts/shots.
+func (b *browserRun) run(t *testing.T, backend, script, shots string, args []string, env ...string) {
+	t.Helper()
+	const token = "browser-e2e-token"
+	args = append([]string{"--dev", "--api-token", token, "--tiers", "0s,200ms,400ms", "--poll-interval", "50ms"}, args...)
+	if backend == "postgres" {
+		schema := testdb.PostgresSchema(t)
+		args = append(args, "--database-url", testdb.URL()+sep(testdb.URL())+"search_path="+schema)
+	} else {
+		args = append(args, "--data-dir", t.TempDir())
+	}
+	addr := freeAddr(t)
+	startNode(t, b.bin, addr, args...)
+	recv := newFailingReceiver(t)
+
+	shots = filepath.Join(b.artifacts, shots)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, b.node, script)
+	cmd.Dir = b.dir
+	cmd.Env = append(os.Environ(),
+		"HERALD_URL=http://"+addr, "HERALD_TOKEN="+token, "HERALD_BIN="+b.bin,
+		"RECEIVER_URL="+recv.URL, "SHOTS="+shots, "CHROMIUM="+chromiumPath)
+	cmd.Env = append(cmd.Env, env...)
+	out, err := cmd.CombinedOutput()
+	t.Logf("screenshots: %s", shots)
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "\nOK ", "%s", out)
 }
 
 // needChromium returns node and the e2e/ui directory, or skips (visibly)
