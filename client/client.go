@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -379,6 +380,19 @@ func (c *Client) SubscriptionStats(ctx context.Context, since time.Time) (*Subsc
 	setTime(q, "since", since)
 	var out SubscriptionStatsList
 	return &out, c.do(ctx, http.MethodGet, "/v1/stats/subscriptions", q, nil, &out)
+}
+
+// TenantStats returns per-tenant outcomes since since (zero: 24 h) for the
+// limit tenants with the most queued work (0: the server's default, 20),
+// the rest summed (admin).
+func (c *Client) TenantStats(ctx context.Context, since time.Time, limit int) (*TenantStatsList, error) {
+	q := url.Values{}
+	setTime(q, "since", since)
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	var out TenantStatsList
+	return &out, c.do(ctx, http.MethodGet, "/v1/stats/tenants", q, nil, &out)
 }
 
 // IsConnError reports whether err means no answer came back.

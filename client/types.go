@@ -303,6 +303,26 @@ type SubscriptionStatsList struct {
 	Data  []SubscriptionStats `json:"data"`
 }
 
+// TenantStats are one tenant's outcomes in the window and queue now
+// (Tenant nil: untenanted subscriptions, or in Other the tenants summed).
+type TenantStats struct {
+	Tenant        *string  `json:"tenant"`
+	Subscriptions int      `json:"subscriptions"`
+	Delivered     int      `json:"delivered"`
+	Dead          int      `json:"dead"`
+	Pending       int      `json:"pending"`
+	InFlight      int      `json:"in_flight"`
+	SuccessRate   *float64 `json:"success_rate"`
+}
+
+// TenantStatsList is the answer of GET /v1/stats/tenants: the top tenants,
+// and the rest summed in Other (nil when all are listed).
+type TenantStatsList struct {
+	Since string        `json:"since"`
+	Data  []TenantStats `json:"data"`
+	Other *TenantStats  `json:"other"`
+}
+
 // TokenInput is a token to create: Scopes from events:publish,
 // events:read, subscriptions:read, subscriptions:write, deliveries:read,
 // deliveries:write and admin; Tenant confines it; ExpiresAt (zero: never)

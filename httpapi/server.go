@@ -192,6 +192,7 @@ func (s *server) routes() {
 
 	// Per-subscription outcomes are filtered by tenant like deliveries.
 	s.v1("GET /v1/stats/subscriptions", ScopeDeliveriesRead, s.subscriptionStats)
+	s.v1("GET /v1/stats/tenants", ScopeAdmin, s.tenantStats)
 	// Queue-wide figures span every tenant: admin only.
 	s.v1("GET /v1/stats", ScopeAdmin, s.statsGet)
 	s.v1("GET /v1/stats/history", ScopeAdmin, s.statsHistory)

@@ -124,6 +124,7 @@ func TestTenantIsolationMatrix(t *testing.T) {
 			{"GET /v1/stats/subscriptions", "GET", "/v1/stats/subscriptions", nil, listing},
 			{"GET /v1/stats/subscriptions", "GET", "/v1/stats/subscriptions?tenant=globex", nil, forbidden},
 			{"GET /v1/stats/history", "GET", "/v1/stats/history", nil, forbidden},
+			{"GET /v1/stats/tenants", "GET", "/v1/stats/tenants", nil, forbidden},
 			{"POST /v1/tokens", "POST", "/v1/tokens", obj{"name": "x", "scopes": []string{"admin"}}, forbidden},
 			{"GET /v1/tokens", "GET", "/v1/tokens", nil, forbidden},
 			{"DELETE /v1/tokens/{id}", "DELETE", "/v1/tokens/tok_x", nil, forbidden},

@@ -79,8 +79,16 @@ func filterTest(fs *flag.FlagSet) action {
 
 func statsCmd(fs *flag.FlagSet) action {
 	perSub := fs.Bool("subscriptions", false, "show delivered/dead/pending per subscription instead")
-	since := fs.String("since", "", "with --subscriptions: count outcomes since this time (RFC 3339, or a duration ago; default 24h)")
+	perTenant := fs.Bool("tenants", false, "show delivered/dead/pending per tenant instead (admin; the top --limit, the rest summed)")
+	limit := fs.Int("limit", 0, "with --tenants: how many tenants to list (default 20)")
+	since := fs.String("since", "", "with --subscriptions or --tenants: count outcomes since this time (RFC 3339, or a duration ago; default 24h)")
 	return func(ctx context.Context, c *cli, _ []string) error {
+		if *perTenant {
+			return tenantStats(ctx, c, *since, *limit)
+		}
+		if *limit != 0 {
+			return usagef("--limit needs --tenants")
+		}
 		if *perSub {
 			t, err := parseTime("since", *since)
 			if err != nil {
@@ -110,7 +118,7 @@ func statsCmd(fs *flag.FlagSet) action {
 			return tw.Flush()
 		}
 		if *since != "" {
-			return usagef("--since needs --subscriptions")
+			return usagef("--since needs --subscriptions or --tenants")
 		}
 		st, err := c.api.Stats(ctx)
 		if err != nil {
@@ -134,6 +142,54 @@ func statsCmd(fs *flag.FlagSet) action {
 			st.Dead, st.DeliveredTotal, st.Throttled, st.Skipped, st.Superseded)
 		return nil
 	}
+}
+
+// tenantStats prints GET /v1/stats/tenants: one line per listed tenant
+// ("-" untenanted) and "(others)" for the rest summed; with --json one
+// object per line, the summed rest last with "other": true.
+func tenantStats(ctx context.Context, c *cli, since string, limit int) error {
+	t, err := parseTime("since", since)
+	if err != nil {
+		return err
+	}
+	res, err := c.api.TenantStats(ctx, t, limit)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		for _, s := range res.Data {
+			if err := c.out(s); err != nil {
+				return err
+			}
+		}
+		if res.Other != nil {
+			return c.out(struct {
+				client.TenantStats
+				Other bool `json:"other"`
+			}{*res.Other, true})
+		}
+		return nil
+	}
+	fmt.Fprintf(c.stdout, "since %s\n", res.Since)
+	tw := c.table("TENANT", "SUBSCRIPTIONS", "DELIVERED", "DEAD", "PENDING", "IN FLIGHT", "SUCCESS")
+	line := func(name string, s *client.TenantStats) {
+		rate := ""
+		if s.SuccessRate != nil {
+			rate = fmt.Sprintf("%.1f%%", *s.SuccessRate*100)
+		}
+		row(tw, name, s.Subscriptions, s.Delivered, s.Dead, s.Pending, s.InFlight, rate)
+	}
+	for i := range res.Data {
+		name := "-"
+		if res.Data[i].Tenant != nil {
+			name = *res.Data[i].Tenant
+		}
+		line(name, &res.Data[i])
+	}
+	if res.Other != nil {
+		line("(others)", res.Other)
+	}
+	return tw.Flush()
 }
 
 func completionCmd(shell string) func(fs *flag.FlagSet) action {

@@ -48,6 +48,18 @@ func TestCLITokensAndTenants(t *testing.T) {
 		require.Len(t, h.okJSON("events", "list", "--tenant", "acme"), 2)
 		require.Len(t, h.okJSON("deliveries", "list", "--tenant", "acme"), 2)
 
+		// Per-tenant stats: acme and the untenanted subscription; with
+		// --limit 1 the second is summed into the "other" line.
+		st := h.okJSON("stats", "--tenants")
+		require.Len(t, st, 2)
+		require.EqualValues(t, 1, st[0]["subscriptions"])
+		st = h.okJSON("stats", "--tenants", "--limit", "1")
+		require.Len(t, st, 2)
+		require.Equal(t, true, st[1]["other"])
+		require.Contains(t, h.ok("stats", "--tenants", "--limit", "1"), "(others)")
+		r = h.run("stats", "--limit", "3")
+		require.Equal(t, 2, r.code, r.stderr)
+
 		// The tenant token cannot reach admin commands.
 		r = h.runAs(token, "tokens", "list")
 		require.NotEqual(t, 0, r.code)
