@@ -171,7 +171,7 @@ func (s *server) subscriptionPatch(w http.ResponseWriter, r *http.Request) error
 // mergeSubscription applies the merge patch body to cur and returns the
 // merged document, ready for decodeSubscription.
 func mergeSubscription(cur *herald.Subscription, body []byte) ([]byte, error) {
-	curJSON, err := json.Marshal(subscriptionView(cur, ""))
+	curJSON, err := marshalVerbatim(subscriptionView(cur, ""))
 	if err != nil {
 		return nil, err
 	}
@@ -195,7 +195,21 @@ func mergeSubscription(cur *herald.Subscription, body []byte) ([]byte, error) {
 			doc[k] = mergePatch(doc[k], v)
 		}
 	}
-	return json.Marshal(doc)
+	return marshalVerbatim(doc)
+}
+
+// marshalVerbatim is json.Marshal without HTML escaping: json.Marshal
+// rewrites "&", "<" and ">" inside strings (and inside a RawMessage such as
+// an es_query filter) as \u0026…, so a PATCH that does not touch the
+// filter would still store it with different bytes than were given.
+func marshalVerbatim(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // decodeNumbers unmarshals keeping numbers as json.Number, so that a merge
