@@ -36,7 +36,7 @@ export async function render(main) {
     h('div', { class: 'page-head' }, h('h1', {}, 'Tokens')),
     h('p', { class: 'muted' }, 'API tokens for services and people. A token with a tenant sees only that tenant\'s subscriptions, events and deliveries. herald stores only a hash of each token.'),
     created,
-    h('h2', {}, 'Tokens'), listErr, list,
+    h('h2', {}, 'Stored tokens'), listErr, list,
     h('h2', {}, 'New token'), createForm(created, () => load()),
     h('h2', {}, 'Portal link'), portalForm());
 
