@@ -57,7 +57,7 @@ export async function render(main) {
         { title: 'Expires', cell: (t) => t.expires_at ? fmtTime(t.expires_at) : h('span', { class: 'muted' }, 'never') },
         { title: 'Created', cell: (t) => fmtTime(t.created_at) },
         { title: '', cell: (t) => revokeButton(t, listErr, load) },
-      ], rows, [h('p', {}, 'No stored tokens.'), h('p', { class: 'muted' }, 'Create one below for each service that calls the API; give it only the scopes it needs.')]));
+      ], rows, [h('p', {}, 'No stored tokens.'), h('p', { class: 'muted' }, 'A token given with --api-token is not stored, so it is not listed. Create one below for each service that calls the API; give it only the scopes it needs.')]));
     } catch (e) {
       replace(list, errorBox(e));
     }
@@ -113,7 +113,8 @@ function createForm(created, reload) {
           'This is the only time herald shows this token; it keeps only a hash. If it is lost, revoke it and create another.'));
         form.reset();
         await reload();
-        created.scrollIntoView({ block: 'nearest' });
+        // The box is above the list, near the top: scroll it into view.
+        window.scrollTo(0, 0);
       } catch (err) {
         replace(errSlot, errorBox(err));
       } finally {
