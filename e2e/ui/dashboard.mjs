@@ -309,6 +309,9 @@ try {
   assert((await apiCall('GET', '/v1/subscriptions/' + acmeID)).tenant === 'acme', 'created for acme');
   assert(await page.getByLabel('Tenant', { exact: true }).getAttribute('readonly') !== null, 'tenant read-only on edit');
   assert(await page.getByLabel('All tenants').isDisabled(), 'all_tenants fixed on edit');
+  await page.getByRole('button', { name: 'Portal link' }).click();
+  await page.locator('.portal-link [data-secret]').waitFor();
+  assert((await page.locator('.portal-link [data-secret]').textContent()).includes('/portal/#link=hrlp_'), 'portal link from the subscription');
   await apiCall('POST', '/v1/subscriptions', { url: RECEIVER + '/hook', description: 'Every tenant', all_tenants: true });
   await nav('Subscriptions').click();
   await page.getByRole('link', { name: 'Every tenant' }).waitFor();

@@ -92,6 +92,7 @@ export async function renderDetail(main, { args: [id] }) {
     flashSecret = null;
   }
   const actionSlot = h('div');
+  const portalSlot = h('div');
   const testSlot = h('div');
   const act = (label, cls, fn) => h('button', {
     type: 'button', class: cls, onclick: async (e) => {
@@ -116,6 +117,14 @@ export async function renderDetail(main, { args: [id] }) {
       replace(secretSlot, secretBox('New signing secret (shown once; the previous one still signs until it expires):', r.secret));
     }),
     link('deliveries?subscription_id=' + encodeURIComponent(id), h('span', { class: 'button secondary' }, 'Deliveries')),
+    // The operator hands a tenant its consumer portal (shown once).
+    !PORTAL && s.tenant ? act('Portal link', 'secondary', async () => {
+      const r = await api('POST', '/v1/tenants/' + encodeURIComponent(s.tenant) + '/portal', {});
+      replace(portalSlot, h('div', { class: 'secret-box portal-link', role: 'status' },
+        h('p', {}, 'Portal link for tenant ' + s.tenant + ' (works once, until ' + fmtTime(r.expires_at) + '):'),
+        h('div', { class: 'secret-row' }, h('code', { class: 'secret', 'data-secret': '' }, r.url), copyButton(r.url)),
+        h('p', { class: 'muted small' }, 'Send it to the tenant over a channel you trust: whoever opens it first manages this tenant\'s subscriptions.')));
+    }) : null,
     act('Delete', 'danger', async () => {
       if (!confirm('Delete this subscription? Its pending deliveries are cancelled. This cannot be undone.')) return;
       await api('DELETE', '/v1/subscriptions/' + encodeURIComponent(id));
@@ -127,7 +136,7 @@ export async function renderDetail(main, { args: [id] }) {
     h('p', { class: 'meta' }, badge(s.state), ' ', h('code', {}, s.id),
       !PORTAL && (s.tenant || s.all_tenants) ? [' · tenant ', tenantCell(s.tenant, s.all_tenants)] : null, s.disabled_reason ? h('span', { class: 'muted' }, ' · ' + s.disabled_reason) : null,
       h('span', { class: 'muted' }, ' · created ' + fmtTime(s.created_at) + ' · updated ' + fmtTime(s.updated_at))),
-    secretSlot, actions, actionSlot, testSlot,
+    secretSlot, actions, actionSlot, portalSlot, testSlot,
     h('h2', {}, 'Settings'),
     subscriptionForm(s, async (body) => {
       await api('PATCH', '/v1/subscriptions/' + encodeURIComponent(id), patchOf(s, body));
