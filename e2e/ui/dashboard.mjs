@@ -56,7 +56,7 @@ page.on('request', (r) => {
 page.on('pageerror', (e) => problems.push('page error: ' + e.message));
 page.on('console', (m) => {
   // 401s and 404s the test provokes on purpose show up as resource errors.
-  if (m.type() === 'error' && !/status of (401|404|409|422)/.test(m.text())) problems.push('console error: ' + m.text());
+  if (m.type() === 'error' && !/status of (400|401|404|409|422)/.test(m.text())) problems.push('console error: ' + m.text());
 });
 page.on('dialog', (d) => d.accept());
 const nav = (name) => page.locator('header nav').getByRole('link', { name, exact: true });
@@ -242,10 +242,109 @@ try {
     log('published', n, 'events of traffic');
   }
 
+  begin('tokens: an empty name is refused where it happens; admin with a tenant too');
+  await nav('Tokens').click();
+  await page.getByRole('heading', { name: 'Tokens', exact: true }).waitFor();
+  await page.locator('input[name=token_name]').fill('bad');
+  await page.locator('input[name=scope][value=admin]').check();
+  await page.locator('input[name=token_tenant]').fill('acme');
+  await page.getByRole('button', { name: 'Create token' }).click();
+  await page.locator('form .error').getByText('admin cannot be confined to a tenant').waitFor();
+  assert(await page.locator('.secret-box').count() === 0, 'no token shown for a refused create');
+
+  begin('tokens: create a tenant token, shown once, listed without the token');
+  await page.locator('input[name=scope][value=admin]').uncheck();
+  await page.locator('input[name=token_name]').fill('acme-reader');
+  for (const sc of ['events:read', 'subscriptions:read']) await page.locator(`input[name=scope][value="${sc}"]`).check();
+  await page.locator('input[name=token_tenant]').fill('acme');
+  await page.getByRole('button', { name: 'Create token' }).click();
+  await page.locator('.secret-box [data-secret]').waitFor();
+  const tenantToken = await page.locator('.secret-box [data-secret]').textContent();
+  assert(tenantToken.startsWith('hrld_'), 'token shown once: ' + tenantToken);
+  const row = page.locator('tbody tr', { hasText: 'acme-reader' });
+  await row.waitFor();
+  const tokRow = await row.textContent();
+  assert(tokRow.includes('acme') && tokRow.includes('events:read') && tokRow.includes('subscriptions:read') && !tokRow.includes(tenantToken), 'token row: ' + tokRow);
+  assert(!(await page.locator('main table').textContent()).includes(tenantToken), 'the token is not in the list');
+  const confined = await apiCall('GET', '/v1/subscriptions', undefined, tenantToken);
+  assert(Array.isArray(confined.data) && confined.data.every((x) => x.tenant === 'acme'), 'the new token works, confined: ' + JSON.stringify(confined));
+  await shot(page, '21-tokens');
+  await page.reload();
+  await row.waitFor();
+  assert(await page.locator('.secret-box').count() === 0, 'the token is not shown again after a reload');
+
+  begin('tokens: revoke with confirmation; the token then answers 401');
+  await row.getByRole('button', { name: 'Revoke' }).click();
+  await page.getByText('Token "acme-reader" revoked.').waitFor();
+  await until('the revoked token to leave the list', async () => (await page.locator('tbody tr', { hasText: 'acme-reader' }).count()) === 0, 10000);
+  const revoked = await fetch(BASE + '/v1/subscriptions', { headers: { Authorization: 'Bearer ' + tenantToken } });
+  assert(revoked.status === 401, 'revoked token answered ' + revoked.status);
+
+  begin('tokens: revoking the token you are signed in with answers 409, shown in place');
+  const ops = await apiCall('POST', '/v1/tokens', { name: 'ops-admin', scopes: ['admin'] });
+  await page.evaluate((t) => sessionStorage.setItem('herald.token', t), ops.token);
+  await page.reload();
+  await page.locator('tbody tr', { hasText: 'ops-admin' }).getByRole('button', { name: 'Revoke' }).click();
+  await page.locator('main .error').getByText('signed in with this token').waitFor();
+  await page.evaluate((t) => sessionStorage.setItem('herald.token', t), TOKEN);
+  await apiCall('DELETE', '/v1/tokens/' + ops.id);
+
+  begin('tokens: a portal link for a tenant, shown once');
+  await page.reload();
+  await page.locator('input[name=portal_tenant]').fill('acme');
+  await page.getByRole('button', { name: 'Create portal link' }).click();
+  await page.locator('.portal-link [data-secret]').waitFor();
+  const portalURL = await page.locator('.portal-link [data-secret]').textContent();
+  assert(portalURL.includes('/portal/#link=hrlp_'), 'portal link: ' + portalURL);
+
+  begin('a tenanted subscription: created with its tenant, listed, filtered');
+  await nav('Subscriptions').click();
+  await page.getByRole('link', { name: 'New subscription' }).click();
+  await page.getByLabel('Endpoint URL').fill(RECEIVER + '/hook');
+  await page.getByLabel('Description').fill('Acme hook');
+  await page.getByLabel('Tenant', { exact: true }).fill('acme');
+  await page.getByRole('button', { name: 'Create subscription' }).click();
+  await page.locator('.secret-box [data-secret]').waitFor();
+  const acmeID = decodeURIComponent(page.url().split('/').pop());
+  assert((await apiCall('GET', '/v1/subscriptions/' + acmeID)).tenant === 'acme', 'created for acme');
+  assert(await page.getByLabel('Tenant', { exact: true }).getAttribute('readonly') !== null, 'tenant read-only on edit');
+  assert(await page.getByLabel('All tenants').isDisabled(), 'all_tenants fixed on edit');
+  await page.getByRole('button', { name: 'Portal link' }).click();
+  await page.locator('.portal-link [data-secret]').waitFor();
+  assert((await page.locator('.portal-link [data-secret]').textContent()).includes('/portal/#link=hrlp_'), 'portal link from the subscription');
+  await apiCall('POST', '/v1/subscriptions', { url: RECEIVER + '/hook', description: 'Every tenant', all_tenants: true });
+  await nav('Subscriptions').click();
+  await page.getByRole('link', { name: 'Every tenant' }).waitFor();
+  assert((await page.locator('tbody tr', { hasText: 'Acme hook' }).locator('[data-tenant]').textContent()) === 'acme', 'tenant column');
+  assert((await page.locator('tbody tr', { hasText: 'Every tenant' }).textContent()).includes('all tenants'), 'all tenants badge');
+  await page.locator('[data-tenant-filter] input[name=tenant]').fill('acme');
+  await page.locator('[data-tenant-filter]').getByRole('button', { name: 'Filter' }).click();
+  await until('the tenant filter to show one subscription', async () => page.url().includes('tenant=acme') && (await page.locator('tbody tr').count()) === 1);
+  assert((await page.locator('tbody tr').textContent()).includes('Acme hook'), 'filtered to acme');
+  await shot(page, '22-subscriptions-tenant');
+  await page.goto(BASE + '/ui/subscriptions?tenant=nobody');
+  await page.getByText('No subscription for tenant nobody.').waitFor();
+
+  begin('events and deliveries: tenant filter and the event\'s tenant');
+  const acmeEv = await apiCall('POST', '/v1/events', { type: 'order.created', tenant: 'acme', data: { total: 1 } });
+  await nav('Events').click();
+  await page.getByLabel('Tenant', { exact: true }).fill('acme');
+  await page.getByRole('button', { name: 'Search' }).click();
+  await until('the tenant search to show one event', async () => page.url().includes('tenant=acme') && (await page.locator('tbody tr').count()) === 1);
+  await page.getByRole('link', { name: acmeEv.id }).click();
+  await page.getByRole('heading', { name: 'Payload' }).waitFor();
+  assert((await page.locator('.facts [data-tenant]').textContent()) === 'acme', 'tenant on the event detail');
+  await nav('Deliveries').click();
+  await page.getByLabel('Tenant', { exact: true }).fill('acme');
+  await page.getByRole('button', { name: 'Filter' }).click();
+  await until('the tenant filter to show acme\'s deliveries', async () => page.url().includes('tenant=acme') && (await page.locator('tbody tr').count()) >= 1);
+  for (const r of await page.locator('tbody tr').allTextContents()) assert(r.includes('Acme hook') || r.includes('Every tenant'), 'delivery of another tenant: ' + r);
+
   begin('overview with charts');
   await nav('Overview').click();
   await page.locator('svg.chart').nth(2).waitFor();
   assert(await page.locator('svg.chart').count() === 3, 'three charts');
+  await page.locator('[data-tenants]').getByText('acme').waitFor();
   await until('the charts to draw lines', async () => (await page.locator('svg.chart path.line').count()) >= 2, 30000, 1000);
   await page.getByRole('button', { name: '5 min', exact: true }).click();
   await page.getByRole('button', { name: '5 min', exact: true, pressed: true }).waitFor();
@@ -304,6 +403,7 @@ try {
     ['deliveries', '18-phone-deliveries', 'tbody tr'],
     ['deliveries/' + encodeURIComponent(deadID), '19-phone-delivery', '.attempt'],
     ['subscriptions/' + encodeURIComponent(subID), '20-phone-subscription', 'form'],
+    ['tokens', '23-phone-tokens', 'form'],
   ]) {
     await page.goto(BASE + '/ui/' + path);
     await page.locator(ready).first().waitFor();

@@ -130,11 +130,15 @@ try {
   assert(await page.locator('#token').count() === 0, 'no token field');
   const listText = await page.locator('main').textContent();
   assert(listText.includes('Acme orders') && !listText.includes('Globex'), 'only acme subscriptions: ' + listText);
+  // The operator's tenant column, filter and form fields stay out of the portal.
+  const headers = await page.locator('main th').allTextContents();
+  assert(!headers.includes('Tenant') && await page.locator('[data-tenant-filter], [data-tenant]').count() === 0, 'tenant column or filter in the portal: ' + headers.join('|'));
   await shot(page, '01-portal-subscriptions');
 
   begin('create a subscription; its secret is shown once, then revealed');
   await page.getByRole('link', { name: 'New subscription' }).click();
   await page.getByLabel('Endpoint URL').fill(RECEIVER + '/hook');
+  assert(await page.locator('input[name=tenant], input[name=all_tenants]').count() === 0, 'tenant fields in the portal form');
   await page.getByLabel('Description').fill('Acme billing');
   await page.getByRole('button', { name: 'Create subscription' }).click();
   await page.locator('.secret-box [data-secret]').waitFor();
@@ -203,13 +207,16 @@ try {
     assert(!(await page.locator('main').textContent()).includes('Globex secret endpoint'), path + ' leaked');
   }
   await shot(page, '06-portal-other-tenant');
-  for (const path of ['api', 'sign-in', '']) {
+  for (const path of ['api', 'tokens', 'sign-in', '']) {
     await page.goto(BASE + '/portal/' + path);
     await page.locator('main h1').first().waitFor();
     assert(await page.locator('#token').count() === 0 && await page.locator('svg.chart').count() === 0, '/portal/' + path + ' shows admin content');
     const t = (await page.locator('header nav a').allTextContents()).join('|');
     assert(t === 'Subscriptions|Deliveries|Dead letters|Events', '/portal/' + path + ' navigation: ' + t);
   }
+  await page.goto(BASE + '/portal/tokens');
+  await page.getByRole('heading', { name: 'Not found' }).waitFor();
+  assert(await page.locator('[data-revoke], input[name=scope]').count() === 0, 'the portal shows the Tokens page');
 
   begin('the session, used from the page: another tenant 404, admin 403');
   const answers = await page.evaluate(async ([subB, dB, evB]) => {

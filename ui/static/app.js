@@ -9,6 +9,7 @@ import * as events from './events.js';
 import * as deliveries from './deliveries.js';
 import * as dead from './deadletters.js';
 import * as apiref from './apiref.js';
+import * as tokens from './tokens.js';
 
 // The portal (PORTAL) shows a tenant's own pages only: no overview (its
 // figures span every tenant), no API reference, no sign-in with a token.
@@ -23,6 +24,7 @@ const NAV = PORTAL ? [
   ['events', 'Events'],
   ['deliveries', 'Deliveries'],
   ['dead-letters', 'Dead letters'],
+  ['tokens', 'Tokens'],
   ['api', 'API'],
 ];
 
@@ -47,6 +49,7 @@ const ROUTES = PORTAL ? [
   [/^deliveries\/?$/, deliveries.renderList],
   [/^deliveries\/([^/]+)$/, deliveries.renderDetail],
   [/^dead-letters\/?$/, dead.render],
+  [/^tokens\/?$/, tokens.render],
   [/^api\/?$/, apiref.render],
 ];
 

@@ -5,7 +5,7 @@
 
 import {
   h, replace, api, qs, link, navigate, errorBox, notice, table, field, badge, timeCell, fmtTime, idCell,
-  subscriptions as loadSubs, subLabel, toISO, toLocalInput,
+  subscriptions as loadSubs, subLabel, toISO, toLocalInput, PORTAL,
 } from './lib.js';
 
 // LIVE_MS is how often a list or a running delivery is re-read.
@@ -41,17 +41,19 @@ export async function renderList(main, { params }) {
     STATES.map((s) => h('option', { value: s, selected: params.get('state') === s }, s.replace('_', ' '))));
   const since = h('input', { type: 'datetime-local', name: 'since', value: toLocalInput(params.get('since')) });
   const until = h('input', { type: 'datetime-local', name: 'until', value: toLocalInput(params.get('until')) });
+  // The tenant filter (by the subscription's tenant) is the operator's.
+  const tenant = PORTAL ? null : h('input', { type: 'text', name: 'tenant', value: params.get('tenant') || '', placeholder: 'acme (exact)' });
   const form = h('form', {
     class: 'filters', onsubmit: (e) => {
       e.preventDefault();
-      navigate('deliveries' + qs({ subscription_id: sub.value, state: state.value, since: toISO(since.value), until: toISO(until.value) }));
+      navigate('deliveries' + qs({ subscription_id: sub.value, state: state.value, tenant: tenant ? tenant.value.trim() : '', since: toISO(since.value), until: toISO(until.value) }));
     },
-  }, field('Subscription', sub), field('State', state), field('Created from', since), field('Created before', until),
+  }, field('Subscription', sub), field('State', state), tenant ? field('Tenant', tenant) : null, field('Created from', since), field('Created before', until),
   h('div', { class: 'filter-actions' }, h('button', { type: 'submit' }, 'Filter'), link('deliveries', 'Clear')));
   const list = h('div', {}, h('p', { class: 'muted' }, 'Loading…'));
   main.append(h('div', { class: 'page-head' }, h('h1', {}, 'Deliveries')), form, list);
 
-  const query = { subscription_id: params.get('subscription_id'), state: params.get('state'), since: params.get('since'), until: params.get('until'), event_id: params.get('event_id'), limit: 50 };
+  const query = { subscription_id: params.get('subscription_id'), state: params.get('state'), tenant: PORTAL ? null : params.get('tenant'), since: params.get('since'), until: params.get('until'), event_id: params.get('event_id'), limit: 50 };
   let rows = [];
   let paged = false;
   let lastJSON = '';

@@ -1,7 +1,7 @@
 // Events: search by id, type, key and time range (GET /v1/events), and one
 // event with its payload and every delivery it fanned out to.
 
-import { h, replace, api, qs, link, navigate, errorBox, table, field, timeCell, idCell, pretty, toISO, toLocalInput, subscriptions as loadSubs } from './lib.js';
+import { h, replace, api, qs, link, navigate, errorBox, table, field, timeCell, idCell, pretty, toISO, toLocalInput, subscriptions as loadSubs, PORTAL } from './lib.js';
 import { deliveryTable, LIVE_MS } from './deliveries.js';
 
 export async function renderList(main, { params }) {
@@ -10,19 +10,21 @@ export async function renderList(main, { params }) {
   const key = h('input', { type: 'text', name: 'key', value: params.get('key') || '', placeholder: 'exact key' });
   const since = h('input', { type: 'datetime-local', name: 'since', value: toLocalInput(params.get('since')) });
   const until = h('input', { type: 'datetime-local', name: 'until', value: toLocalInput(params.get('until')) });
+  // The tenant filter is the operator's; a portal session sees one tenant.
+  const tenant = PORTAL ? null : h('input', { type: 'text', name: 'tenant', value: params.get('tenant') || '', placeholder: 'acme (exact)' });
   const form = h('form', {
     class: 'filters', onsubmit: (e) => {
       e.preventDefault();
       if (id.value.trim()) { navigate('events/' + encodeURIComponent(id.value.trim())); return; }
-      navigate('events' + qs({ type: type.value.trim(), key: key.value.trim(), since: toISO(since.value), until: toISO(until.value) }));
+      navigate('events' + qs({ type: type.value.trim(), key: key.value.trim(), tenant: tenant ? tenant.value.trim() : '', since: toISO(since.value), until: toISO(until.value) }));
     },
-  }, field('Event id', id), field('Type', type), field('Key', key), field('From', since), field('Before', until),
+  }, field('Event id', id), field('Type', type), field('Key', key), tenant ? field('Tenant', tenant) : null, field('From', since), field('Before', until),
   h('div', { class: 'filter-actions' }, h('button', { type: 'submit' }, 'Search'), link('events', 'Clear')));
   const list = h('div', {}, h('p', { class: 'muted' }, 'Loading…'));
   main.append(h('div', { class: 'page-head' }, h('h1', {}, 'Events')), form, list);
 
-  const query = { type: params.get('type'), key: params.get('key'), since: params.get('since'), until: params.get('until'), limit: 50 };
-  const filtered = query.type || query.key || query.since || query.until;
+  const query = { type: params.get('type'), key: params.get('key'), tenant: PORTAL ? null : params.get('tenant'), since: params.get('since'), until: params.get('until'), limit: 50 };
+  const filtered = query.type || query.key || query.tenant || query.since || query.until;
   const rows = [];
   const more = async (cursor) => {
     try {
@@ -32,10 +34,11 @@ export async function renderList(main, { params }) {
         { title: 'Event', cell: (e) => idCell('events/' + encodeURIComponent(e.id), e.id) },
         { title: 'Type', cell: (e) => h('code', {}, e.type) },
         { title: 'Key', cell: (e) => e.key ? h('code', {}, e.key) : '—' },
+        PORTAL ? null : { title: 'Tenant', cell: (e) => e.tenant ? h('code', { 'data-tenant': e.tenant }, e.tenant) : '—' },
         { title: 'Version', class: 'r', cell: (e) => e.version ?? '—' },
         { title: 'Published', cell: (e) => timeCell(e.timestamp) },
         { title: 'Data', cell: (e) => h('code', { class: 'clip' }, JSON.stringify(e.data)) },
-      ], rows, filtered
+      ].filter(Boolean), rows, filtered
         ? [h('p', {}, 'No event matches this search.'), link('events', 'Show all events')]
         : [h('p', {}, 'No events yet.'), h('p', { class: 'muted' }, 'Publish one with herald events publish --type order.created --data \'{"total": 120}\' or POST /v1/events.')]),
       page.next_cursor ? h('button', { type: 'button', class: 'secondary more', onclick: () => more(page.next_cursor) }, 'Load more') : null);
@@ -62,6 +65,7 @@ export async function renderDetail(main, { args: [id] }) {
     h('dl', { class: 'facts' },
       dl('Id', h('code', {}, ev.id)), dl('Type', h('code', {}, ev.type)),
       ev.key ? dl('Key', h('code', {}, ev.key)) : null,
+      !PORTAL ? dl('Tenant', ev.tenant ? h('code', { 'data-tenant': ev.tenant }, ev.tenant) : h('span', { class: 'muted' }, 'none')) : null,
       ev.version !== undefined ? dl('Version', String(ev.version)) : null,
       dl('Published', timeCell(ev.timestamp))),
     h('h2', {}, 'Payload'), h('pre', { class: 'payload' }, pretty(ev.data)),

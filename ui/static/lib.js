@@ -252,3 +252,12 @@ export function copyButton(text) {
     },
   }, 'Copy');
 }
+
+// tenantCell shows a subscription's or token's tenant: its name, the "all
+// tenants" badge (an untenanted subscription receiving every tenant's
+// events), or a dash for untenanted.
+export function tenantCell(tenant, allTenants) {
+  if (tenant) return h('code', { 'data-tenant': tenant }, tenant);
+  if (allTenants) return h('span', { class: 'badge info' }, 'all tenants');
+  return h('span', { class: 'muted' }, '—');
+}

@@ -1,11 +1,15 @@
 // Overview: the queue per tier from GET /v1/stats and this node's last hour
 // from GET /v1/stats/history, refreshed every few seconds.
 
-import { h, replace, api, errorBox, fmtAge, fmtNum, link } from './lib.js';
+import { h, replace, api, errorBox, fmtAge, fmtNum, fmtRate, link } from './lib.js';
 import { lineChart } from './charts.js';
 
 // REFRESH_MS is how often the overview polls (the history's interval is 10 s).
 const REFRESH_MS = 5000;
+
+// TENANTS is how many tenants the overview lists; GET /v1/stats/tenants
+// sums the rest in "other".
+const TENANTS = 10;
 
 // WINDOWS are the chart windows offered, in minutes; the choice lasts for
 // the tab's session.
@@ -15,13 +19,14 @@ let windowMin = 15;
 export async function render(main) {
   const cards = h('div', { class: 'cards' });
   const tiers = h('div');
+  const tenants = h('div');
   const charts = h('div', { class: 'charts' });
   const status = h('p', { class: 'muted small', 'aria-live': 'polite' });
   const errSlot = h('div');
   main.append(
     h('div', { class: 'page-head' }, h('h1', {}, 'Overview'), status),
     errSlot, cards,
-    h('h2', {}, 'Queue by tier'), tiers,
+    h('h2', {}, 'Queue by tier'), tiers, tenants,
     h('div', { class: 'section-head' }, h('h2', {}, 'This node, recent history'), windowPicker()), charts);
 
   // The window shown: herald keeps one hour in memory; shorter windows
@@ -41,10 +46,11 @@ export async function render(main) {
   let stopped = false;
   const tick = async () => {
     try {
-      const [stats, hist] = await Promise.all([api('GET', '/v1/stats'), api('GET', '/v1/stats/history')]);
+      const [stats, hist, ten] = await Promise.all([api('GET', '/v1/stats'), api('GET', '/v1/stats/history'), api('GET', '/v1/stats/tenants?limit=' + TENANTS)]);
       if (stopped) return;
       replace(errSlot);
       draw(stats, hist);
+      drawTenants(ten);
       status.textContent = 'Updated ' + new Date().toLocaleTimeString() + ' · refreshes every ' + REFRESH_MS / 1000 + ' s';
     } catch (e) {
       if (stopped) return;
@@ -78,6 +84,31 @@ export async function render(main) {
 
     last = hist;
     drawCharts(hist);
+  }
+
+  // drawTenants shows the busiest tenants (most queued work, then most
+  // dead), the rest summed on one line; nothing while no subscription has
+  // a tenant.
+  function drawTenants(ten) {
+    const rows = (ten.data || []).filter((t) => t.tenant);
+    if (!rows.length) { replace(tenants); return; }
+    const untenanted = (ten.data || []).find((t) => !t.tenant);
+    const line = (label, t) => h('tr', {},
+      h('td', { 'data-label': 'Tenant' }, label),
+      h('td', { 'data-label': 'Subscriptions' }, fmtNum(t.subscriptions)),
+      h('td', { 'data-label': 'Pending' }, fmtNum(t.pending)),
+      h('td', { 'data-label': 'In flight' }, fmtNum(t.in_flight)),
+      h('td', { 'data-label': 'Delivered' }, fmtNum(t.delivered)),
+      h('td', { 'data-label': 'Dead' }, fmtNum(t.dead)),
+      h('td', { 'data-label': 'Success' }, fmtRate(t.success_rate)));
+    replace(tenants, h('h2', {}, 'Tenants'),
+      h('p', { class: 'muted small' }, 'Deliveries since ' + new Date(ten.since).toLocaleString() + '; the ' + TENANTS + ' tenants with the most queued work.'),
+      h('div', { class: 'table-wrap', 'data-tenants': '' }, h('table', { class: 'num' },
+        h('thead', {}, h('tr', {}, ['Tenant', 'Subscriptions', 'Pending', 'In flight', 'Delivered', 'Dead', 'Success'].map((c) => h('th', { scope: 'col' }, c)))),
+        h('tbody', {},
+          (ten.data || []).filter((t) => t.tenant).map((t) => line(link('subscriptions?tenant=' + encodeURIComponent(t.tenant), h('code', {}, t.tenant)), t)),
+          untenanted ? line(h('span', { class: 'muted' }, 'no tenant'), untenanted) : null,
+          ten.other ? line(h('span', { class: 'muted' }, 'other tenants'), ten.other) : null))));
   }
 
   function drawCharts(hist) {

@@ -4,34 +4,62 @@
 
 import {
   h, replace, api, qs, link, navigate, errorBox, notice, table, field, badge, fmtRate, fmtNum, fmtTime,
-  pretty, copyButton, subscriptions as loadSubs, APIError,
+  pretty, copyButton, tenantCell, PORTAL, APIError,
 } from './lib.js';
 import { attemptsView } from './deliveries.js';
 
 // A secret shown once after create, carried to the detail page in memory only.
 let flashSecret = null;
 
-export async function renderList(main) {
+export async function renderList(main, { params }) {
+  // Tenants are the operator's: the portal's session is confined to one.
+  const tenantQ = PORTAL ? '' : (params.get('tenant') || '');
   const head = h('div', { class: 'page-head' }, h('h1', {}, 'Subscriptions'),
     link('subscriptions/new', h('span', { class: 'button' }, 'New subscription')));
   const body = h('div', {}, h('p', { class: 'muted' }, 'Loading…'));
-  main.append(head, body);
+  main.append(head, PORTAL ? null : tenantFilter('subscriptions', tenantQ), body);
   try {
-    const [subs, stats] = await Promise.all([loadSubs(), api('GET', '/v1/stats/subscriptions')]);
+    const [subs, stats] = await Promise.all([listSubs(tenantQ), api('GET', '/v1/stats/subscriptions' + qs({ tenant: tenantQ }))]);
     const byID = new Map(stats.data.map((s) => [s.subscription_id, s]));
     replace(body, table([
       { title: 'Endpoint', cell: (s) => h('div', {}, link('subscriptions/' + encodeURIComponent(s.id), s.description || s.url), h('div', { class: 'muted small mono' }, s.description ? s.url : s.id)) },
+      PORTAL ? null : { title: 'Tenant', cell: (s) => tenantCell(s.tenant, s.all_tenants) },
       { title: 'Event types', cell: (s) => s.event_types && s.event_types.length ? s.event_types.map((t) => h('code', { class: 'chip' }, t)) : h('span', { class: 'muted' }, 'all') },
       { title: 'Filter', cell: (s) => s.filter ? h('code', { class: 'clip' }, filterText(s.filter)) : h('span', { class: 'muted' }, 'none') },
       { title: 'State', cell: (s) => [badge(s.state), s.disabled_reason ? h('div', { class: 'muted small' }, s.disabled_reason) : null] },
       { title: 'Success (24 h)', class: 'r', cell: (s) => { const st = byID.get(s.id); return st ? h('span', { title: `${st.delivered} delivered, ${st.dead} dead` }, fmtRate(st.success_rate)) : '—'; } },
       { title: 'Pending', class: 'r', cell: (s) => fmtNum(byID.get(s.id)?.pending ?? 0) },
       { title: 'Dead (24 h)', class: 'r', cell: (s) => { const d = byID.get(s.id)?.dead ?? 0; return d ? link('deliveries?state=dead&subscription_id=' + encodeURIComponent(s.id), fmtNum(d)) : '0'; } },
-    ], subs, [h('p', {}, 'No subscriptions yet.'), h('p', { class: 'muted' }, 'A subscription sends the events you publish to an HTTP endpoint, signed with Standard Webhooks.'),
+    ].filter(Boolean), subs, tenantQ ? [h('p', {}, 'No subscription for tenant ' + tenantQ + '.'), link('subscriptions', 'Show every subscription')] : [h('p', {}, 'No subscriptions yet.'), h('p', { class: 'muted' }, 'A subscription sends the events you publish to an HTTP endpoint, signed with Standard Webhooks.'),
       link('subscriptions/new', h('span', { class: 'button' }, 'Create the first subscription'))]));
   } catch (e) {
     replace(body, errorBox(e));
   }
+}
+
+// listSubs pages through the subscriptions, of one tenant when given.
+async function listSubs(tenant) {
+  const all = [];
+  let cursor = '';
+  for (let i = 0; i < 20; i++) {
+    const page = await api('GET', '/v1/subscriptions' + qs({ limit: 200, cursor, tenant }));
+    all.push(...page.data);
+    if (!page.next_cursor) break;
+    cursor = page.next_cursor;
+  }
+  return all;
+}
+
+// tenantFilter is the operator's tenant filter of a list page: its value
+// goes to the API as ?tenant=.
+export function tenantFilter(path, value, extra) {
+  const input = h('input', { type: 'text', name: 'tenant', value, placeholder: 'acme (exact)', pattern: '[A-Za-z0-9._\\-]{1,64}' });
+  return h('form', {
+    class: 'filters', 'data-tenant-filter': '', onsubmit: (e) => {
+      e.preventDefault();
+      navigate(path + qs({ ...(extra ? extra() : {}), tenant: input.value.trim() }));
+    },
+  }, field('Tenant', input), h('div', { class: 'filter-actions' }, h('button', { type: 'submit' }, 'Filter'), link(path, 'Clear')));
 }
 
 function filterText(f) {
@@ -64,6 +92,7 @@ export async function renderDetail(main, { args: [id] }) {
     flashSecret = null;
   }
   const actionSlot = h('div');
+  const portalSlot = h('div');
   const testSlot = h('div');
   const act = (label, cls, fn) => h('button', {
     type: 'button', class: cls, onclick: async (e) => {
@@ -88,6 +117,14 @@ export async function renderDetail(main, { args: [id] }) {
       replace(secretSlot, secretBox('New signing secret (shown once; the previous one still signs until it expires):', r.secret));
     }),
     link('deliveries?subscription_id=' + encodeURIComponent(id), h('span', { class: 'button secondary' }, 'Deliveries')),
+    // The operator hands a tenant its consumer portal (shown once).
+    !PORTAL && s.tenant ? act('Portal link', 'secondary', async () => {
+      const r = await api('POST', '/v1/tenants/' + encodeURIComponent(s.tenant) + '/portal', {});
+      replace(portalSlot, h('div', { class: 'secret-box portal-link', role: 'status' },
+        h('p', {}, 'Portal link for tenant ' + s.tenant + ' (works once, until ' + fmtTime(r.expires_at) + '):'),
+        h('div', { class: 'secret-row' }, h('code', { class: 'secret', 'data-secret': '' }, r.url), copyButton(r.url)),
+        h('p', { class: 'muted small' }, 'Send it to the tenant over a channel you trust: whoever opens it first manages this tenant\'s subscriptions.')));
+    }) : null,
     act('Delete', 'danger', async () => {
       if (!confirm('Delete this subscription? Its pending deliveries are cancelled. This cannot be undone.')) return;
       await api('DELETE', '/v1/subscriptions/' + encodeURIComponent(id));
@@ -96,9 +133,10 @@ export async function renderDetail(main, { args: [id] }) {
 
   main.append(
     h('div', { class: 'page-head' }, h('h1', {}, s.description || 'Subscription'), link('subscriptions', '← All subscriptions')),
-    h('p', { class: 'meta' }, badge(s.state), ' ', h('code', {}, s.id), s.disabled_reason ? h('span', { class: 'muted' }, ' · ' + s.disabled_reason) : null,
+    h('p', { class: 'meta' }, badge(s.state), ' ', h('code', {}, s.id),
+      !PORTAL && (s.tenant || s.all_tenants) ? [' · tenant ', tenantCell(s.tenant, s.all_tenants)] : null, s.disabled_reason ? h('span', { class: 'muted' }, ' · ' + s.disabled_reason) : null,
       h('span', { class: 'muted' }, ' · created ' + fmtTime(s.created_at) + ' · updated ' + fmtTime(s.updated_at))),
-    secretSlot, actions, actionSlot, testSlot,
+    secretSlot, actions, actionSlot, portalSlot, testSlot,
     h('h2', {}, 'Settings'),
     subscriptionForm(s, async (body) => {
       await api('PATCH', '/v1/subscriptions/' + encodeURIComponent(id), patchOf(s, body));
@@ -184,6 +222,9 @@ function subscriptionForm(s, submit) {
   const timeout = h('input', { type: 'number', min: 1, max: 300000, name: 'timeout_ms', value: f.timeout_ms || '', placeholder: '10000' });
   const headers = h('textarea', { name: 'headers', rows: 3, class: 'mono', placeholder: 'x-tenant: acme' });
   headers.value = Object.entries(f.headers || {}).map(([k, v]) => k + ': ' + v).join('\n');
+  // tenant and all_tenants are fixed at creation (the API refuses a patch).
+  const tenant = h('input', { type: 'text', name: 'tenant', value: f.tenant || '', readonly: !!s, pattern: '[A-Za-z0-9._\\-]{1,64}', placeholder: s ? 'none' : 'acme (empty: no tenant)' });
+  const allTenants = h('input', { type: 'checkbox', name: 'all_tenants', checked: !!f.all_tenants, disabled: !!s });
   const state = h('select', { name: 'state' }, ['enabled', 'disabled'].map((v) => h('option', { value: v, selected: (f.state || 'enabled') === v }, v)));
   const errSlot = h('div');
 
@@ -210,6 +251,8 @@ function subscriptionForm(s, submit) {
     const rp = intOr(rlPer, 'rate_limit.per_seconds');
     b.rate_limit = rm ? { max: rm, per_seconds: rp || 1 } : null;
     if (!s) {
+      if (!PORTAL && tenant.value.trim()) b.tenant = tenant.value.trim();
+      if (!PORTAL && allTenants.checked) b.all_tenants = true;
       if (!b.filter) delete b.filter;
       if (!b.rate_limit) delete b.rate_limit;
     }
@@ -228,6 +271,9 @@ function subscriptionForm(s, submit) {
   field('Endpoint URL', url, 'http or https; loopback and private addresses need --dev / --allow-private.'),
   field('Method', method),
   field('Description', description),
+  PORTAL ? null : field('Tenant', tenant, s ? 'Set at creation; it cannot change.' : 'Optional: the tenant whose events this subscription receives.'),
+  PORTAL ? null : h('div', { class: 'field' }, h('label', { class: 'check' }, allTenants, 'All tenants'),
+    h('small', { class: 'hint' }, s ? 'Set at creation; it cannot change.' : 'Untenanted only: also receive every tenant\'s events.')),
   field('Event types', types, 'Glob patterns, comma-separated. Empty: every event type except herald.*.'),
   h('fieldset', { class: 'wide' }, h('legend', {}, 'Filter'),
     field('Language', fkind), field('Expression', ftext, 'Evaluated against the event: type, key, version, data.'),
