@@ -31,6 +31,38 @@ func SecretOpen(keys *seal.Ring, sec *herald.Secret, subscriptionID string) {
 	sec.Value = plain
 }
 
+// SecretKeyIDOf is the key id SecretKeyCounts reports for a row whose
+// stored value starts with header (its first seal.HeaderLen characters
+// when sealed, "" for plain text): "" for plain text, "malformed" for a
+// sealed-looking header that names no key.
+func SecretKeyIDOf(header string) string {
+	id := seal.KeyIDOf(header)
+	if header != "" && id == "" {
+		return "malformed"
+	}
+	return id
+}
+
+// SecretResealValue returns the stored value of a subscription's secret
+// sealed under keys' first key, and false when it already is (nothing to
+// rewrite). A value keys cannot open is an error: a rotation must not
+// skip a secret it could not read.
+func SecretResealValue(keys *seal.Ring, stored, subscriptionID string) (string, bool, error) {
+	if keys.Current(stored) {
+		return "", false, nil
+	}
+	aad := SecretAAD(subscriptionID)
+	plain, err := keys.Open(stored, aad)
+	if err != nil {
+		return "", false, fmt.Errorf("secret of subscription %s: %w", subscriptionID, err)
+	}
+	sealed, err := keys.Seal(plain, aad)
+	if err != nil {
+		return "", false, err
+	}
+	return sealed, true, nil
+}
+
 // SecretAAD is the AES-GCM additional data of a subscription's secret: it
 // binds the ciphertext to the subscription, so a value copied to another
 // subscription's row does not open.

@@ -32,11 +32,7 @@ func (s *Store) SecretKeyCounts(ctx context.Context) (map[string]int64, error) {
 			n      int64
 		)
 		_, err = pgx.ForEachRow(rows, []any{&header, &n}, func() error {
-			id := seal.KeyIDOf(header)
-			if header != "" && id == "" {
-				id = "malformed"
-			}
-			out[id] += n
+			out[store.SecretKeyIDOf(header)] += n
 			return nil
 		})
 		return err
@@ -91,17 +87,12 @@ func (s *Store) SecretReseal(ctx context.Context, params *store.SecretResealPara
 		// The rewrites go in one round trip.
 		updates := &pgx.Batch{}
 		for _, r := range batch {
-			if s.keys.Current(r.old) {
+			sealed, changed, err := store.SecretResealValue(s.keys, r.old, r.subID)
+			if err != nil {
+				return fmt.Errorf("secret row %d: %w", r.id, err)
+			}
+			if !changed {
 				continue
-			}
-			aad := store.SecretAAD(r.subID)
-			plain, err := s.keys.Open(r.old, aad)
-			if err != nil {
-				return fmt.Errorf("secret row %d of subscription %s: %w", r.id, r.subID, err)
-			}
-			sealed, err := s.keys.Seal(plain, aad)
-			if err != nil {
-				return err
 			}
 			updates.Queue(`UPDATE subscription_secrets SET value = $1 WHERE id = $2 AND value = $3`, sealed, r.id, r.old)
 		}

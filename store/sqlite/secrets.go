@@ -32,11 +32,7 @@ func (s *Store) SecretKeyCounts(ctx context.Context) (map[string]int64, error) {
 			if err := rows.Scan(&header, &n); err != nil {
 				return err
 			}
-			id := seal.KeyIDOf(header)
-			if header != "" && id == "" {
-				id = "malformed"
-			}
-			out[id] += n
+			out[store.SecretKeyIDOf(header)] += n
 		}
 		return rows.Err()
 	})
@@ -79,17 +75,12 @@ func (s *Store) SecretReseal(ctx context.Context, params *store.SecretResealPara
 		res.Scanned, res.Done = len(batch), len(batch) < limit
 		for _, r := range batch {
 			res.Next = r.id
-			if s.keys.Current(r.old) {
+			sealed, changed, err := store.SecretResealValue(s.keys, r.old, r.subID)
+			if err != nil {
+				return fmt.Errorf("secret row %d: %w", r.id, err)
+			}
+			if !changed {
 				continue
-			}
-			aad := store.SecretAAD(r.subID)
-			plain, err := s.keys.Open(r.old, aad)
-			if err != nil {
-				return fmt.Errorf("secret row %d of subscription %s: %w", r.id, r.subID, err)
-			}
-			sealed, err := s.keys.Seal(plain, aad)
-			if err != nil {
-				return err
 			}
 			n, err := affected(tx.ExecContext(ctx, `UPDATE subscription_secrets SET secret = ?
 				WHERE id = ? AND secret = ?`, sealed, r.id, r.old))
