@@ -147,6 +147,15 @@ func setNonEmpty(q url.Values, name, v string) {
 	}
 }
 
+// setPage sets limit (when > 0: else the server's default) and cursor
+// (when not "").
+func setPage(q url.Values, limit int, cursor string) {
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	setNonEmpty(q, "cursor", cursor)
+}
+
 // ---- subscriptions ----
 
 // CreateSubscription creates a subscription from a request body with the
@@ -166,10 +175,7 @@ func (c *Client) ListSubscriptions(ctx context.Context, limit int, cursor string
 func (c *Client) ListTenantSubscriptions(ctx context.Context, tenant string, limit int, cursor string) (*SubscriptionList, error) {
 	q := url.Values{}
 	setNonEmpty(q, "tenant", tenant)
-	if limit > 0 {
-		q.Set("limit", fmt.Sprint(limit))
-	}
-	setNonEmpty(q, "cursor", cursor)
+	setPage(q, limit, cursor)
 	var out SubscriptionList
 	return &out, c.do(ctx, http.MethodGet, "/v1/subscriptions", q, nil, &out)
 }
@@ -288,10 +294,7 @@ func (c *Client) ListEvents(ctx context.Context, p EventListParams) (*EventList,
 	setNonEmpty(q, "tenant", p.Tenant)
 	setTime(q, "since", p.Since)
 	setTime(q, "until", p.Until)
-	if p.Limit > 0 {
-		q.Set("limit", fmt.Sprint(p.Limit))
-	}
-	setNonEmpty(q, "cursor", p.Cursor)
+	setPage(q, p.Limit, p.Cursor)
 	var out EventList
 	return &out, c.do(ctx, http.MethodGet, "/v1/events", q, nil, &out)
 }
@@ -307,10 +310,7 @@ func (c *Client) ListDeliveries(ctx context.Context, p DeliveryListParams) (*Del
 	setNonEmpty(q, "state", p.State)
 	setTime(q, "since", p.Since)
 	setTime(q, "until", p.Until)
-	if p.Limit > 0 {
-		q.Set("limit", fmt.Sprint(p.Limit))
-	}
-	setNonEmpty(q, "cursor", p.Cursor)
+	setPage(q, p.Limit, p.Cursor)
 	var out DeliveryList
 	return &out, c.do(ctx, http.MethodGet, "/v1/deliveries", q, nil, &out)
 }
@@ -388,9 +388,7 @@ func (c *Client) SubscriptionStats(ctx context.Context, since time.Time) (*Subsc
 func (c *Client) TenantStats(ctx context.Context, since time.Time, limit int) (*TenantStatsList, error) {
 	q := url.Values{}
 	setTime(q, "since", since)
-	if limit > 0 {
-		q.Set("limit", strconv.Itoa(limit))
-	}
+	setPage(q, limit, "")
 	var out TenantStatsList
 	return &out, c.do(ctx, http.MethodGet, "/v1/stats/tenants", q, nil, &out)
 }
