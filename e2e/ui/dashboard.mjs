@@ -17,7 +17,7 @@
 import { spawnSync } from 'node:child_process';
 import { copyFileSync, mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { env, log, assert, step, begin, until, api, receiverSwitch, screenshots, launch } from './lib.mjs';
+import { env, log, assert, begin, until, api, receiverSwitch, screenshots, launch, runFlow } from './lib.mjs';
 
 const BASE = env('HERALD_URL');
 const TOKEN = env('HERALD_TOKEN');
@@ -61,7 +61,7 @@ page.on('console', (m) => {
 page.on('dialog', (d) => d.accept());
 const nav = (name) => page.locator('header nav').getByRole('link', { name, exact: true });
 
-try {
+await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => {
   begin('root redirects to the dashboard; sign-in refuses a bad token');
   const resp = await page.goto(BASE + '/');
   assert(page.url() === BASE + '/ui/', 'landed on ' + page.url());
@@ -411,15 +411,4 @@ try {
     assert(sw <= iw + 1, `${path || 'overview'} is ${sw}px wide at ${iw}px`);
     await shot(page, name);
   }
-
-  assert(problems.length === 0, 'browser problems:\n' + problems.join('\n'));
-  console.log('screenshots:', SHOTS);
-  console.log('OK ' + shots.length + ' screenshots');
-} catch (e) {
-  try { await shot(page, 'failure-' + step.replace(/[^a-z0-9]+/gi, '-').slice(0, 60)); } catch { /* best effort */ }
-  console.error('FAILED at step "' + step + '": ' + (e.stack || e));
-  if (problems.length) console.error('browser problems:\n' + problems.join('\n'));
-  await context.close();
-  process.exit(1);
-}
-await context.close();
+});

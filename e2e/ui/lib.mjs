@@ -80,3 +80,23 @@ export function launch(profilePrefix) {
     viewport: { width: 1280, height: 900 },
   });
 }
+
+// runFlow runs flow and reports the way the Go tests read it: "OK <n>
+// screenshots" when it passes and the page saw no problems (third-party
+// requests, errors); otherwise the step that failed, a screenshot of page
+// and exit status 1. The browser context is closed either way.
+export async function runFlow({ context, page, shot, shots, problems, dir }, flow) {
+  try {
+    await flow();
+    assert(problems.length === 0, 'browser problems:\n' + problems.join('\n'));
+    console.log('screenshots:', dir);
+    console.log('OK ' + shots.length + ' screenshots');
+  } catch (e) {
+    try { await shot(page, 'failure-' + step.replace(/[^a-z0-9]+/gi, '-').slice(0, 60)); } catch { /* best effort */ }
+    console.error('FAILED at step "' + step + '": ' + (e.stack || e));
+    if (problems.length) console.error('browser problems:\n' + problems.join('\n'));
+    await context.close();
+    process.exit(1);
+  }
+  await context.close();
+}

@@ -22,7 +22,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { env, log, assert, step, begin, until, api, receiverSwitch, screenshots, launch } from './lib.mjs';
+import { env, log, assert, begin, until, api, receiverSwitch, screenshots, launch, runFlow } from './lib.mjs';
 
 const BASE = env('HERALD_URL');
 const TOKEN = env('HERALD_TOKEN');
@@ -88,7 +88,7 @@ function watch(page) {
 const page = watch(context.pages()[0] || await context.newPage());
 const nav = (p, name) => p.locator('header nav').getByRole('link', { name, exact: true });
 
-try {
+await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => {
   begin('tenant globex has data; tenant acme a subscription (as the admin)');
   const globex = await apiCall('POST', '/v1/tokens', { name: 'globex', tenant: 'globex', scopes: ['subscriptions:write', 'events:publish', 'deliveries:read'] });
   const subB = await apiCall('POST', '/v1/subscriptions', { url: RECEIVER + '/hook', description: 'Globex secret endpoint' }, globex.token);
@@ -296,15 +296,4 @@ try {
   const still = await fetch(BASE + '/v1/portal/sessions', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ link: blockedLink.url.split('#link=')[1] }) });
   assert(still.status === 200, 'a blocked frame consumed its link: ' + still.status);
   await host.close();
-
-  assert(problems.length === 0, 'browser problems:\n' + problems.join('\n'));
-  console.log('screenshots:', SHOTS);
-  console.log('OK ' + shots.length + ' screenshots');
-} catch (e) {
-  try { await shot(page, 'failure-' + step.replace(/[^a-z0-9]+/gi, '-').slice(0, 60)); } catch { /* best effort */ }
-  console.error('FAILED at step "' + step + '": ' + (e.stack || e));
-  if (problems.length) console.error('browser problems:\n' + problems.join('\n'));
-  await context.close();
-  process.exit(1);
-}
-await context.close();
+});
