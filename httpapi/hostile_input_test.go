@@ -46,6 +46,13 @@ func TestHostileInputRefused(t *testing.T) {
 			{"patched description with NUL", http.MethodPatch, subPath, `{"description": "a\u0000b"}`, "description"},
 			{"patched description with Latin-1 byte", http.MethodPatch, subPath, "{\"description\": \"caf\xe9\"}", "description"},
 			{"patched metadata with Latin-1 byte", http.MethodPatch, subPath, "{\"metadata\": {\"a\": \"\xff\"}}", "metadata"},
+			{"token name with NUL", http.MethodPost, "/v1/tokens", `{"name": "a\u0000", "scopes": ["events:read"]}`, "name"},
+			{"token name with escape", http.MethodPost, "/v1/tokens", `{"name": "\u001b[2Ja", "scopes": ["events:read"]}`, "name"},
+			{"token name with newline", http.MethodPost, "/v1/tokens", `{"name": "a\nb", "scopes": ["events:read"]}`, "name"},
+			{"token name with Latin-1 byte", http.MethodPost, "/v1/tokens", "{\"name\": \"caf\xe9\", \"scopes\": [\"events:read\"]}", "name"},
+			{"tenant with NUL", http.MethodPost, "/v1/subscriptions", `{"url": "https://a.example", "tenant": "a\u0000"}`, "tenant"},
+			{"portal theme name with escape", http.MethodPost, "/v1/tenants/acme/portal", `{"theme": {"name": "\u001b]0;x"}}`, "theme.name"},
+			{"portal theme name with Latin-1 byte", http.MethodPost, "/v1/tenants/acme/portal", "{\"theme\": {\"name\": \"caf\xe9\"}}", "theme"},
 		}
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/heraldhq/herald"
@@ -77,6 +78,9 @@ func parseTheme(raw json.RawMessage) (*portalTheme, error) {
 	}
 	if n := utf8.RuneCountInString(t.Name); n > maxPortalName {
 		return nil, invalid("theme.name", "must be at most %d characters, got %d", maxPortalName, n)
+	}
+	if strings.IndexFunc(t.Name, unicode.IsControl) >= 0 {
+		return nil, invalid("theme.name", "must not contain control characters")
 	}
 	if set, err := o.str("accent", &t.Accent); err != nil {
 		return nil, err

@@ -3,7 +3,9 @@ package httpapi
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/heraldhq/herald"
@@ -65,6 +67,10 @@ func (s *server) tokenCreate(w http.ResponseWriter, r *http.Request) error {
 	}
 	if n := utf8.RuneCountInString(p.Name); n > maxTokenName {
 		return invalid("name", "must be at most %d characters, got %d", maxTokenName, n)
+	}
+	// Names are shown in tables and terminals: one line, no escapes.
+	if strings.IndexFunc(p.Name, unicode.IsControl) >= 0 {
+		return invalid("name", "must not contain control characters")
 	}
 	scopes, set, err := o.stringList("scopes")
 	if err != nil {
