@@ -45,8 +45,8 @@ func SecretKeyIDOf(header string) string {
 
 // SecretResealValue returns the stored value of a subscription's secret
 // sealed under keys' first key, and false when it already is (nothing to
-// rewrite). A value keys cannot open is an error: a rotation must not
-// skip a secret it could not read.
+// rewrite). A value keys cannot open is an error (the stores list it in
+// SecretResealResult.Unreadable and go on with the other rows).
 func SecretResealValue(keys *seal.Ring, stored, subscriptionID string) (string, bool, error) {
 	if keys.Current(stored) {
 		return "", false, nil
@@ -86,7 +86,10 @@ type SecretKeeper interface {
 	// transaction) that are plain text or sealed under another key. Each
 	// row is rewritten with a compare-and-set on its old value, so a
 	// concurrent change is never overwritten (it is counted in Raced and
-	// left for a later pass). Without a ring it is an error.
+	// left for a later pass). A row no key of the ring opens (altered in
+	// the database) is left as it is and listed in Unreadable: one bad row
+	// must not stop the rotation of every other. Without a ring it is an
+	// error.
 	SecretReseal(ctx context.Context, params *SecretResealParams) (*SecretResealResult, error)
 }
 
@@ -98,6 +101,12 @@ type SecretResealParams struct {
 	Limit int
 }
 
+// SecretRow names one stored secret row.
+type SecretRow struct {
+	ID             int64
+	SubscriptionID string
+}
+
 // SecretResealResult reports one batch.
 type SecretResealResult struct {
 	// Next is the cursor for the next batch.
@@ -105,6 +114,8 @@ type SecretResealResult struct {
 	// Scanned rows, of which Resealed were rewritten and Raced changed
 	// under the batch (left as they were).
 	Scanned, Resealed, Raced int
+	// Unreadable lists the rows of the batch that no key opens.
+	Unreadable []SecretRow
 	// Done is set when the scan reached the end of the table.
 	Done bool
 }

@@ -1,14 +1,17 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/heraldhq/herald/seal"
@@ -189,6 +192,9 @@ func cmdRotateKey(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	primary := c.keys.PrimaryID()
+	// unreadable are rows no configured key opens (altered in the
+	// database): left as they are, reported at the end.
+	unreadable := map[store.SecretRow]bool{}
 	for pass := 1; ; pass++ {
 		counts, err := keeper.SecretKeyCounts(ctx)
 		if err != nil {
@@ -198,9 +204,11 @@ func cmdRotateKey(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		for _, n := range counts {
 			total += n
 		}
-		todo := total - counts[primary]
-		if todo == 0 {
-			fmt.Fprintf(stdout, "all %d stored secrets are encrypted with key %s\n", total, primary)
+		todo := total - counts[primary] - int64(len(unreadable))
+		if todo <= 0 {
+			if len(unreadable) == 0 {
+				fmt.Fprintf(stdout, "all %d stored secrets are encrypted with key %s\n", total, primary)
+			}
 			break
 		}
 		if pass > rotatePasses {
@@ -218,6 +226,9 @@ func cmdRotateKey(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			}
 			after = res.Next
 			scanned, resealed, raced = scanned+res.Scanned, resealed+res.Resealed, raced+res.Raced
+			for _, r := range res.Unreadable {
+				unreadable[r] = true
+			}
 			if res.Scanned > 0 {
 				fmt.Fprintf(stdout, "  %d rows scanned, %d re-encrypted", scanned, resealed)
 				if raced > 0 {
@@ -233,8 +244,24 @@ func cmdRotateKey(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err := rotatePushKeys(c, stdout); err != nil {
 		return err
 	}
+	if len(unreadable) > 0 {
+		return unreadableError(unreadable, primary)
+	}
 	fmt.Fprintf(stdout, "done: the keys after %s are no longer needed once every node runs with %s first\n", primary, primary)
 	return nil
+}
+
+// unreadableError reports the secret rows no configured key could open:
+// every other secret is under primary now, these stay as they were.
+func unreadableError(rows map[store.SecretRow]bool, primary string) error {
+	list := make([]string, 0, len(rows))
+	for _, r := range slices.SortedFunc(maps.Keys(rows), func(a, b store.SecretRow) int { return cmp.Compare(a.ID, b.ID) }) {
+		list = append(list, fmt.Sprintf("%s (row %d)", r.SubscriptionID, r.ID))
+	}
+	return fmt.Errorf("every other secret is encrypted with key %s, but %d stored secrets could not be decrypted with any configured key "+
+		"(altered in the database?): %s. Their subscriptions' deliveries fail with secret_unreadable; give each a new secret "+
+		"(herald subscriptions rotate-secret ID --grace-period-s 0) and the unreadable rows expire and are swept by retention",
+		primary, len(list), strings.Join(list, ", "))
 }
 
 // rotatePushKeys re-seals <data-dir>/push.keys under the first key when it

@@ -77,7 +77,8 @@ func (s *Store) SecretReseal(ctx context.Context, params *store.SecretResealPara
 			res.Next = r.id
 			sealed, changed, err := store.SecretResealValue(s.keys, r.old, r.subID)
 			if err != nil {
-				return fmt.Errorf("secret row %d: %w", r.id, err)
+				res.Unreadable = append(res.Unreadable, store.SecretRow{ID: r.id, SubscriptionID: r.subID})
+				continue
 			}
 			if !changed {
 				continue
