@@ -180,6 +180,12 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
   await shot(page, '03-portal-delivery');
   await page.getByRole('button', { name: 'Retry now' }).click();
   await page.getByText('Sent back to tier 0').waitFor();
+  // The delivery page reloads itself 1.5 s after a retry; leaving it
+  // first must cancel that (a regression pulled users back to it). This
+  // waits past the reload on purpose: it proves something does not happen.
+  await Promise.all([page.waitForURL(/\/portal\/subscriptions$/), nav(page, 'Subscriptions').click()]);
+  await page.waitForTimeout(2500);
+  assert(/\/portal\/subscriptions$/.test(page.url()), 'a retried delivery\'s page pulled the user back: ' + page.url());
   await until('the retry to deliver', async () => (await apiCall('GET', '/v1/deliveries/' + dead1.id)).state === 'delivered');
 
   begin('dead letters: redrive');

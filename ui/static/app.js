@@ -162,8 +162,17 @@ function signIn(next) {
   return err;
 }
 
+// routeSeq numbers route() calls: a page whose render finishes after the
+// user has moved on is cleaned up at once instead of keeping its timers.
+let routeSeq = 0;
+
+function runCleanup(c) {
+  try { c(); } catch { /* the old page is gone anyway */ }
+}
+
 async function route() {
-  if (cleanup) { try { cleanup(); } catch { /* the old page is gone anyway */ } cleanup = null; }
+  const seq = ++routeSeq;
+  if (cleanup) { runCleanup(cleanup); cleanup = null; }
   if (PORTAL && await exchangeLink()) return;
   const full = currentPath();
   const [path, query] = full.split('?');
@@ -188,7 +197,9 @@ async function route() {
     document.title = (label ? label[1] : site) + ' · ' + site;
     try {
       const c = await render(main, { params, args: m.slice(1).map(decodeURIComponent) });
-      if (typeof c === 'function') cleanup = c;
+      if (typeof c === 'function') {
+        if (seq === routeSeq) cleanup = c; else runCleanup(c);
+      }
     } catch (e) {
       main.append(errorBox(e));
     }

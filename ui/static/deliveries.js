@@ -107,6 +107,11 @@ export async function renderDetail(main, { args: [id] }) {
   main.append(h('div', { class: 'page-head' }, h('h1', {}, 'Delivery'), link('deliveries', '← All deliveries')));
   if (d instanceof Error) { main.append(errorBox(d)); return; }
   await loadSubs().catch(() => []);
+  // timers reload this page (after a retry, or while it runs); the
+  // cleanup returned below stops them when the user leaves, so a reload
+  // never pulls them back here from another page.
+  const timers = [];
+  const reloadIn = (ms) => timers.push(setTimeout(() => navigate('deliveries/' + encodeURIComponent(id), { replace: true }), ms));
   const actionSlot = h('div');
   const retry = h('button', {
     type: 'button', onclick: async () => {
@@ -114,7 +119,7 @@ export async function renderDetail(main, { args: [id] }) {
       try {
         await api('POST', '/v1/deliveries/' + encodeURIComponent(id) + '/retry', {});
         replace(actionSlot, notice('Sent back to tier 0; it will be attempted again shortly.'));
-        setTimeout(() => navigate('deliveries/' + encodeURIComponent(id), { replace: true }), 1500);
+        reloadIn(1500);
       } catch (e) {
         replace(actionSlot, errorBox(e));
         retry.disabled = false;
@@ -141,8 +146,6 @@ export async function renderDetail(main, { args: [id] }) {
     h('h2', {}, 'Attempts (' + (d.attempts || []).length + ')'),
     attemptsView(d.attempts || []));
   // Follow a delivery that is still running.
-  if (!finished) {
-    const t = setTimeout(() => navigate('deliveries/' + encodeURIComponent(id), { replace: true }), LIVE_MS);
-    return () => clearTimeout(t);
-  }
+  if (!finished) reloadIn(LIVE_MS);
+  return () => timers.forEach(clearTimeout);
 }
