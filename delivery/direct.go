@@ -54,10 +54,11 @@ func (e *Engine) DispatchStart(ds []*store.ClaimedDelivery, now time.Time) {
 	if len(ds) > 0 {
 		e.cfg.Observer.ObserveDirect(len(ds))
 	}
-	t := e.tiers[0]
-	for _, c := range ds {
-		go e.attempt(t, c, now)
+	jobs := make([]job, len(ds))
+	for i, c := range ds {
+		jobs[i] = job{c: c, at: now}
 	}
+	e.start(e.tiers[0], jobs)
 }
 
 // DispatchCancel gives back n reservations that were not started (the

@@ -104,20 +104,30 @@ type tierRunner struct {
 	// rotate is the subscription served last (claim round-robin); only
 	// the tier's loop touches it.
 	rotate string
-	slots  atomic.Int64
-	// inflight counts requests running plus slots reserved for a claim or
-	// a direct dispatch in progress; reserve keeps it <= slots.
+	// slots is the number of workers (concurrent requests) the tier has.
+	slots atomic.Int64
+	// inflight counts the deliveries the tier holds: requests running,
+	// deliveries claimed and queued for a worker, and room reserved for a
+	// claim or a direct dispatch in progress. reserve keeps it <= capacity.
 	inflight atomic.Int64
 	// gen is bumped by notify (work was committed to the tier). drained
 	// says the tier's loop is keeping up: its last claim found less than
-	// it had room for, and since then no notified work has waited for a
-	// free slot. While drained, the loop claims only when notified, at the
+	// it had room for, and since then no notified work has waited for
+	// room. While drained, the loop claims only when notified, at the
 	// next due time or after PollInterval (not on every freed slot), and
 	// direct dispatch may start fresh work without a claim: there is no
 	// backlog for it to overtake.
 	gen     atomic.Uint64
 	drained atomic.Bool
 	wake    chan struct{}
+
+	// The run queue (see runqueue.go): claimed deliveries waiting for a
+	// worker, so that a claim can take more than the free workers and a
+	// freed worker starts the next delivery without a claim.
+	mu      sync.Mutex
+	running int64 // worker goroutines
+	urgent  []job // rate-limited deliveries: started first (lateStartLimit)
+	queue   []job
 }
 
 // signal wakes the tier's loop (a slot freed or slots grew).
@@ -134,11 +144,18 @@ func (t *tierRunner) notify() {
 	t.signal()
 }
 
-// reserve takes up to n free slots and returns how many it took.
+// capacity is how many deliveries the tier may hold: one per worker plus
+// a run queue as long again (see runqueue.go).
+func (t *tierRunner) capacity() int64 { return 2 * t.slots.Load() }
+
+// room is how many more deliveries the tier may take now.
+func (t *tierRunner) room() int64 { return t.capacity() - t.inflight.Load() }
+
+// reserve takes up to n of the tier's room and returns how many it took.
 func (t *tierRunner) reserve(n int64) int64 {
 	for {
 		in := t.inflight.Load()
-		take := min(n, t.slots.Load()-in)
+		take := min(n, t.capacity()-in)
 		if take <= 0 {
 			return 0
 		}
@@ -247,6 +264,7 @@ func (e *Engine) Stop() {
 		e.dispatchMu.Lock()
 		e.dispatchMu.Unlock() //nolint:staticcheck // empty critical section is the barrier
 		e.loops.Wait()
+		e.releaseQueued()
 		done := make(chan struct{})
 		go func() { e.work.Wait(); close(done) }()
 		select {
@@ -374,13 +392,18 @@ func (e *Engine) tierLoop(t *tierRunner) {
 			want := int64(e.cfg.ClaimBatch)
 			if t.drained.Load() {
 				// Keeping up, claiming only what was notified (or the
-				// periodic check): leave half the free slots to direct
-				// dispatch meanwhile, or every publish that commits during
-				// this claim would find no slot and wait for the next one.
-				want = min(want, max(1, (t.slots.Load()-t.inflight.Load())/2))
+				// periodic check): leave half the room to direct dispatch
+				// meanwhile, or every publish that commits during this
+				// claim would find none and wait for the next claim.
+				want = min(want, max(1, t.room()/2))
+			} else if !t.hungry() {
+				// A backlog, and the run queue still feeds every worker:
+				// claim once it is half empty, not on every freed worker.
+				want = 0
 			}
+			e.pump(t)
 			limit := t.reserve(want)
-			if limit == 0 && gen != seen {
+			if limit == 0 && want > 0 && gen != seen {
 				// Notified work waits and every slot is taken: stop direct
 				// dispatch from taking the next free slot before it.
 				t.drained.Store(false)
@@ -464,11 +487,13 @@ func (e *Engine) claim(t *tierRunner, limit int) (int, *time.Time, error) {
 		return 0, nil, err
 	}
 	t.rotate = nextRotation(t.rotate, claimed)
-	for _, c := range claimed {
-		e.inflightAll.Add(1)
-		e.work.Add(1)
-		go e.attempt(t, c, started)
+	jobs := make([]job, len(claimed))
+	for i, c := range claimed {
+		jobs[i] = job{c: c, at: started}
 	}
+	e.inflightAll.Add(int64(len(claimed)))
+	e.work.Add(len(claimed))
+	e.start(t, jobs)
 	if len(claimed) == limit {
 		return len(claimed), nil, nil
 	}
@@ -495,7 +520,7 @@ func (e *Engine) attempt(t *tierRunner, c *store.ClaimedDelivery, claimedAt time
 		secrets = append(secrets, s.Value)
 		unreadable = unreadable || s.Unreadable
 	}
-	if e.releaseLate(c, claimedAt) { // throttle.go
+	if e.releaseLate(c, claimedAt) || e.staleLease(c) { // throttle.go, runqueue.go
 		return
 	}
 	started := e.cfg.Now().UTC()

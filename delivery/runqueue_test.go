@@ -1,0 +1,178 @@
+package delivery_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/delivery"
+	"github.com/heraldhq/herald/internal/testdb"
+	"github.com/heraldhq/herald/store"
+	"github.com/heraldhq/herald/webhook"
+)
+
+// syncBuffer is a log sink the engine's goroutines may write to.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+type queueHarness struct {
+	engine *delivery.Engine
+	obs    *countingObserver
+	logs   *syncBuffer
+	// offset is added to the engine's clock.
+	offset atomic.Int64
+}
+
+// setupQueue runs an engine alone (no ingester) with one tier of workers.
+func setupQueue(t *testing.T, s store.Store, workers int) *queueHarness {
+	t.Helper()
+	h := &queueHarness{obs: &countingObserver{}, logs: &syncBuffer{}}
+	h.engine = delivery.New(delivery.Config{
+		Store:             s,
+		Sender:            webhook.NewSender(webhook.Config{Guard: &webhook.Guard{AllowLoopback: true}}),
+		Tiers:             delivery.Tiers{0},
+		Workers:           workers,
+		LeaseMargin:       2 * time.Second,
+		PollInterval:      time.Hour,
+		RebalanceInterval: time.Hour,
+		ShutdownTimeout:   time.Minute,
+		Observer:          h.obs,
+		Logger:            slog.New(slog.NewTextHandler(h.logs, nil)),
+		Now:               func() time.Time { return time.Now().Add(time.Duration(h.offset.Load())) },
+	})
+	h.engine.Start()
+	t.Cleanup(h.engine.Stop)
+	return h
+}
+
+func prepublish(t *testing.T, s store.Store, n int) {
+	t.Helper()
+	ing := setupIngestOnly(t, s)
+	for i := 0; i < n; i++ {
+		_, err := ing.PublishOne(context.Background(), &herald.Event{Type: "queue.test", Data: json.RawMessage(`{}`)})
+		require.NoError(t, err)
+	}
+}
+
+// A tier whose workers are all busy holds as many claimed deliveries again
+// in its run queue: one claim takes more than the free workers, a freed
+// worker starts a queued delivery without a claim, and concurrent requests
+// never exceed the workers.
+func TestRunQueueClaimsAhead(t *testing.T) {
+	t.Parallel()
+	testdb.ForEach(t, func(t *testing.T, s store.Store) {
+		const workers, n = 4, 40
+		g := newGate(t, true)
+		sub := createSub(t, s, g.srv.URL, 30*time.Second, []string{"queue.*"}, webhook.NewSecret())
+		prepublish(t, s, n)
+		h := setupQueue(t, s, workers)
+
+		// Every worker busy, and as many again claimed and queued.
+		require.Eventually(t, func() bool {
+			running, _, _ := g.stats()
+			return running == workers && h.engine.Inflight() == 2*workers
+		}, 10*time.Second, 5*time.Millisecond)
+		require.EqualValues(t, 1, h.obs.claims.Load(), "one claim took the workers and the queue")
+
+		g.release()
+		finished(t, s, sub.ID, n)
+		_, most, distinct := g.stats()
+		require.Equal(t, n, distinct)
+		require.LessOrEqual(t, most, workers, "the queue does not add concurrent requests")
+		// Without the queue a busy tier claims on every freed worker (about
+		// one claim per delivery); with it, at most one per half queue.
+		require.LessOrEqual(t, h.obs.claims.Load(), int64(1+(n-2*workers)/(workers/2)+1))
+	})
+}
+
+// Stop gives back what is queued at once, unsent, instead of sending it
+// while shutting down.
+func TestRunQueueStopReleasesQueued(t *testing.T) {
+	t.Parallel()
+	testdb.ForEach(t, func(t *testing.T, s store.Store) {
+		const workers, n = 2, 10
+		g := newGate(t, true)
+		sub := createSub(t, s, g.srv.URL, 30*time.Second, []string{"queue.*"}, webhook.NewSecret())
+		prepublish(t, s, n)
+		h := setupQueue(t, s, workers)
+		require.Eventually(t, func() bool {
+			running, _, _ := g.stats()
+			return running == workers && h.engine.Inflight() == 2*workers
+		}, 10*time.Second, 5*time.Millisecond)
+
+		stopped := make(chan struct{})
+		go func() { h.engine.Stop(); close(stopped) }()
+		// The queued deliveries are given back while the running requests
+		// are still held.
+		require.Eventually(t, func() bool { return h.engine.Inflight() == workers }, 10*time.Second, time.Millisecond)
+		g.release()
+		<-stopped
+
+		_, _, distinct := g.stats()
+		require.Equal(t, workers, distinct, "nothing queued was sent during shutdown")
+		res, err := s.DeliveryList(context.Background(), &store.DeliveryListParams{SubscriptionID: sub.ID, Limit: 100})
+		require.NoError(t, err)
+		pending := 0
+		for _, d := range res.Deliveries {
+			if d.State == herald.DeliveryPending {
+				require.Zero(t, d.AttemptCount)
+				pending++
+			}
+		}
+		require.Equal(t, n-workers, pending, "queued and unclaimed deliveries are claimable at once")
+	})
+}
+
+// A queued delivery whose lease no longer covers its request when a worker
+// takes it is given back unsent and claimed again with a fresh lease.
+func TestRunQueueStaleLeaseGivenBack(t *testing.T) {
+	t.Parallel()
+	testdb.ForEach(t, func(t *testing.T, s store.Store) {
+		const n = 2
+		g := newGate(t, true)
+		sub := createSub(t, s, g.srv.URL, 30*time.Second, []string{"queue.*"}, webhook.NewSecret())
+		prepublish(t, s, n)
+		h := setupQueue(t, s, 1)
+		require.Eventually(t, func() bool {
+			running, _, _ := g.stats()
+			return running == 1 && h.engine.Inflight() == 2
+		}, 10*time.Second, 5*time.Millisecond)
+
+		// The queued delivery's lease (timeout 30 s + margin 2 s) has 27 s
+		// left once the clock moves 5 s: less than its timeout plus half
+		// the margin.
+		h.offset.Store(int64(5 * time.Second))
+		g.release()
+		got := finished(t, s, sub.ID, n)
+		for _, d := range got {
+			require.Equal(t, herald.DeliveryDelivered, d.State)
+			require.Equal(t, 1, d.AttemptCount, "given back without an attempt")
+		}
+		require.True(t, strings.Contains(h.logs.String(), "waited too long for a worker"), h.logs.String())
+		_, _, distinct := g.stats()
+		require.Equal(t, n, distinct)
+	})
+}
