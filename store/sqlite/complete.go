@@ -31,7 +31,8 @@ func completeChunk(ctx context.Context, tx *sql.Tx, outcomes []store.DeliveryOut
 	for i, o := range outcomes {
 		ids[i] = o.DeliveryID
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT id, event_key <> '' FROM deliveries WHERE id IN (`+placeholders(len(ids))+`)`, ids...)
+	in, inArgs := inList(ids)
+	rows, err := tx.QueryContext(ctx, `SELECT id, event_key <> '' FROM deliveries WHERE id IN (`+in+`)`, inArgs...)
 	if err != nil {
 		return 0, err
 	}
@@ -50,20 +51,10 @@ func completeChunk(ctx context.Context, tx *sql.Tx, outcomes []store.DeliveryOut
 	}
 
 	var (
-		attempts strings.Builder
-		updates  strings.Builder
-		aArgs    = make([]any, 0, 9*len(outcomes))
-		uArgs    = make([]any, 0, 8*len(outcomes)+1)
-		present  = 0
+		aArgs   = make([]any, 0, 9*len(outcomes))
+		uArgs   = make([]any, 0, 8*len(outcomes)+1)
+		present = 0
 	)
-	attempts.WriteString(`INSERT INTO attempts (delivery_id, n, at, duration_ms, status, error, error_message,
-		response_excerpt, tier) VALUES `)
-	// VALUES columns: column1 id, column2 owner, column3 state, column4 tier,
-	// column5 next_attempt_at, column6 status, column7 error, column8 message.
-	updates.WriteString(`UPDATE deliveries SET state = v.column3, tier = v.column4,
-		attempt_count = attempt_count + 1, next_attempt_at = v.column5, lease_owner = NULL, lease_until = NULL,
-		last_status = v.column6, last_error = v.column7, last_message = v.column8, updated_at = ?
-		FROM (VALUES `)
 	uArgs = append(uArgs, now)
 	for _, o := range outcomes {
 		if _, ok := keyed[o.DeliveryID]; !ok {
@@ -71,13 +62,8 @@ func completeChunk(ctx context.Context, tx *sql.Tx, outcomes []store.DeliveryOut
 			// reports it stale.
 			continue
 		}
-		if present > 0 {
-			attempts.WriteByte(',')
-			updates.WriteByte(',')
-		}
 		present++
 		a := o.Attempt
-		attempts.WriteString(`(?,?,?,?,?,?,?,?,?)`)
 		aArgs = append(aArgs, o.DeliveryID, a.N, ms(a.At), a.DurationMS, a.Status,
 			string(a.Error), a.ErrorMessage, a.ResponseExcerpt, a.Tier)
 		var next any
@@ -87,7 +73,6 @@ func completeChunk(ctx context.Context, tx *sql.Tx, outcomes []store.DeliveryOut
 				next = ms(*o.NextAttemptAt)
 			}
 		}
-		updates.WriteString(`(?,?,?,?,?,?,?,?)`)
 		uArgs = append(uArgs, o.DeliveryID, o.LeaseOwner, string(o.State), o.Tier, next, a.Status,
 			string(a.Error), a.ErrorMessage)
 	}
@@ -95,9 +80,25 @@ func completeChunk(ctx context.Context, tx *sql.Tx, outcomes []store.DeliveryOut
 		res.Record(outcomes, nil)
 		return 0, nil
 	}
+	// Both statements are padded to a power of two of rows (padded), with
+	// all-NULL rows that insert and match nothing.
+	var attempts, updates strings.Builder
+	attempts.WriteString(`INSERT INTO attempts (delivery_id, n, at, duration_ms, status, error, error_message,
+		response_excerpt, tier) SELECT * FROM (VALUES `)
+	pad := valuesRows(&attempts, `(?,?,?,?,?,?,?,?,?)`, present)
+	attempts.WriteString(`) WHERE column1 IS NOT NULL`)
+	aArgs = padArgs(aArgs, pad, 9)
 	if _, err := tx.ExecContext(ctx, attempts.String(), aArgs...); err != nil {
 		return 0, fmt.Errorf("recording attempts: %w", err)
 	}
+	// VALUES columns: column1 id, column2 owner, column3 state, column4 tier,
+	// column5 next_attempt_at, column6 status, column7 error, column8 message.
+	updates.WriteString(`UPDATE deliveries SET state = v.column3, tier = v.column4,
+		attempt_count = attempt_count + 1, next_attempt_at = v.column5, lease_owner = NULL, lease_until = NULL,
+		last_status = v.column6, last_error = v.column7, last_message = v.column8, updated_at = ?
+		FROM (VALUES `)
+	valuesRows(&updates, `(?,?,?,?,?,?,?,?)`, present)
+	uArgs = padArgs(uArgs, pad, 8)
 	updates.WriteString(`) AS v
 		WHERE deliveries.id = v.column1 AND deliveries.state = 'in_flight' AND deliveries.lease_owner = v.column2
 		RETURNING deliveries.id`)

@@ -124,7 +124,8 @@ func insertEvents(ctx context.Context, tx *sql.Tx, events []store.EventInsert, n
 	stored := map[string]int{} // delivery counts of events stored before this call
 	for lo := 0; lo < len(dupIDs); lo += insertChunk {
 		ids := dupIDs[lo:min(lo+insertChunk, len(dupIDs))]
-		rows, err := tx.QueryContext(ctx, `SELECT id, delivery_count FROM events WHERE id IN (`+placeholders(len(ids))+`)`, ids...)
+		in, args := inList(ids)
+		rows, err := tx.QueryContext(ctx, `SELECT id, delivery_count FROM events WHERE id IN (`+in+`)`, args...)
 		if err != nil {
 			return nil, err
 		}
@@ -187,7 +188,8 @@ func subscriptionsWhere(ctx context.Context, tx *sql.Tx, cond string, ids []any)
 	found := make(map[string]bool, len(ids))
 	for lo := 0; lo < len(ids); lo += insertChunk {
 		chunk := ids[lo:min(lo+insertChunk, len(ids))]
-		rows, err := tx.QueryContext(ctx, `SELECT id FROM subscriptions WHERE `+cond+` AND id IN (`+placeholders(len(chunk))+`)`, chunk...)
+		in, args := inList(chunk)
+		rows, err := tx.QueryContext(ctx, `SELECT id FROM subscriptions WHERE `+cond+` AND id IN (`+in+`)`, args...)
 		if err != nil {
 			return nil, err
 		}
@@ -216,13 +218,12 @@ func insertEventRows(ctx context.Context, tx *sql.Tx, events []store.EventInsert
 	const cols = 8
 	var q strings.Builder
 	q.Grow(128 + len(idx)*18)
-	q.WriteString(`INSERT INTO events (id, type, key, version, data, delivery_count, created_at, tenant) VALUES `)
-	args := make([]any, 0, len(idx)*cols)
-	for n, i := range idx {
-		if n > 0 {
-			q.WriteByte(',')
-		}
-		q.WriteString(`(?,?,?,?,?,?,?,?)`)
+	q.WriteString(`INSERT INTO events (id, type, key, version, data, delivery_count, created_at, tenant)
+		SELECT * FROM (VALUES `)
+	pad := valuesRows(&q, `(?,?,?,?,?,?,?,?)`, len(idx))
+	q.WriteString(`) WHERE column1 IS NOT NULL ON CONFLICT (id) DO NOTHING RETURNING id`)
+	args := make([]any, 0, (len(idx)+pad)*cols)
+	for _, i := range idx {
 		ev := events[i].Event
 		var version any
 		if ev.Version != nil {
@@ -231,7 +232,7 @@ func insertEventRows(ctx context.Context, tx *sql.Tx, events []store.EventInsert
 		args = append(args, ev.ID, ev.Type, ev.Key, version, []byte(store.RawJSON(ev.Data)),
 			kept[ev.ID], ms(ev.CreatedAt), ev.Tenant)
 	}
-	q.WriteString(` ON CONFLICT (id) DO NOTHING RETURNING id`)
+	args = padArgs(args, pad, cols)
 	rows, err := tx.QueryContext(ctx, q.String(), args...)
 	if err != nil {
 		return fmt.Errorf("inserting events: %w", err)
@@ -265,22 +266,22 @@ func insertDeliveryRows(ctx context.Context, tx *sql.Tx, dls []deliveryRow, nowM
 	var q strings.Builder
 	q.Grow(200 + len(dls)*34)
 	q.WriteString(`INSERT INTO deliveries (id, event_id, subscription_id, state, tier,
-		next_attempt_at, event_key, event_version, lease_owner, lease_until, created_at, updated_at, seq) VALUES `)
-	args := make([]any, 0, len(dls)*cols)
+		next_attempt_at, event_key, event_version, lease_owner, lease_until, created_at, updated_at, seq)
+		SELECT * FROM (VALUES `)
+	pad := valuesRows(&q, `(?,?,?,?,0,?,?,?,?,?,?,?,?)`, len(dls))
+	q.WriteString(`) WHERE column1 IS NOT NULL`)
+	args := make([]any, 0, (len(dls)+pad)*cols)
 	for n, r := range dls {
-		if n > 0 {
-			q.WriteByte(',')
-		}
 		// Leased at insert (direct dispatch): in_flight, as a claim would
 		// leave it.
 		state, owner, until := "pending", any(nil), any(nil)
 		if r.d.LeaseOwner != "" {
 			state, owner, until = "in_flight", r.d.LeaseOwner, ms(r.d.LeaseUntil)
 		}
-		q.WriteString(`(?,?,?,?,0,?,?,?,?,?,?,?,?)`)
 		args = append(args, r.d.ID, r.eventID, r.d.SubscriptionID, state, ms(r.d.NextAttemptAt), r.key, r.version,
 			owner, until, nowMS, nowMS, seq+int64(n))
 	}
+	args = padArgs(args, pad, cols)
 	if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
 		return fmt.Errorf("inserting deliveries: %w", err)
 	}
