@@ -32,6 +32,7 @@ const (
 	DefaultRebalanceInterval = time.Second
 	DefaultShutdownTimeout   = 10 * time.Second
 	DefaultCompleteBatch     = 500
+	DefaultCompleteWait      = 3 * time.Millisecond
 )
 
 // Config configures an Engine.
@@ -65,6 +66,11 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// CompleteBatch caps outcomes per completion transaction (default 500).
 	CompleteBatch int
+	// CompleteWait is how long a completion transaction waits for more
+	// outcomes while other requests are running (default 3ms; negative:
+	// never). An outcome that frees an ordered key or a max_in_flight slot
+	// is written at once.
+	CompleteWait time.Duration
 	// NodeID names this node's leases (default random).
 	NodeID string
 	Now    func() time.Time
@@ -193,6 +199,9 @@ func New(cfg Config) *Engine {
 	}
 	if cfg.CompleteBatch <= 0 {
 		cfg.CompleteBatch = DefaultCompleteBatch
+	}
+	if cfg.CompleteWait == 0 {
+		cfg.CompleteWait = DefaultCompleteWait
 	}
 	if cfg.NodeID == "" {
 		var b [6]byte
