@@ -83,7 +83,7 @@ func (c *completer) gather(batch []pending) []pending {
 		return batch
 	}
 	var timer *time.Timer
-	for len(batch) < c.e.cfg.CompleteBatch && c.e.Inflight() > int64(len(batch)) {
+	for len(batch) < c.e.cfg.CompleteBatch && c.e.Inflight() > 1 {
 		if timer == nil {
 			timer = time.NewTimer(wait)
 			defer timer.Stop()
