@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -167,5 +168,26 @@ func FuzzDecodeSubscription(f *testing.F) {
 		require.Equal(t, s.URL, again.sub.URL)
 		require.Equal(t, s.Filter, again.sub.Filter)
 		require.Equal(t, s.RateLimit, again.sub.RateLimit)
+	})
+}
+
+// FuzzCompactJSON: for any valid JSON, compactJSON's fast path returns
+// exactly what json.Compact would.
+func FuzzCompactJSON(f *testing.F) {
+	for _, s := range []string{
+		`{"a":1}`, `{"a": 1}`, "[1,\n2]", `"a b"`, `"a\" b"`, `"\\"`, `"\\" `, `{"k":"v\\\"","w":[ ]}`,
+		`{"s":"tab\there"}`, "\t{}", `null`, `"\u0020"`, `{"a":"\\\\"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, src []byte) {
+		if !json.Valid(src) {
+			return
+		}
+		var want bytes.Buffer
+		require.NoError(t, json.Compact(&want, src))
+		got, err := compactJSON(src)
+		require.NoError(t, err)
+		require.Equal(t, want.String(), string(got))
 	})
 }

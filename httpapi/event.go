@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -96,11 +95,11 @@ func eventFromObject(o object) (*herald.Event, error) {
 	}
 
 	if raw, ok := o.get("data"); ok {
-		var buf bytes.Buffer
-		if err := json.Compact(&buf, raw); err != nil {
+		data, err := compactJSON(raw)
+		if err != nil {
 			return nil, invalid(o.at("data"), "is not valid JSON")
 		}
-		ev.Data = buf.Bytes()
+		ev.Data = data
 	}
 	return ev, nil
 }

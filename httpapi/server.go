@@ -331,7 +331,18 @@ func (s *server) reply(w http.ResponseWriter, status int, v any) error {
 // body_too_large without being read further.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
 	r.Body = http.MaxBytesReader(w, r.Body, limit)
-	b, err := io.ReadAll(r.Body)
+	var (
+		b   []byte
+		err error
+	)
+	if n := r.ContentLength; n > 0 && n <= limit {
+		// One allocation of the announced size (net/http holds the body
+		// to it) instead of ReadAll's growing copies.
+		b = make([]byte, n)
+		_, err = io.ReadFull(r.Body, b)
+	} else {
+		b, err = io.ReadAll(r.Body)
+	}
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
