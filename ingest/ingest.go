@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/heraldhq/herald"
@@ -85,11 +86,15 @@ type Ingester struct {
 	closeMu sync.RWMutex
 	closing chan struct{}
 	stop    chan struct{}
+	started atomic.Bool
 }
 
+// request is one publish call's events: one for PublishOne, a batch for
+// PublishMany. A group commit holds whole requests, so a batch is never
+// split across transactions.
 type request struct {
-	ev   *herald.Event
-	res  store.EventInsertResult
+	evs  []*herald.Event
+	res  []store.EventInsertResult
 	err  error
 	done chan struct{}
 }
@@ -135,6 +140,7 @@ func (i *Ingester) Fanout() *Fanout { return i.fanout }
 
 // Start runs the committers until Close.
 func (i *Ingester) Start() {
+	i.started.Store(true)
 	for n := 0; n < i.cfg.Committers; n++ {
 		i.wg.Add(1)
 		go i.committer()
@@ -167,7 +173,7 @@ func (i *Ingester) Close() {
 // batch committed.
 func (i *Ingester) PublishOne(ctx context.Context, ev *herald.Event) (store.EventInsertResult, error) {
 	start := time.Now()
-	r := &request{ev: ev, done: make(chan struct{})}
+	r := &request{evs: []*herald.Event{ev}, done: make(chan struct{})}
 	if err := i.enqueue(ctx, r); err != nil {
 		return store.EventInsertResult{}, err
 	}
@@ -175,7 +181,10 @@ func (i *Ingester) PublishOne(ctx context.Context, ev *herald.Event) (store.Even
 	// have gone, but the answer must not be sent before the commit.
 	<-r.done
 	i.cfg.Observer.ObservePublish(time.Since(start), r.err)
-	return r.res, r.err
+	if r.err != nil {
+		return store.EventInsertResult{}, r.err
+	}
+	return r.res[0], nil
 }
 
 // enqueue queues r for a committer, or says why not (ErrClosed, ctx's
@@ -201,12 +210,31 @@ func (i *Ingester) enqueue(ctx context.Context, r *request) error {
 
 // PublishMany stores events and their deliveries in one transaction (the
 // batch API). Results are in input order.
+//
+// Once the committers run, the batch joins the group commit like a single
+// publish: concurrent batches share a transaction up to MaxBatch events
+// (whole batches only). A transaction's fixed cost (on SQLite its WAL
+// write and fsync, about 1 ms) was most of a 100-event batch's: measured
+// in docs/benchmarks.md.
 func (i *Ingester) PublishMany(ctx context.Context, events []*herald.Event) ([]store.EventInsertResult, error) {
 	if len(events) == 0 {
 		return nil, nil
 	}
 	start := time.Now()
-	res, err := i.commit(ctx, events)
+	var (
+		res []store.EventInsertResult
+		err error
+	)
+	if i.started.Load() {
+		r := &request{evs: events, done: make(chan struct{})}
+		if err = i.enqueue(ctx, r); err == nil {
+			<-r.done // see PublishOne
+			res, err = r.res, r.err
+		}
+	} else {
+		// No committer (an ingester used without Start): commit here.
+		res, err = i.commit(ctx, events)
+	}
 	i.cfg.Observer.ObservePublish(time.Since(start), err)
 	if err != nil {
 		return nil, err
@@ -338,55 +366,95 @@ func claimedDirect(ev *herald.Event, d *store.DeliveryInsert, cs *compiledSub, n
 
 func (i *Ingester) committer() {
 	defer i.wg.Done()
-	batch := make([]*request, 0, i.cfg.MaxBatch)
+	g := &group{max: i.cfg.MaxBatch}
 	for {
-		batch = batch[:0]
-		select {
-		case r := <-i.reqs:
-			batch = append(batch, r)
-		case <-i.stop:
-			// Nothing can be queued any more (see Close): commit what
-			// is, in batches as usual, but without waiting for more.
-			for {
-				select {
-				case r := <-i.reqs:
-					i.flush(i.fill(append(batch[:0], r), false))
-				default:
-					return
+		g.reset()
+		if g.events == 0 {
+			select {
+			case r := <-i.reqs:
+				g.add(r)
+			case <-i.stop:
+				// Nothing can be queued any more (see Close): commit what
+				// is, in batches as usual, but without waiting for more.
+				for {
+					g.reset()
+					if g.events == 0 {
+						select {
+						case r := <-i.reqs:
+							g.add(r)
+						default:
+							return
+						}
+					}
+					i.fill(g, false)
+					i.flush(g.reqs)
 				}
 			}
 		}
-		batch = i.fill(batch, true)
-		i.flush(batch)
+		i.fill(g, true)
+		i.flush(g.reqs)
 	}
 }
 
-// fill adds queued requests to batch without waiting, then, if wait and
+// group is a committer's next group commit: whole requests up to max
+// events. A request that would take it past max is carried over to the
+// next group (a request larger than max commits alone).
+type group struct {
+	max    int
+	reqs   []*request
+	events int
+	carry  *request
+}
+
+// add adds r, or carries it over when the group has events and r would
+// take it past max.
+func (g *group) add(r *request) {
+	if g.events > 0 && g.events+len(r.evs) > g.max {
+		g.carry = r
+		return
+	}
+	g.reqs = append(g.reqs, r)
+	g.events += len(r.evs)
+}
+
+// reset empties the group after its flush and starts the next one with
+// the carried request, if any.
+func (g *group) reset() {
+	clear(g.reqs)
+	g.reqs, g.events = g.reqs[:0], 0
+	if r := g.carry; r != nil {
+		g.carry = nil
+		g.add(r)
+	}
+}
+
+func (g *group) full() bool { return g.events >= g.max || g.carry != nil }
+
+// fill adds queued requests to g without waiting, then, if wait and
 // FlushInterval is set, waits up to that long for more.
-func (i *Ingester) fill(batch []*request, wait bool) []*request {
-	for len(batch) < i.cfg.MaxBatch {
+func (i *Ingester) fill(g *group, wait bool) {
+	for !g.full() {
 		select {
 		case r := <-i.reqs:
-			batch = append(batch, r)
+			g.add(r)
 			continue
 		default:
 		}
 		break
 	}
-	if !wait || i.cfg.FlushInterval <= 0 || len(batch) >= i.cfg.MaxBatch {
-		return batch
+	if !wait || i.cfg.FlushInterval <= 0 || g.full() {
+		return
 	}
 	t := time.NewTimer(i.cfg.FlushInterval)
 	defer t.Stop()
-	for len(batch) < i.cfg.MaxBatch {
+	for !g.full() {
 		select {
 		case r := <-i.reqs:
-			batch = append(batch, r)
+			g.add(r)
 		case <-t.C:
-			return batch
+			return
 		}
 	}
-	return batch
 }
 
 // flush commits batch and answers its requests.
@@ -399,9 +467,9 @@ func (i *Ingester) fill(batch []*request, wait bool) []*request {
 // 2·log2(batch) more transactions; results and duplicates are as if the
 // batch had committed whole (halves commit in order).
 func (i *Ingester) flush(batch []*request) {
-	events := make([]*herald.Event, len(batch))
-	for n, r := range batch {
-		events[n] = r.ev
+	var events []*herald.Event
+	for _, r := range batch {
+		events = append(events, r.evs...)
 	}
 	// The batch commits independently of any caller's context: callers
 	// that gave up are simply not waiting any more.
@@ -414,11 +482,13 @@ func (i *Ingester) flush(batch []*request) {
 		i.flush(batch[mid:])
 		return
 	}
-	for n, r := range batch {
+	off := 0
+	for _, r := range batch {
 		if err != nil {
 			r.err = err
 		} else {
-			r.res = res[n]
+			r.res = res[off : off+len(r.evs) : off+len(r.evs)]
+			off += len(r.evs)
 		}
 		close(r.done)
 	}

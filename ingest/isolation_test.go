@@ -163,3 +163,77 @@ func waitOrFail(t *testing.T, wg *sync.WaitGroup, d time.Duration, msg string) {
 		t.Fatal(msg)
 	}
 }
+
+// Concurrent batches share a group commit, whole: a batch the store
+// refuses fails alone (as a batch call always did), the others and the
+// single publishes in the same commit get their results, and a batch that
+// would take a commit past MaxBatch waits for the next one.
+func TestGroupCommitSharedByBatches(t *testing.T) {
+	t.Parallel()
+	s := testdb.SQLite(t)
+	createSub(t, s, nil, nil, herald.SubscriptionEnabled)
+	rs := &refusingStore{Store: s, refuse: func(ev *herald.Event) bool { return ev.ID == "poison" }}
+	// 3 batches of 10 and 5 single publishes fill MaxBatch 35 exactly; the
+	// long FlushInterval holds the commit until they are all in it.
+	ing := setup(t, rs, Config{MaxBatch: 35, FlushInterval: time.Minute})
+
+	batch := func(name string, n int) []*herald.Event {
+		evs := make([]*herald.Event, n)
+		for i := range evs {
+			evs[i] = &herald.Event{ID: fmt.Sprintf("%s-%d", name, i), Type: "a.b", Data: json.RawMessage(`{}`)}
+		}
+		return evs
+	}
+	batches := [][]*herald.Event{batch("b0", 10), batch("b1", 10), batch("b2", 10)}
+	batches[1][4].ID = "poison"
+	var wg sync.WaitGroup
+	bres := make([][]store.EventInsertResult, len(batches))
+	berr := make([]error, len(batches))
+	for i := range batches {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			bres[i], berr[i] = ing.PublishMany(context.Background(), batches[i])
+		}()
+	}
+	serr := make([]error, 5)
+	for i := range serr {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, serr[i] = ing.PublishOne(context.Background(), &herald.Event{ID: fmt.Sprintf("one-%d", i), Type: "a.b", Data: json.RawMessage(`{}`)})
+		}()
+	}
+	waitOrFail(t, &wg, 60*time.Second, "publishers were not answered")
+
+	require.Error(t, berr[1], "the batch holding the refused event fails whole")
+	for _, ev := range batches[1] {
+		_, err := s.EventGet(context.Background(), ev.ID)
+		require.ErrorIs(t, err, herald.ErrNotFound, "nothing of the refused batch is stored")
+	}
+	for _, i := range []int{0, 2} {
+		require.NoError(t, berr[i])
+		require.Len(t, bres[i], 10)
+		for n, r := range bres[i] {
+			require.Equal(t, batches[i][n].ID, r.ID, "results in input order")
+		}
+	}
+	for _, err := range serr {
+		require.NoError(t, err)
+	}
+	sizes := rs.callSizes()
+	require.Equal(t, 35, sizes[0], "every batch and single publish was in one group commit first: %v", sizes)
+
+	// A batch that does not fit the current group waits for the next one.
+	g := &group{max: 35}
+	g.add(&request{evs: make([]*herald.Event, 30)})
+	g.add(&request{evs: make([]*herald.Event, 10)})
+	require.Equal(t, 30, g.events)
+	require.NotNil(t, g.carry)
+	g.reset()
+	require.Equal(t, 10, g.events, "the carried batch starts the next group")
+	require.Nil(t, g.carry)
+	g.reset()
+	g.add(&request{evs: make([]*herald.Event, 50)})
+	require.Equal(t, 50, g.events, "a batch larger than MaxBatch commits alone")
+}
