@@ -191,3 +191,46 @@ func FuzzCompactJSON(f *testing.F) {
 		require.Equal(t, want.String(), string(got))
 	})
 }
+
+// FuzzSplitJSON: for any valid JSON, splitObject and splitArray give
+// exactly the fields and elements json.Unmarshal gives.
+func FuzzSplitJSON(f *testing.F) {
+	for _, s := range []string{
+		`{}`, `[]`, ` { "a" : 1 , "b":[1, {"c":"}"}] } `, `{"a":1,"a":2}`, `{"\u0074ype":"x"}`, "{\"caf\xe9\":1}",
+		`["a\"]", {"k":[]}, null, true, -1.5e3]`, `"s"`, `12`, `null`, `{"a":"\\"}`, `[[[]]]`, `{"":""}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if !json.Valid(b) {
+			return
+		}
+		first := bytes.TrimLeft(b, " \t\r\n")
+		fields, okObj := splitObject(b)
+		items, okArr := splitArray(b)
+		switch first[0] {
+		case '{':
+			var want map[string]json.RawMessage
+			require.NoError(t, json.Unmarshal(b, &want))
+			require.True(t, okObj)
+			require.Len(t, fields, len(want))
+			for k, v := range want {
+				require.Contains(t, fields, k)
+				require.Equal(t, string(v), string(fields[k]), "field %q", k)
+			}
+			require.False(t, okArr)
+		case '[':
+			var want []json.RawMessage
+			require.NoError(t, json.Unmarshal(b, &want))
+			require.True(t, okArr)
+			require.Len(t, items, len(want))
+			for i := range want {
+				require.Equal(t, string(want[i]), string(items[i]), "item %d", i)
+			}
+			require.False(t, okObj)
+		default:
+			require.False(t, okObj)
+			require.False(t, okArr)
+		}
+	})
+}

@@ -166,8 +166,8 @@ func decodeBatch(body []byte) (events []*herald.Event, index []int, results []ba
 	if !ok {
 		return nil, nil, nil, herald.FieldErrorf(herald.CodeMissingField, "events", "events is required")
 	}
-	var items []json.RawMessage
-	if raw[0] != '[' || json.Unmarshal(raw, &items) != nil {
+	items, ok := splitArray(raw) // raw is valid JSON: parseJSONBody checked the body
+	if raw[0] != '[' || !ok {
 		return nil, nil, nil, typeError("events", "an array", raw)
 	}
 	if len(items) > MaxBatchEvents {
