@@ -136,13 +136,10 @@ func leaseIDs(ctx context.Context, tx *sql.Tx, ids []string, owner string, until
 	if len(ids) == 0 {
 		return nil
 	}
-	args := make([]any, 0, len(ids)+3)
-	args = append(args, owner, until, now)
-	for _, id := range ids {
-		args = append(args, id)
-	}
+	in, idArgs := inList(anySlice(ids))
+	args := append([]any{owner, until, now}, idArgs...)
 	_, err := tx.ExecContext(ctx, `UPDATE deliveries SET state = 'in_flight', lease_owner = ?,
-		lease_until = ?, updated_at = ? WHERE id IN (`+placeholders(len(ids))+`) AND state = 'pending'`, args...)
+		lease_until = ?, updated_at = ? WHERE id IN (`+in+`) AND state = 'pending'`, args...)
 	return err
 }
 
@@ -224,10 +221,11 @@ func claimCandidates(ctx context.Context, tx *sql.Tx, params *store.DeliveryClai
 // loadClaimed reads everything a worker needs for the claimed deliveries, in
 // next_attempt_at order.
 func loadClaimed(ctx context.Context, tx *sql.Tx, keys *seal.Ring, ids []string, leases map[string]int64, now int64) ([]*store.ClaimedDelivery, error) {
+	in, idArgs := inList(anySlice(ids))
 	rows, err := tx.QueryContext(ctx, `SELECT `+prefixed("d", deliveryColumns)+`, `+prefixed("e", eventColumns)+`
 		FROM deliveries d JOIN events e ON e.id = d.event_id
-		WHERE d.id IN (`+placeholders(len(ids))+`)
-		ORDER BY d.next_attempt_at, d.id`, anySlice(ids)...)
+		WHERE d.id IN (`+in+`)
+		ORDER BY d.next_attempt_at, d.id`, idArgs...)
 	if err != nil {
 		return nil, err
 	}
@@ -272,8 +270,9 @@ func loadClaimed(ctx context.Context, tx *sql.Tx, keys *seal.Ring, ids []string,
 	for id := range subs {
 		subIDs = append(subIDs, id)
 	}
+	subIn, subArgs := inList(anySlice(subIDs))
 	subRows, err := tx.QueryContext(ctx, `SELECT `+subscriptionColumns+` FROM subscriptions
-		WHERE id IN (`+placeholders(len(subIDs))+`)`, anySlice(subIDs)...)
+		WHERE id IN (`+subIn+`)`, subArgs...)
 	if err != nil {
 		return nil, err
 	}
@@ -286,8 +285,8 @@ func loadClaimed(ctx context.Context, tx *sql.Tx, keys *seal.Ring, ids []string,
 	}
 	secRows, err := tx.QueryContext(ctx, `SELECT subscription_id, secret, created_at, expires_at
 		FROM subscription_secrets
-		WHERE subscription_id IN (`+placeholders(len(subIDs))+`) AND (expires_at IS NULL OR expires_at > ?)
-		ORDER BY subscription_id, created_at DESC, id DESC`, append(anySlice(subIDs), now)...)
+		WHERE subscription_id IN (`+subIn+`) AND (expires_at IS NULL OR expires_at > ?)
+		ORDER BY subscription_id, created_at DESC, id DESC`, append(subArgs, now)...)
 	if err != nil {
 		return nil, err
 	}
