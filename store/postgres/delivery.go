@@ -208,12 +208,17 @@ SELECT id FROM done`
 
 // insertAttemptsSQL records attempts, applied or stale alike, except those
 // of deliveries that do not exist (store/complete.go: no attempt, reported
-// stale). The existence probe is a primary-key lookup per outcome.
+// stale). The existence probe is a primary-key lookup per outcome: a
+// LATERAL … LIMIT 1, because the planner turned the WHERE EXISTS this was
+// into a hash semi-join over a sequential scan of every delivery (it
+// cannot estimate unnest), so each completion cost O(table): 8.6 ms a call
+// after 20,000 deliveries, the most expensive statement of a benchmark run
+// (pg_stat_statements, docs/benchmarks.md), against 0.3 ms now.
 const insertAttemptsSQL = `
 INSERT INTO attempts (delivery_id, n, at, duration_ms, status, error, error_message, response_excerpt, tier)
 SELECT a.* FROM unnest($1::text[], $2::int[], $3::timestamptz[], $4::bigint[], $5::int[], $6::text[],
 	$7::text[], $8::text[], $9::int[]) AS a(delivery_id, n, at, duration_ms, status, error, error_message, response_excerpt, tier)
-WHERE EXISTS (SELECT 1 FROM deliveries d WHERE d.id = a.delivery_id)`
+CROSS JOIN LATERAL (SELECT 1 FROM deliveries d WHERE d.id = a.delivery_id LIMIT 1) AS present`
 
 // disableSQL disables subscriptions and bumps the version when any changed.
 // An already disabled subscription is left alone, so repeated 410s do not
