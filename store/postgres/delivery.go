@@ -211,8 +211,9 @@ SELECT id FROM done`
 // stale). The existence probe is a primary-key lookup per outcome: a
 // LATERAL … LIMIT 1, because the planner turned the WHERE EXISTS this was
 // into a hash semi-join over a sequential scan of every delivery (it
-// cannot estimate unnest), so each completion cost O(table): 8.6 ms a call
-// after 20,000 deliveries, the most expensive statement of a benchmark run
+// cannot estimate unnest) for as long as the table was small enough for
+// that to look cheaper than the probes: 8.6 ms a call at 20,000
+// deliveries, the most expensive statement of a benchmark run
 // (pg_stat_statements, docs/benchmarks.md), against 0.3 ms now.
 const insertAttemptsSQL = `
 INSERT INTO attempts (delivery_id, n, at, duration_ms, status, error, error_message, response_excerpt, tier)
