@@ -152,16 +152,24 @@ func jsonSafe(s string) bool {
 }
 
 // dataSafe reports whether json.Marshal writes the RawMessage data as it
-// is: it is compact (no whitespace outside strings) and holds none of the
-// characters Marshal escapes in strings ('<', '>', '&', U+2028, U+2029,
-// all of whose encodings start with 0xE2) nor invalid UTF-8 (which
-// Marshal replaces); a document with any byte >= 0x80 goes the slow way.
+// is: it is compact and holds none of the characters Marshal escapes in
+// strings ('<', '>', '&', U+2028, U+2029, all of whose encodings start
+// with 0xE2) nor invalid UTF-8 (which Marshal replaces); a document with
+// any byte >= 0x80 goes the slow way.
 func dataSafe(data []byte) bool {
-	inString, escaped := false, false
 	for _, c := range data {
 		if c >= 0x80 || c == '<' || c == '>' || c == '&' {
 			return false
 		}
+	}
+	return IsCompactJSON(data)
+}
+
+// IsCompactJSON reports whether valid JSON b holds no whitespace outside
+// its strings, which is when json.Compact returns it unchanged.
+func IsCompactJSON(b []byte) bool {
+	inString, escaped := false, false
+	for _, c := range b {
 		switch {
 		case inString:
 			switch {

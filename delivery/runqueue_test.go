@@ -1,12 +1,10 @@
 package delivery_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,32 +14,15 @@ import (
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/delivery"
 	"github.com/heraldhq/herald/internal/testdb"
+	"github.com/heraldhq/herald/internal/testlog"
 	"github.com/heraldhq/herald/store"
 	"github.com/heraldhq/herald/webhook"
 )
 
-// syncBuffer is a log sink the engine's goroutines may write to.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 type queueHarness struct {
 	engine *delivery.Engine
 	obs    *countingObserver
-	logs   *syncBuffer
+	logs   *testlog.Buffer
 	// offset is added to the engine's clock.
 	offset atomic.Int64
 }
@@ -49,7 +30,7 @@ type queueHarness struct {
 // setupQueue runs an engine alone (no ingester) with one tier of workers.
 func setupQueue(t *testing.T, s store.Store, workers int) *queueHarness {
 	t.Helper()
-	h := &queueHarness{obs: &countingObserver{}, logs: &syncBuffer{}}
+	h := &queueHarness{obs: &countingObserver{}, logs: &testlog.Buffer{}}
 	h.engine = delivery.New(delivery.Config{
 		Store:             s,
 		Sender:            webhook.NewSender(webhook.Config{Guard: &webhook.Guard{AllowLoopback: true}}),
@@ -66,6 +47,16 @@ func setupQueue(t *testing.T, s store.Store, workers int) *queueHarness {
 	h.engine.Start()
 	t.Cleanup(h.engine.Stop)
 	return h
+}
+
+// waitFull waits until every worker is held in the gate and as many
+// deliveries again are queued.
+func (h *queueHarness) waitFull(t *testing.T, g *gate, workers int) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		running, _, _ := g.stats()
+		return running == workers && h.engine.Inflight() == int64(2*workers)
+	}, 10*time.Second, 5*time.Millisecond)
 }
 
 func prepublish(t *testing.T, s store.Store, n int) {
@@ -91,10 +82,7 @@ func TestRunQueueClaimsAhead(t *testing.T) {
 		h := setupQueue(t, s, workers)
 
 		// Every worker busy, and as many again claimed and queued.
-		require.Eventually(t, func() bool {
-			running, _, _ := g.stats()
-			return running == workers && h.engine.Inflight() == 2*workers
-		}, 10*time.Second, 5*time.Millisecond)
+		h.waitFull(t, g, workers)
 		require.EqualValues(t, 1, h.obs.claims.Load(), "one claim took the workers and the queue")
 
 		g.release()
@@ -118,10 +106,7 @@ func TestRunQueueStopReleasesQueued(t *testing.T) {
 		sub := createSub(t, s, g.srv.URL, 30*time.Second, []string{"queue.*"}, webhook.NewSecret())
 		prepublish(t, s, n)
 		h := setupQueue(t, s, workers)
-		require.Eventually(t, func() bool {
-			running, _, _ := g.stats()
-			return running == workers && h.engine.Inflight() == 2*workers
-		}, 10*time.Second, 5*time.Millisecond)
+		h.waitFull(t, g, workers)
 
 		stopped := make(chan struct{})
 		go func() { h.engine.Stop(); close(stopped) }()
@@ -156,10 +141,7 @@ func TestRunQueueStaleLeaseGivenBack(t *testing.T) {
 		sub := createSub(t, s, g.srv.URL, 30*time.Second, []string{"queue.*"}, webhook.NewSecret())
 		prepublish(t, s, n)
 		h := setupQueue(t, s, 1)
-		require.Eventually(t, func() bool {
-			running, _, _ := g.stats()
-			return running == 1 && h.engine.Inflight() == 2
-		}, 10*time.Second, 5*time.Millisecond)
+		h.waitFull(t, g, 1)
 
 		// The queued delivery's lease (timeout 30 s + margin 2 s) has 27 s
 		// left once the clock moves 5 s: less than its timeout plus half

@@ -290,7 +290,7 @@ func invalid(path, format string, args ...any) error {
 // after one byte loop, instead of going through json.Compact's state
 // machine (measured at 2–3% of the node's CPU per 1 KiB event).
 func compactJSON(raw json.RawMessage) (json.RawMessage, error) {
-	if isCompact(raw) {
+	if herald.IsCompactJSON(raw) {
 		return raw, nil
 	}
 	var buf bytes.Buffer
@@ -298,30 +298,6 @@ func compactJSON(raw json.RawMessage) (json.RawMessage, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
-}
-
-// isCompact reports whether valid JSON src holds no whitespace outside its
-// strings, which is when json.Compact would return it unchanged.
-func isCompact(src []byte) bool {
-	inString, escaped := false, false
-	for _, c := range src {
-		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
-			return false
-		}
-	}
-	return true
 }
 
 // Splitting valid JSON. json.Unmarshal into map[string]json.RawMessage

@@ -1,7 +1,6 @@
 package maintenance_test
 
 import (
-	"bytes"
 	"log/slog"
 	"sync"
 	"testing"
@@ -10,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhq/herald/internal/testdb"
+	"github.com/heraldhq/herald/internal/testlog"
 	"github.com/heraldhq/herald/maintenance"
 	"github.com/heraldhq/herald/store"
 )
@@ -27,24 +27,6 @@ func (o *retentionObserver) ObserveRetention(r *store.RetentionSweepResult) {
 	o.sweeps = append(o.sweeps, *r)
 }
 
-// syncBuffer is a bytes.Buffer safe for the logger and the test.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // TestSweepReportsEveryKind: a sweep that deleted only rows of the newer
 // kinds (here a rotated-out secret) is logged and observed like any other.
 func TestSweepReportsEveryKind(t *testing.T) {
@@ -56,7 +38,7 @@ func TestSweepReportsEveryKind(t *testing.T) {
 			ID: sub.ID, NewSecret: "whsec_new", GraceUntil: t0, Now: t0,
 		}))
 		clk := &clock{now: t0.Add(2 * time.Hour)}
-		logs := &syncBuffer{}
+		logs := &testlog.Buffer{}
 		obs := &retentionObserver{}
 		m := maintenance.New(maintenance.Config{
 			Store: s, Retention: maintenance.Retention{Delivered: time.Hour}, Now: clk.Now,
