@@ -251,3 +251,29 @@ func TestCloseDrains(t *testing.T) {
 	_, err = ing.PublishOne(context.Background(), event("a.b", `{}`))
 	require.ErrorIs(t, err, ErrClosed)
 }
+
+// A group commit waits for more events only while publishers queue (the
+// group before it held at least busyGroup events), or always with
+// FlushInterval.
+func TestGroupCommitWait(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		last int
+		wait time.Duration
+	}{
+		{"lone publish", Config{}, 1, 0},
+		{"small group", Config{}, busyGroup - 1, 0},
+		{"publishers queue", Config{}, busyGroup, DefaultBusyWait},
+		{"custom busy wait", Config{BusyWait: 5 * time.Millisecond}, 100, 5 * time.Millisecond},
+		{"busy wait off", Config{BusyWait: -1}, 100, 0},
+		{"flush interval wins", Config{FlushInterval: 10 * time.Millisecond}, 0, 10 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.cfg.Store = testdb.SQLite(t)
+			require.Equal(t, tc.wait, New(tc.cfg).wait(tc.last))
+		})
+	}
+}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/delivery"
+	"github.com/heraldhq/herald/ingest"
 	"github.com/heraldhq/herald/maintenance"
 	"github.com/heraldhq/herald/seal"
 )
@@ -45,6 +46,7 @@ type config struct {
 	SQLiteSync     string
 	IngestBatch    int
 	IngestFlush    time.Duration
+	IngestBusyWait time.Duration
 	IngestWorkers  int
 	Direct         bool
 	LeaseMargin    time.Duration
@@ -125,6 +127,7 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.SQLiteSync, "sqlite-synchronous", "full", "SQLite synchronous mode: full (survives power loss) or normal (survives process crashes)")
 	fs.IntVar(&c.IngestBatch, "ingest-max-batch", 1000, "most events in one group commit")
 	fs.DurationVar(&c.IngestFlush, "ingest-flush-interval", 0, "how long a group commit waits for more events (0: flush when the committer is free)")
+	fs.DurationVar(&c.IngestBusyWait, "ingest-busy-wait", ingest.DefaultBusyWait, "with --ingest-flush-interval 0: how long a group commit waits for more events while publishers queue (the previous commit held 8 or more); negative: never")
 	fs.IntVar(&c.IngestWorkers, "ingest-committers", 0, "concurrent group committers (default 1 on SQLite, 4 on PostgreSQL)")
 	fs.BoolVar(&c.Direct, "direct-dispatch", true, "send fresh deliveries of unordered, unthrottled subscriptions without a claim when workers are free")
 	fs.DurationVar(&c.LeaseMargin, "lease-margin", delivery.DefaultLeaseMargin, "added to a delivery's timeout to size its lease")

@@ -248,6 +248,7 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 		Tier0Delay:    c.tiers[0],
 		MaxBatch:      c.IngestBatch,
 		FlushInterval: c.IngestFlush,
+		BusyWait:      c.IngestBusyWait,
 		Committers:    committers,
 		OnCommit:      engine.Notify,
 		Dispatcher:    dispatcher,
