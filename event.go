@@ -1,6 +1,8 @@
 package herald
 
 import (
+	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -157,17 +159,41 @@ func jsonSafe(s string) bool {
 // with 0xE2) nor invalid UTF-8 (which Marshal replaces); a document with
 // any byte >= 0x80 goes the slow way.
 func dataSafe(data []byte) bool {
-	for _, c := range data {
-		if c >= 0x80 || c == '<' || c == '>' || c == '&' {
+	// IndexByte is vectorised: three passes over 1 KiB cost less than one
+	// byte loop.
+	if bytes.IndexByte(data, '<') >= 0 || bytes.IndexByte(data, '>') >= 0 || bytes.IndexByte(data, '&') >= 0 {
+		return false
+	}
+	if !isASCII(data) {
+		return false
+	}
+	return IsCompactJSON(data)
+}
+
+// isASCII reports whether b holds no byte >= 0x80, eight bytes at a time.
+func isASCII(b []byte) bool {
+	for len(b) >= 8 {
+		if binary.LittleEndian.Uint64(b)&0x8080808080808080 != 0 {
+			return false
+		}
+		b = b[8:]
+	}
+	for _, c := range b {
+		if c >= 0x80 {
 			return false
 		}
 	}
-	return IsCompactJSON(data)
+	return true
 }
 
 // IsCompactJSON reports whether valid JSON b holds no whitespace outside
 // its strings, which is when json.Compact returns it unchanged.
 func IsCompactJSON(b []byte) bool {
+	// Most documents hold no whitespace byte at all, inside strings or
+	// out: four vectorised searches say so without the byte loop.
+	if bytes.IndexByte(b, ' ') < 0 && bytes.IndexByte(b, '\n') < 0 && bytes.IndexByte(b, '\t') < 0 && bytes.IndexByte(b, '\r') < 0 {
+		return true
+	}
 	inString, escaped := false, false
 	for _, c := range b {
 		switch {
