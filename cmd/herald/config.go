@@ -128,7 +128,7 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.IngestBatch, "ingest-max-batch", 1000, "most events in one group commit")
 	fs.DurationVar(&c.IngestFlush, "ingest-flush-interval", 0, "how long a group commit waits for more events (0: flush when the committer is free)")
 	fs.DurationVar(&c.IngestBusyWait, "ingest-busy-wait", ingest.DefaultBusyWait, "with --ingest-flush-interval 0: how long a group commit waits for more events while publishers queue (the previous commit held 8 or more); negative: never")
-	fs.IntVar(&c.IngestWorkers, "ingest-committers", 0, "concurrent group committers (default 1 on SQLite, 4 on PostgreSQL)")
+	fs.IntVar(&c.IngestWorkers, "ingest-committers", 0, "concurrent group committers (default 1 on SQLite, 2 on PostgreSQL)")
 	fs.BoolVar(&c.Direct, "direct-dispatch", true, "send fresh deliveries of unordered, unthrottled subscriptions without a claim when workers are free")
 	fs.DurationVar(&c.LeaseMargin, "lease-margin", delivery.DefaultLeaseMargin, "added to a delivery's timeout to size its lease")
 	fs.DurationVar(&c.PollInterval, "poll-interval", delivery.DefaultPollInterval, "longest a tier sleeps without checking the store")

@@ -211,9 +211,13 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 
 	committers := c.IngestWorkers
 	if committers <= 0 {
+		// SQLite has one writer. On PostgreSQL two committers overlap one
+		// commit's round trip with the next group's; four made smaller
+		// groups and cost PostgreSQL more CPU per event (docs/benchmarks.md,
+		// "Ingest committers on PostgreSQL").
 		committers = 1
 		if c.DatabaseURL != "" {
-			committers = 4
+			committers = 2
 		}
 	}
 	// One registry per node (no global registry); the observer feeds it
