@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -47,13 +48,53 @@ func heraldBinary(t *testing.T) string {
 	return buildOnce.path
 }
 
+// freeAddr returns a loopback address with a port free now, for a herald
+// process the test starts. The port is closed again before herald binds
+// it, so it is drawn below the kernel's ephemeral range
+// (ip_local_port_range, 32768 by default): a port from there ("127.0.0.1:0")
+// could be taken meanwhile by any outgoing connection of the parallel tests
+// (seen in CI: "bind: address already in use"). Ports are never handed out
+// twice in one test binary.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
+	lo, hi := 10000, ephemeralLow()
+	freePorts.Lock()
+	defer freePorts.Unlock()
+	for range 200 {
+		p := lo + mrand.IntN(hi-lo)
+		if freePorts.used[p] {
+			continue
+		}
+		addr := fmt.Sprintf("127.0.0.1:%d", p)
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue
+		}
+		require.NoError(t, ln.Close())
+		freePorts.used[p] = true
+		return addr
+	}
+	t.Fatal("no free port below the ephemeral range")
+	return ""
+}
+
+var freePorts = struct {
+	sync.Mutex
+	used map[int]bool
+}{used: map[int]bool{}}
+
+// ephemeralLow is the first port of the kernel's ephemeral range (32768
+// when it cannot be read, and at least 20000 so the draw has room).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	var lo, hi int
+	if _, err := fmt.Sscan(string(b), &lo, &hi); err != nil || lo < 20000 {
+		return 32768
+	}
+	return lo
 }
 
 // node is one running herald process.
