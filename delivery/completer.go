@@ -105,14 +105,20 @@ func (c *completer) gather(batch []pending) []pending {
 }
 
 // urgent reports whether an outcome in batch frees what another delivery
-// waits for: an ordered key, or a max_in_flight slot.
+// waits for (freesWaiter).
 func (c *completer) urgent(batch []pending) bool {
 	for _, p := range batch {
-		if freesKey(p.claimed) || (p.claimed.Subscription != nil && p.claimed.Subscription.MaxInFlight > 0) {
+		if freesWaiter(p.claimed) {
 			return true
 		}
 	}
 	return false
+}
+
+// freesWaiter reports whether c's outcome frees what another delivery may
+// wait for: a max_in_flight slot of its subscription, or its ordered key.
+func freesWaiter(c *store.ClaimedDelivery) bool {
+	return (c.Subscription != nil && c.Subscription.MaxInFlight > 0) || freesKey(c)
 }
 
 // flush writes one batch. A transient store failure
@@ -238,17 +244,14 @@ func (c *completer) commit(batch []pending, start time.Time, w *wakeups) error {
 	freesCap := false
 	for _, p := range batch {
 		params.Outcomes = append(params.Outcomes, p.decision.outcome)
-		if p.claimed.Subscription != nil && p.claimed.Subscription.MaxInFlight > 0 {
-			freesCap = true
-		}
 		if p.decision.pauseUntil != nil {
 			params.PauseSubscriptions = append(params.PauseSubscriptions, store.SubscriptionPause{
 				ID: p.claimed.Delivery.SubscriptionID, Until: *p.decision.pauseUntil,
 			})
 		}
-		if freesKey(p.claimed) {
-			freesCap = true // the key's next delivery may wait in any tier
-		}
+		// A freed max_in_flight slot or ordered key: the next delivery may
+		// wait in any tier.
+		freesCap = freesCap || freesWaiter(p.claimed)
 		if p.decision.disable && !disabling[p.claimed.Subscription.ID] {
 			disabling[p.claimed.Subscription.ID] = true
 			params.DisableSubscriptions = append(params.DisableSubscriptions, store.SubscriptionDisable{

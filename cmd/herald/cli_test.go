@@ -18,8 +18,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/heraldhq/herald/internal/testdb"
 )
 
 // The client commands run in-process (runClient, as main does) against a
@@ -47,12 +45,7 @@ func setupCLI(t *testing.T, backend string) *cliHarness {
 	}
 	bin := heraldBinary(t)
 	args := []string{"--dev", "--api-token", cliToken, "--tiers", "0s,100ms", "--poll-interval", "50ms"}
-	if backend == "postgres" {
-		schema := testdb.PostgresSchema(t)
-		args = append(args, "--database-url", testdb.URL()+sep(testdb.URL())+"search_path="+schema)
-	} else {
-		args = append(args, "--data-dir", t.TempDir())
-	}
+	args = append(args, storeArgs(t, backend)...)
 	addr := freeAddr(t)
 	startNode(t, bin, addr, args...)
 	return &cliHarness{t: t, server: "http://" + addr}

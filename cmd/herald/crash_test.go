@@ -162,12 +162,7 @@ func TestCrashSafety(t *testing.T) {
 			bin := heraldBinary(t)
 			args := []string{"--dev", "--api-token", "crash-token", "--tiers", "0s,100ms,200ms,400ms,800ms,1s,1s,1s,1s,1s",
 				"--lease-margin", "500ms", "--poll-interval", "100ms", "--shutdown-timeout", "1s"}
-			if backend == "postgres" {
-				schema := testdb.PostgresSchema(t)
-				args = append(args, "--database-url", testdb.URL()+sep(testdb.URL())+"search_path="+schema)
-			} else {
-				args = append(args, "--data-dir", t.TempDir())
-			}
+			args = append(args, storeArgs(t, backend)...)
 
 			// The receiver takes a little while per request, so kills land
 			// mid-delivery, and fails one first attempt in five.
@@ -246,16 +241,7 @@ func TestCrashSafety(t *testing.T) {
 			}
 			require.GreaterOrEqual(t, len(acked), total*9/10, "most publishes should be acknowledged")
 
-			require.Eventually(t, func() bool {
-				mu.Lock()
-				defer mu.Unlock()
-				for _, id := range acked {
-					if received[id] == 0 {
-						return false
-					}
-				}
-				return true
-			}, 90*time.Second, 50*time.Millisecond, "not every acknowledged event was delivered; logs:\n%s", n.logs)
+			waitAllReceived(t, &mu, received, acked, 90*time.Second, n)
 
 			mu.Lock()
 			dups := 0
@@ -268,6 +254,32 @@ func TestCrashSafety(t *testing.T) {
 			t.Logf("%s: %d acknowledged, all delivered; %d delivered more than once (allowed: at-least-once)", backend, len(acked), dups)
 		})
 	}
+}
+
+// waitAllReceived waits until received (guarded by mu) counts every
+// acknowledged event id at least once.
+func waitAllReceived(t *testing.T, mu *sync.Mutex, received map[string]int, acked []string, d time.Duration, n *node) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, id := range acked {
+			if received[id] == 0 {
+				return false
+			}
+		}
+		return true
+	}, d, 50*time.Millisecond, "not every acknowledged event was delivered; logs:\n%s", n.logs)
+}
+
+// storeArgs returns the flags that put a herald process on backend: a
+// fresh PostgreSQL schema of its own, or a fresh SQLite data directory.
+func storeArgs(t *testing.T, backend string) []string {
+	t.Helper()
+	if backend == "postgres" {
+		return []string{"--database-url", testdb.URL() + sep(testdb.URL()) + "search_path=" + testdb.PostgresSchema(t)}
+	}
+	return []string{"--data-dir", t.TempDir()}
 }
 
 func sep(u string) string {
@@ -293,12 +305,7 @@ func TestCrashSafetyRunQueue(t *testing.T) {
 			const workers = 2
 			args := []string{"--dev", "--api-token", "crash-token", "--tiers", "0s,100ms,200ms", "--workers", fmt.Sprint(workers),
 				"--lease-margin", "500ms", "--poll-interval", "100ms", "--shutdown-timeout", "1s"}
-			if backend == "postgres" {
-				schema := testdb.PostgresSchema(t)
-				args = append(args, "--database-url", testdb.URL()+sep(testdb.URL())+"search_path="+schema)
-			} else {
-				args = append(args, "--data-dir", t.TempDir())
-			}
+			args = append(args, storeArgs(t, backend)...)
 
 			// Requests wait until release is closed (or the node dies).
 			release := make(chan struct{})
@@ -368,16 +375,7 @@ func TestCrashSafetyRunQueue(t *testing.T) {
 			close(release)
 			n = startNode(t, bin, addr, args...)
 
-			require.Eventually(t, func() bool {
-				mu.Lock()
-				defer mu.Unlock()
-				for _, id := range acked {
-					if received[id] == 0 {
-						return false
-					}
-				}
-				return true
-			}, 60*time.Second, 50*time.Millisecond, "not every acknowledged event was delivered after the kill; logs:\n%s", n.logs)
+			waitAllReceived(t, &mu, received, acked, 60*time.Second, n)
 		})
 	}
 }

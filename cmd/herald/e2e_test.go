@@ -14,7 +14,6 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/stretchr/testify/require"
 
-	"github.com/heraldhq/herald/internal/testdb"
 	"github.com/heraldhq/herald/openapi"
 	"github.com/heraldhq/herald/openapi/openapitest"
 )
@@ -34,12 +33,7 @@ func TestEndToEnd(t *testing.T) {
 			t.Parallel()
 			bin := heraldBinary(t)
 			args := []string{"--dev", "--api-token", "e2e-token", "--tiers", "0s,200ms,400ms", "--poll-interval", "50ms"}
-			if backend == "postgres" {
-				schema := testdb.PostgresSchema(t)
-				args = append(args, "--database-url", testdb.URL()+sep(testdb.URL())+"search_path="+schema)
-			} else {
-				args = append(args, "--data-dir", t.TempDir())
-			}
+			args = append(args, storeArgs(t, backend)...)
 			addr := freeAddr(t)
 			startNode(t, bin, addr, args...)
 			ctx := context.Background()

@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhq/herald"
-	"github.com/heraldhq/herald/internal/testdb"
 	"github.com/heraldhq/herald/store"
 )
 
@@ -29,15 +28,11 @@ func TestRestartWithFewerTiers(t *testing.T) {
 			var got atomic.Int64
 			recv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { got.Add(1) }))
 			t.Cleanup(recv.Close)
-			storeArgs := []string{"--data-dir", t.TempDir()}
-			if backend == "postgres" {
-				schema := testdb.PostgresSchema(t)
-				storeArgs = []string{"--database-url", testdb.URL() + sep(testdb.URL()) + "search_path=" + schema}
-			}
+			onStore := storeArgs(t, backend)
 			start := func(tiers string, hold bool, logs *syncBuffer) *heraldNode {
 				t.Helper()
 				c, err := loadConfig(t, append([]string{"--dev", "--api-token", "tiers-token", "--listen", "127.0.0.1:0",
-					"--tiers", tiers, "--poll-interval", "50ms"}, storeArgs...))
+					"--tiers", tiers, "--poll-interval", "50ms"}, onStore...))
 				require.NoError(t, err)
 				c.holdDelivery = hold
 				n, err := startHeraldNode(ctx, c, slog.New(slog.NewTextHandler(logs, nil)))

@@ -16,8 +16,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/heraldhq/herald/internal/testdb"
 )
 
 // chromiumPath is Debian's chromium, which .ci/run installs.
@@ -79,12 +77,7 @@ func (b *browserRun) run(t *testing.T, backend, script, shots string, args []str
 	t.Helper()
 	const token = "browser-e2e-token"
 	args = append([]string{"--dev", "--api-token", token, "--tiers", "0s,200ms,400ms", "--poll-interval", "50ms"}, args...)
-	if backend == "postgres" {
-		schema := testdb.PostgresSchema(t)
-		args = append(args, "--database-url", testdb.URL()+sep(testdb.URL())+"search_path="+schema)
-	} else {
-		args = append(args, "--data-dir", t.TempDir())
-	}
+	args = append(args, storeArgs(t, backend)...)
 	addr := freeAddr(t)
 	startNode(t, b.bin, addr, args...)
 	recv := newFailingReceiver(t)
