@@ -193,13 +193,8 @@ func TestCrashSafety(t *testing.T) {
 			}))
 			t.Cleanup(recv.Close)
 
-			addr := freeAddr(t)
-			n := startNode(t, bin, addr, args...)
+			addr, n := startSubscribed(t, bin, args, recv.URL)
 			ctx := context.Background()
-			code, body, err := apiCall(ctx, addr, "crash-token", http.MethodPost, "/v1/subscriptions",
-				map[string]any{"url": recv.URL, "timeout_ms": 1000})
-			require.NoError(t, err)
-			require.Equal(t, http.StatusCreated, code, "%s", body)
 
 			const total, kills = 400, 4
 			var acked []string
@@ -254,6 +249,19 @@ func TestCrashSafety(t *testing.T) {
 			t.Logf("%s: %d acknowledged, all delivered; %d delivered more than once (allowed: at-least-once)", backend, len(acked), dups)
 		})
 	}
+}
+
+// startSubscribed starts a node with the "crash-token" API token and
+// subscribes url (timeout 1 s) to every event.
+func startSubscribed(t *testing.T, bin string, args []string, url string) (string, *node) {
+	t.Helper()
+	addr := freeAddr(t)
+	n := startNode(t, bin, addr, args...)
+	code, body, err := apiCall(context.Background(), addr, "crash-token", http.MethodPost, "/v1/subscriptions",
+		map[string]any{"url": url, "timeout_ms": 1000})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, code, "%s", body)
+	return addr, n
 }
 
 // waitAllReceived waits until received (guarded by mu) counts every
@@ -329,13 +337,8 @@ func TestCrashSafetyRunQueue(t *testing.T) {
 			}))
 			t.Cleanup(recv.Close)
 
-			addr := freeAddr(t)
-			n := startNode(t, bin, addr, args...)
+			addr, n := startSubscribed(t, bin, args, recv.URL)
 			ctx := context.Background()
-			code, body, err := apiCall(ctx, addr, "crash-token", http.MethodPost, "/v1/subscriptions",
-				map[string]any{"url": recv.URL, "timeout_ms": 1000})
-			require.NoError(t, err)
-			require.Equal(t, http.StatusCreated, code, "%s", body)
 
 			const total = 10
 			var acked []string
