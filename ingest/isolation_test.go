@@ -170,7 +170,14 @@ func waitOrFail(t *testing.T, wg *sync.WaitGroup, d time.Duration, msg string) {
 // would take a commit past MaxBatch waits for the next one.
 func TestGroupCommitSharedByBatches(t *testing.T) {
 	t.Parallel()
-	s := testdb.SQLite(t)
+	testdb.ForEach(t, func(t *testing.T, s store.Store) {
+		groupCommitSharedByBatches(t, s)
+	})
+	// A batch that does not fit the current group waits for the next one.
+	groupCarry(t)
+}
+
+func groupCommitSharedByBatches(t *testing.T, s store.Store) {
 	createSub(t, s, nil, nil, herald.SubscriptionEnabled)
 	rs := &refusingStore{Store: s, refuse: func(ev *herald.Event) bool { return ev.ID == "poison" }}
 	// 3 batches of 10 and 5 single publishes fill MaxBatch 35 exactly; the
@@ -223,8 +230,9 @@ func TestGroupCommitSharedByBatches(t *testing.T) {
 	}
 	sizes := rs.callSizes()
 	require.Equal(t, 35, sizes[0], "every batch and single publish was in one group commit first: %v", sizes)
+}
 
-	// A batch that does not fit the current group waits for the next one.
+func groupCarry(t *testing.T) {
 	g := &group{max: 35}
 	g.add(&request{evs: make([]*herald.Event, 30)})
 	g.add(&request{evs: make([]*herald.Event, 10)})
