@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -381,7 +382,11 @@ func validHeaderValue(v string) bool {
 // connection instead of draining it, so an endless body cannot hold a worker.
 // A body read to EOF leaves the connection reusable.
 func readBody(body io.Reader) (string, error) {
-	var buf [herald.ResponseExcerptLimit]byte
+	// The buffer escapes through the io.Reader call, so it is pooled: a
+	// fresh one cost every attempt a 1 KiB allocation (issue 13's
+	// allocation profile). excerpt copies out of it.
+	buf := excerptBufs.Get().(*[herald.ResponseExcerptLimit]byte)
+	defer excerptBufs.Put(buf)
 	n, err := io.ReadFull(body, buf[:])
 	if err == io.EOF || err == io.ErrUnexpectedEOF {
 		return excerpt(buf[:n], false), nil
@@ -395,6 +400,8 @@ func readBody(body io.Reader) (string, error) {
 	}
 	return excerpt(buf[:n], true), err
 }
+
+var excerptBufs = sync.Pool{New: func() any { return new([herald.ResponseExcerptLimit]byte) }}
 
 // excerpt turns raw response bytes into text that is safe to store
 // (herald.CleanText: invalid UTF-8 and control characters become U+FFFD)

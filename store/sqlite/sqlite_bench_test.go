@@ -129,3 +129,46 @@ func BenchmarkDeliveryClaim(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDeliveryLifecycle is the store's share of one delivery on the
+// direct path (issue 13): events inserted with their delivery leased
+// (direct dispatch) in groups of 32, as a busy ingest commits them, then
+// completed as delivered in one completion transaction, attempt included.
+// ns/delivery is the figure to read; sync=normal leaves out the fsync so
+// the B-tree work is what varies.
+func BenchmarkDeliveryLifecycle(b *testing.B) {
+	const group = 32
+	for _, nsubs := range []int{1, 10} {
+		b.Run(fmt.Sprintf("subs=%d/group=%d", nsubs, group), func(b *testing.B) {
+			s := benchStore(b, "normal")
+			subs := benchSubs(b, s, nsubs)
+			total := 0
+			for b.Loop() {
+				b.StopTimer()
+				events := benchEvents(group, subs, benchNow)
+				outcomes := make([]store.DeliveryOutcome, group)
+				for i := range events {
+					d := &events[i].Deliveries[0]
+					d.LeaseOwner, d.LeaseUntil = "bench", benchNow.Add(time.Minute)
+					outcomes[i] = store.DeliveryOutcome{
+						DeliveryID: d.ID, LeaseOwner: "bench", State: herald.DeliveryDelivered,
+						Attempt: herald.Attempt{N: 1, At: benchNow, DurationMS: 2, Status: 200},
+					}
+				}
+				b.StartTimer()
+				if _, err := s.EventInsertMany(b.Context(), &store.EventInsertManyParams{Events: events, Now: benchNow}); err != nil {
+					b.Fatal(err)
+				}
+				res, err := s.DeliveryCompleteMany(b.Context(), &store.DeliveryCompleteManyParams{Outcomes: outcomes, Now: benchNow})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if res.Applied != group {
+					b.Fatalf("applied %d of %d", res.Applied, group)
+				}
+				total += group
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(total), "ns/delivery")
+		})
+	}
+}
