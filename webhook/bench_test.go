@@ -11,39 +11,44 @@ import (
 )
 
 // BenchmarkSend measures one signed 1 KiB delivery to a loopback server,
-// connections pooled, from parallel goroutines. Allocations include the
-// test server's.
+// connections pooled, from parallel goroutines, on the direct HTTP/1.1
+// path (ADR 0017) and through net/http's Transport. Allocations include
+// the test server's.
 func BenchmarkSend(b *testing.B) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	defer srv.Close()
-	s := NewSender(Config{Guard: &Guard{AllowLoopback: true}})
-	defer s.Close()
+	for _, path := range []string{"direct", "transport"} {
+		b.Run(path, func(b *testing.B) {
+			s := NewSender(Config{Guard: &Guard{AllowLoopback: true}, StdTransport: path == "transport"})
+			defer s.Close()
 
-	body := bytes.Repeat([]byte("x"), 1024)
-	b.ReportAllocs()
-	b.SetBytes(int64(len(body)))
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		req := &Request{
-			URL:            srv.URL + "/hook",
-			Body:           body,
-			MsgID:          "dlv_bench",
-			Secrets:        []string{vectorSecret},
-			Attempt:        1,
-			EventType:      "bench.event",
-			SubscriptionID: "sub_bench",
-			Timeout:        5 * time.Second,
-		}
-		for pb.Next() {
-			if res := s.Send(context.Background(), req); !res.Success {
-				b.Errorf("send failed: %s %s", res.Class, res.Message)
-				return
-			}
-		}
-	})
+			body := bytes.Repeat([]byte("x"), 1024)
+			b.ReportAllocs()
+			b.SetBytes(int64(len(body)))
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				req := &Request{
+					URL:            srv.URL + "/hook",
+					Body:           body,
+					MsgID:          "dlv_bench",
+					Secrets:        []string{vectorSecret},
+					Attempt:        1,
+					EventType:      "bench.event",
+					SubscriptionID: "sub_bench",
+					Timeout:        5 * time.Second,
+				}
+				for pb.Next() {
+					if res := s.Send(context.Background(), req); !res.Success {
+						b.Errorf("send failed: %s %s", res.Class, res.Message)
+						return
+					}
+				}
+			})
+		})
+	}
 }
 
 // BenchmarkSign measures the webhook-signature of a 1 KiB body.

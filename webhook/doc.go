@@ -21,6 +21,16 @@
 // only when the Guard allows them. The transport ignores HTTP(S)_PROXY,
 // because through a proxy the Guard would only ever see the proxy.
 //
+// # Connections
+//
+// https:// requests go through net/http's Transport (TLS, HTTP/2 when
+// offered). http:// requests take the direct path (direct.go, ADR 0017):
+// HTTP/1.1 written and read on the calling goroutine over a pooled
+// connection, without the Transport's two goroutines per connection and
+// their hand-offs; Config.StdTransport turns it off. Both dial through the
+// Guard, and both keep at most Config.MaxIdleConnsPerHost idle connections
+// per destination.
+//
 // # What counts as delivered
 //
 // A 2xx answer whose body (read up to herald.ResponseReadLimit, 64 KiB) is

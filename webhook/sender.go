@@ -49,6 +49,10 @@ type Config struct {
 	// MaxIdleConnsPerHost is how many kept-alive connections are pooled per
 	// destination (default 64).
 	MaxIdleConnsPerHost int
+	// StdTransport sends plain-http webhooks through net/http's Transport
+	// as well, instead of the direct HTTP/1.1 path (ADR 0017). https always
+	// goes through the Transport.
+	StdTransport bool
 }
 
 // Request is one attempt of one delivery.
@@ -113,6 +117,7 @@ type Result struct {
 // Sender makes webhook attempts. It is safe for concurrent use; make one per
 // process and share it, so connections are pooled.
 type Sender struct {
+	direct    *directPool // nil with Config.StdTransport
 	client    *http.Client
 	transport *http.Transport
 	userAgent string
@@ -156,7 +161,12 @@ func NewSender(cfg Config) *Sender {
 		// body that is mostly discarded.
 		DisableCompression: true,
 	}
+	var direct *directPool
+	if !cfg.StdTransport {
+		direct = &directPool{dial: dialer.DialContext, maxIdle: cfg.MaxIdleConnsPerHost, idleTimeout: directIdleTimeout}
+	}
 	return &Sender{
+		direct:    direct,
 		transport: t,
 		userAgent: cfg.UserAgent,
 		client: &http.Client{
@@ -170,7 +180,12 @@ func NewSender(cfg Config) *Sender {
 }
 
 // Close drops the idle pooled connections. The Sender stays usable.
-func (s *Sender) Close() { s.transport.CloseIdleConnections() }
+func (s *Sender) Close() {
+	s.transport.CloseIdleConnections()
+	if s.direct != nil {
+		s.direct.closeIdle()
+	}
+}
 
 // errAttemptTimeout is the cause of the per-attempt context, to tell our own
 // timeout from a caller's cancellation.
@@ -207,7 +222,13 @@ func (s *Sender) send(ctx context.Context, r *Request, start time.Time) Result {
 		return res
 	}
 
-	resp, err := s.client.Do(req)
+	var resp *http.Response
+	var err error
+	if s.direct != nil && req.URL.Scheme == "http" {
+		resp, err = s.direct.roundTrip(ctx, req)
+	} else {
+		resp, err = s.client.Do(req)
+	}
 	if err != nil {
 		return errorResult(ctx, err, timeout)
 	}

@@ -35,7 +35,10 @@ type config struct {
 	Dev          bool
 	AllowPrivate bool
 	AllowCIDR    string
-	APIToken     string
+	// WebhookStdTransport sends plain-http webhooks through net/http's
+	// Transport instead of the direct HTTP/1.1 path (ADR 0017).
+	WebhookStdTransport bool
+	APIToken            string
 	// MetricsTenants are the tenants with their own /metrics label value
 	// (comma-separated); others are counted as _other.
 	MetricsTenants string
@@ -117,6 +120,7 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Tiers, "tiers", defaultTiersString(), "retry tiers' maturity delays, comma-separated (one attempt per tier)")
 	fs.BoolVar(&c.Dev, "dev", false, "development mode: allow delivery to loopback addresses")
 	fs.BoolVar(&c.AllowPrivate, "allow-private", false, "allow delivery to private (RFC 1918, ULA, CGNAT) addresses")
+	fs.BoolVar(&c.WebhookStdTransport, "webhook-std-transport", false, "send http:// webhooks through Go's net/http Transport instead of the direct HTTP/1.1 path (https always uses the Transport)")
 	fs.StringVar(&c.AllowCIDR, "allow-cidr", "", "comma-separated CIDRs delivery may reach even if loopback/private (never link-local/metadata)")
 	fs.StringVar(&c.APIToken, "api-token", "", "admin API token (default: generated on first start into <data-dir>/admin.token)")
 	fs.StringVar(&c.MetricsTenants, "metrics-tenants", "", "comma-separated tenants with their own label in /metrics' per-tenant series (others count as _other)")

@@ -207,7 +207,7 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 
 	guard := &webhook.Guard{AllowLoopback: c.Dev, AllowPrivate: c.AllowPrivate, Allow: c.allow}
 	userAgent := "herald/" + version
-	sender := webhook.NewSender(webhook.Config{Guard: guard, UserAgent: userAgent})
+	sender := webhook.NewSender(webhook.Config{Guard: guard, UserAgent: userAgent, StdTransport: c.WebhookStdTransport})
 
 	committers := c.IngestWorkers
 	if committers <= 0 {
