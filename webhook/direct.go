@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/heraldhq/herald"
@@ -40,9 +39,20 @@ const (
 	directIdleTimeout = 90 * time.Second
 )
 
-// errHeadersTooLarge ends a response whose headers pass
-// maxResponseHeaderBytes.
-var errHeadersTooLarge = fmt.Errorf("response headers exceeded %d bytes", maxResponseHeaderBytes)
+// maxBodyWireBytes caps the bytes read from the connection for one
+// response body: 16 times what the caller reads of it, for chunk framing.
+const maxBodyWireBytes = 16 * herald.ResponseReadLimit
+
+// max1xx is how many interim (1xx) answers one request may get before the
+// final one, as in net/http's Transport.
+const max1xx = 5
+
+var (
+	// errHeadersTooLarge ends a response whose headers pass
+	// maxResponseHeaderBytes.
+	errHeadersTooLarge = fmt.Errorf("response headers exceeded %d bytes", maxResponseHeaderBytes)
+	errTooMany1xx      = fmt.Errorf("more than %d interim (1xx) responses", max1xx)
+)
 
 // aLongTimeAgo is a deadline in the past: it fails any blocked read or
 // write at once.
@@ -105,6 +115,13 @@ func (p *directPool) roundTrip(ctx context.Context, req *http.Request) (*http.Re
 		if err != nil {
 			return nil, err
 		}
+		if retried && req.GetBody != nil {
+			// The first Write consumed the body.
+			if req.Body, err = req.GetBody(); err != nil {
+				_ = c.nc.Close()
+				return nil, err
+			}
+		}
 		resp, err := p.exchange(ctx, req, addr, c)
 		// A reused connection that could not even take the request was
 		// closed under us: nothing reached the receiver, so one more try
@@ -144,9 +161,12 @@ func (p *directPool) exchange(ctx context.Context, req *http.Request, addr strin
 			return fail(err)
 		}
 	}
-	c.lim.budget(maxResponseHeaderBytes, errHeadersTooLarge)
 	var resp *http.Response
-	for {
+	for interim := 0; ; interim++ {
+		if interim > max1xx {
+			return fail(errTooMany1xx)
+		}
+		c.lim.budget(maxResponseHeaderBytes, errHeadersTooLarge)
 		r, err := http.ReadResponse(c.br, req)
 		if err != nil {
 			return fail(err)
@@ -155,15 +175,15 @@ func (p *directPool) exchange(ctx context.Context, req *http.Request, addr strin
 		// answer follows. 101 would switch protocols; it is returned and
 		// the connection not reused.
 		if r.StatusCode >= 100 && r.StatusCode < 200 && r.StatusCode != http.StatusSwitchingProtocols {
-			c.lim.budget(maxResponseHeaderBytes, errHeadersTooLarge)
 			continue
 		}
 		resp = r
 		break
 	}
-	// The caller reads at most ResponseReadLimit; the slack lets a body
-	// of exactly that size reach its end (and the connection be reused).
-	c.lim.budget(int64(maxResponseHeaderBytes)+2*directBufSize+int64(herald.ResponseReadLimit), io.ErrUnexpectedEOF)
+	// The caller reads at most ResponseReadLimit of body; the budget
+	// leaves room for chunk framing around it (the timeout bounds the rest,
+	// as with the Transport, which has no such cap).
+	c.lim.budget(maxBodyWireBytes, io.ErrUnexpectedEOF)
 	keep := !resp.Close && !req.Close && resp.StatusCode != http.StatusSwitchingProtocols
 	resp.Body = &directBody{body: resp.Body, done: func(eof bool) {
 		if stop() && eof && keep && c.br.Buffered() == 0 {
@@ -233,29 +253,6 @@ func (p *directPool) get(ctx context.Context, addr string) (*directConn, bool, e
 	c.br = bufio.NewReaderSize(&c.lim, directBufSize)
 	c.bw = bufio.NewWriterSize(nc, directBufSize)
 	return c, false, nil
-}
-
-// alive reports whether an idle connection is still open and silent: a
-// receiver that closed it (its keep-alive timeout, a restart) left an EOF
-// or a reset to read, and one that sent bytes unasked broke the protocol.
-// One non-blocking peek, without consuming anything.
-func alive(nc net.Conn) bool {
-	sc, ok := nc.(syscall.Conn)
-	if !ok {
-		return true
-	}
-	raw, err := sc.SyscallConn()
-	if err != nil {
-		return false
-	}
-	ok = false
-	var buf [1]byte
-	err = raw.Read(func(fd uintptr) bool {
-		n, _, rerr := syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		ok = n < 0 && (rerr == syscall.EAGAIN || rerr == syscall.EWOULDBLOCK)
-		return true // never wait for readiness
-	})
-	return err == nil && ok
 }
 
 // put pools an idle connection, or closes it when addr has maxIdle already.

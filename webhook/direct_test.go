@@ -7,8 +7,11 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	neturl "net/url"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -291,4 +294,61 @@ func TestSendBothPaths(t *testing.T) {
 			require.Equal(t, 1, srv.connections())
 		})
 	}
+}
+
+func TestDirectTooManyInterimResponses(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{max1xx, max1xx + 1} {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			t.Parallel()
+			url := rawServer(t, func(c net.Conn) {
+				if !readRequest(t, bufio.NewReader(c)) {
+					return
+				}
+				for range n {
+					_, _ = io.WriteString(c, "HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n")
+				}
+				_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+			})
+			res := directSender(t).Send(context.Background(), testRequest(url))
+			if n <= max1xx {
+				require.True(t, res.Success, res.Message)
+				require.Equal(t, "ok", res.Excerpt)
+				return
+			}
+			require.False(t, res.Success)
+			require.Equal(t, herald.ErrorConnection, res.Class)
+			require.Contains(t, res.Message, "interim")
+		})
+	}
+}
+
+// brokenConn fails every write at once, as a pooled connection the
+// receiver reset does once the kernel knows.
+type brokenConn struct{ net.Conn }
+
+func (brokenConn) Write([]byte) (int, error)       { return 0, syscall.EPIPE }
+func (brokenConn) Close() error                    { return nil }
+func (brokenConn) SetDeadline(time.Time) error     { return nil }
+func (brokenConn) SetReadDeadline(time.Time) error { return nil }
+
+// A reused connection that takes no byte of the request is replaced once,
+// with the body sent whole: nothing reached the receiver, so the retry
+// cannot duplicate the delivery.
+func TestDirectRetriesWhenNothingWritten(t *testing.T) {
+	t.Parallel()
+	b := setupSender(t, nil)
+	s := b.sender
+	u, err := neturl.Parse(b.server.URL)
+	require.NoError(t, err)
+	broken := &directConn{nc: brokenConn{}}
+	broken.bw = bufio.NewWriterSize(broken.nc, directBufSize)
+	s.direct.put(u.Host, broken)
+
+	req := testRequest(b.server.URL)
+	res := s.Send(context.Background(), req)
+	require.True(t, res.Success, res.Message)
+	got := <-b.requests
+	require.Equal(t, req.Body, got.body)
+	require.Empty(t, b.requests, "sent once")
 }
