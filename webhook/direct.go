@@ -110,6 +110,12 @@ func (p *directPool) roundTrip(ctx context.Context, req *http.Request) (*http.Re
 		port = "80"
 	}
 	addr := net.JoinHostPort(req.URL.Hostname(), port)
+	// Credentials in the URL become Basic auth, as http.Client does;
+	// Request.Write alone would drop them.
+	if u := req.URL.User; u != nil && req.Header.Get("Authorization") == "" {
+		password, _ := u.Password()
+		req.SetBasicAuth(u.Username(), password)
+	}
 	for retried := false; ; retried = true {
 		c, reused, err := p.get(ctx, addr)
 		if err != nil {

@@ -261,7 +261,9 @@ func TestSendBothPaths(t *testing.T) {
 	for _, std := range []bool{false, true} {
 		t.Run(map[bool]string{false: "direct", true: "transport"}[std], func(t *testing.T) {
 			t.Parallel()
+			auth := make(chan string, 8)
 			srv := setupConnServer(t, func(w http.ResponseWriter, r *http.Request) {
+				auth <- r.Header.Get("Authorization")
 				switch r.URL.Path {
 				case "/busy":
 					w.Header().Set("Retry-After", "7")
@@ -280,12 +282,20 @@ func TestSendBothPaths(t *testing.T) {
 			res := s.Send(context.Background(), testRequest(srv.URL+"/ok"))
 			require.True(t, res.Success, res.Message)
 			require.Equal(t, "thanks", res.Excerpt)
+			require.Empty(t, <-auth)
 
 			res = s.Send(context.Background(), testRequest(srv.URL+"/busy"))
 			require.False(t, res.Success)
 			require.Equal(t, http.StatusServiceUnavailable, res.Status)
 			require.Equal(t, 7*time.Second, res.RetryAfter)
 			require.Equal(t, "later", res.Excerpt)
+			<-auth
+
+			// Credentials in the URL are sent as Basic auth.
+			withUser := strings.Replace(srv.URL, "http://", "http://ops:s3cret@", 1)
+			res = s.Send(context.Background(), testRequest(withUser+"/ok"))
+			require.True(t, res.Success, res.Message)
+			require.Equal(t, "Basic b3BzOnMzY3JldA==", <-auth)
 
 			res = s.Send(context.Background(), testRequest(srv.URL+"/moved"))
 			require.False(t, res.Success)
