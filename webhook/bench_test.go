@@ -30,16 +30,8 @@ func BenchmarkSend(b *testing.B) {
 			b.SetBytes(int64(len(body)))
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
-				req := &Request{
-					URL:            srv.URL + "/hook",
-					Body:           body,
-					MsgID:          "dlv_bench",
-					Secrets:        []string{vectorSecret},
-					Attempt:        1,
-					EventType:      "bench.event",
-					SubscriptionID: "sub_bench",
-					Timeout:        5 * time.Second,
-				}
+				req := testRequest(srv.URL + "/hook")
+				req.Body = body
 				for pb.Next() {
 					if res := s.Send(context.Background(), req); !res.Success {
 						b.Errorf("send failed: %s %s", res.Class, res.Message)

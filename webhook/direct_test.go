@@ -48,6 +48,16 @@ func setupConnServer(t *testing.T, handler http.HandlerFunc) *connServer {
 	return cs
 }
 
+// waitClosed waits until the server saw one of its connections close.
+func (cs *connServer) waitClosed(t *testing.T, why string) {
+	t.Helper()
+	select {
+	case <-cs.closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal(why)
+	}
+}
+
 func (cs *connServer) connections() int {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
@@ -134,11 +144,7 @@ func TestDirectStaleIdleConnection(t *testing.T) {
 	require.True(t, s.Send(context.Background(), testRequest(srv.URL)).Success)
 
 	srv.CloseClientConnections()
-	select {
-	case <-srv.closed:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the server did not close the connection")
-	}
+	srv.waitClosed(t, "the server did not close the connection")
 	res := s.Send(context.Background(), testRequest(srv.URL))
 	require.True(t, res.Success, res.Message)
 	require.Equal(t, 2, srv.connections())
@@ -230,11 +236,7 @@ func TestDirectIdleConnectionsSwept(t *testing.T) {
 	s := directSender(t)
 	s.direct.idleTimeout = 20 * time.Millisecond
 	require.True(t, s.Send(context.Background(), testRequest(srv.URL)).Success)
-	select {
-	case <-srv.closed:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the idle connection was not closed")
-	}
+	srv.waitClosed(t, "the idle connection was not closed")
 	s.direct.mu.Lock()
 	defer s.direct.mu.Unlock()
 	require.Empty(t, s.direct.idle)
@@ -246,11 +248,7 @@ func TestDirectCloseDropsIdle(t *testing.T) {
 	s := directSender(t)
 	require.True(t, s.Send(context.Background(), testRequest(srv.URL)).Success)
 	s.Close()
-	select {
-	case <-srv.closed:
-	case <-time.After(10 * time.Second):
-		t.Fatal("Close left the idle connection open")
-	}
+	srv.waitClosed(t, "Close left the idle connection open")
 	require.True(t, s.Send(context.Background(), testRequest(srv.URL)).Success, "the Sender stays usable")
 }
 
