@@ -101,12 +101,14 @@ func ephemeralLow() int {
 type node struct {
 	cmd  *exec.Cmd
 	addr string
-	logs *bytes.Buffer
+	// logs is written by the process's output copiers while tests read
+	// it (failure messages), hence the lock.
+	logs *syncBuffer
 }
 
 func startNode(t *testing.T, bin, addr string, args ...string) *node {
 	t.Helper()
-	logs := &bytes.Buffer{}
+	logs := &syncBuffer{}
 	cmd := exec.Command(bin, append([]string{"serve", "--listen", addr}, args...)...)
 	cmd.Stdout = logs
 	cmd.Stderr = logs
@@ -193,7 +195,7 @@ func TestCrashSafety(t *testing.T) {
 			}))
 			t.Cleanup(recv.Close)
 
-			addr, n := startSubscribed(t, bin, args, recv.URL)
+			addr, n := startSubscribed(t, bin, args, recv.URL, time.Second)
 			ctx := context.Background()
 
 			const total, kills = 400, 4
@@ -252,13 +254,13 @@ func TestCrashSafety(t *testing.T) {
 }
 
 // startSubscribed starts a node with the "crash-token" API token and
-// subscribes url (timeout 1 s) to every event.
-func startSubscribed(t *testing.T, bin string, args []string, url string) (string, *node) {
+// subscribes url (with a request timeout of timeout) to every event.
+func startSubscribed(t *testing.T, bin string, args []string, url string, timeout time.Duration) (string, *node) {
 	t.Helper()
 	addr := freeAddr(t)
 	n := startNode(t, bin, addr, args...)
 	code, body, err := apiCall(context.Background(), addr, "crash-token", http.MethodPost, "/v1/subscriptions",
-		map[string]any{"url": url, "timeout_ms": 1000})
+		map[string]any{"url": url, "timeout_ms": timeout.Milliseconds()})
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, code, "%s", body)
 	return addr, n
@@ -277,8 +279,20 @@ func waitAllReceived(t *testing.T, mu *sync.Mutex, received map[string]int, acke
 			}
 		}
 		return true
-	}, d, 50*time.Millisecond, "not every acknowledged event was delivered; logs:\n%s", n.logs)
+	}, d, 50*time.Millisecond, "not every acknowledged event was delivered; stats: %s\nlogs:\n%s", lazyString(func() string {
+		_, b, err := apiCall(context.Background(), n.addr, "crash-token", http.MethodGet, "/v1/stats", nil)
+		if err != nil {
+			return err.Error()
+		}
+		return string(b)
+	}), n.logs)
 }
+
+// lazyString is a failure-message argument computed only when the message
+// is printed.
+type lazyString func() string
+
+func (f lazyString) String() string { return f() }
 
 // storeArgs returns the flags that put a herald process on backend: a
 // fresh PostgreSQL schema of its own, or a fresh SQLite data directory.
@@ -337,7 +351,12 @@ func TestCrashSafetyRunQueue(t *testing.T) {
 			}))
 			t.Cleanup(recv.Close)
 
-			addr, n := startSubscribed(t, bin, args, recv.URL)
+			// A timeout well past the time the run queue takes to fill,
+			// even on a loaded machine: held requests that timed out
+			// would be retried, and after the last of the three tiers
+			// dead, which this test is not about (a run of the whole
+			// suite once saw that happen).
+			addr, n := startSubscribed(t, bin, args, recv.URL, 10*time.Second)
 			ctx := context.Background()
 
 			const total = 10
