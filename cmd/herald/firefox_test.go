@@ -227,8 +227,14 @@ func TestFirefoxWebPush(t *testing.T) {
 	send(sub, "stored while you were away")
 	startFirefox(t, ffBin, profile, page.URL+"/")
 	waitGot("stored while you were away")
+	// The restarted browser normally reports the subscription it kept.
+	// Once, in a full parallel run of the suite, it reported a new one
+	// after receiving the stored message on the old: then the new endpoint
+	// must work as well.
 	subs, _, _ := page.state()
-	if len(subs) > 1 {
-		require.Equal(t, sub.Endpoint, subs[len(subs)-1].Endpoint, "the restarted browser keeps its subscription")
+	if last := subs[len(subs)-1]; last.Endpoint != sub.Endpoint {
+		t.Logf("the restarted Firefox subscribed again: %s", last.Endpoint)
+		send(last, "to the new subscription")
+		waitGot("to the new subscription")
 	}
 }
