@@ -22,8 +22,9 @@ import (
 // about a tenth of the node's CPU per delivery (docs/benchmarks.md, issue
 // 13). https stays on the Transport: it negotiates HTTP/2 and owns TLS.
 //
-// What the Transport did that this keeps: the Guard (the same dialer), no
-// proxy, no redirects (the caller reads the 3xx), the response header cap,
+// What the Transport (and http.Client) did that this keeps: the Guard (the
+// same dialer), no proxy, URL credentials as Basic auth, no redirects (the
+// caller reads the 3xx), the response header cap,
 // 1xx responses skipped, keep-alive only for a response read to its end
 // without "Connection: close", a per-host idle cap and idle timeout, and a
 // kept-alive connection the receiver closed while idle is not used (the
