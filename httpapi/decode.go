@@ -304,12 +304,11 @@ func compactJSON(raw json.RawMessage) (json.RawMessage, error) {
 // scans a document twice (a validity pass, then the decode) and a batch
 // body was decoded three levels deep that way: body, events array, each
 // item, six scans of every byte (24 µs per event of a 100-event batch,
-// more than storing it). The request body is validated once (validJSON,
-// json.Valid's answer five times faster) instead; splitObject and
-// splitArray then cut it into raw
-// values with a byte loop that only tracks strings and nesting. They
-// require valid JSON and give the same fields and values json.Unmarshal
-// would (FuzzSplitJSON).
+// more than storing it). The request body is validated once instead
+// (validJSON: json.Valid's answer, five times faster); splitObject and
+// splitArray then cut it into raw values with a byte loop that only tracks
+// strings and nesting. They require valid JSON and give the same fields
+// and values json.Unmarshal would (FuzzSplitJSON).
 
 // splitObject returns the fields of the JSON object b (valid JSON), or
 // false when b is not an object. Values are slices of b; a repeated key
