@@ -172,7 +172,7 @@ func rawServer(t *testing.T, serve func(c net.Conn)) string {
 }
 
 // readRequest consumes one request from c.
-func readRequest(t *testing.T, br *bufio.Reader) bool {
+func readRequest(br *bufio.Reader) bool {
 	req, err := http.ReadRequest(br)
 	if err != nil {
 		return false
@@ -192,7 +192,7 @@ func TestDirectUnsolicitedBytesNotReused(t *testing.T) {
 		conns++
 		mu.Unlock()
 		br := bufio.NewReader(c)
-		for readRequest(t, br) {
+		for readRequest(br) {
 			_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 			_, _ = io.WriteString(c, "HTTP/1.1 500 Injected\r\nContent-Length: 0\r\n\r\n")
 		}
@@ -210,7 +210,7 @@ func TestDirectUnsolicitedBytesNotReused(t *testing.T) {
 func TestDirectResponseHeadersCapped(t *testing.T) {
 	t.Parallel()
 	url := rawServer(t, func(c net.Conn) {
-		if !readRequest(t, bufio.NewReader(c)) {
+		if !readRequest(bufio.NewReader(c)) {
 			return
 		}
 		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\n")
@@ -310,7 +310,7 @@ func TestDirectTooManyInterimResponses(t *testing.T) {
 		t.Run(strconv.Itoa(n), func(t *testing.T) {
 			t.Parallel()
 			url := rawServer(t, func(c net.Conn) {
-				if !readRequest(t, bufio.NewReader(c)) {
+				if !readRequest(bufio.NewReader(c)) {
 					return
 				}
 				for range n {
