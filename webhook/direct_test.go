@@ -171,7 +171,7 @@ func rawServer(t *testing.T, serve func(c net.Conn)) string {
 	return "http://" + ln.Addr().String()
 }
 
-// readRequest consumes one request from c.
+// readRequest consumes one request from br; false when none came.
 func readRequest(br *bufio.Reader) bool {
 	req, err := http.ReadRequest(br)
 	if err != nil {
