@@ -114,6 +114,7 @@ func (s *server) deliveryGet(w http.ResponseWriter, r *http.Request) error {
 	if own := principalOf(r).Tenant; own != "" && (sub == nil || sub.Tenant != own) {
 		return notFound(herald.ErrNotFound, "delivery", id)
 	}
+	sub = receiverAsSeenBy(r, sub)
 	var eventType string
 	if len(res.Attempts) > 0 && sub != nil {
 		if ev, err := s.store.EventGet(r.Context(), res.Delivery.EventID); err == nil {

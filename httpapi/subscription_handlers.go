@@ -87,7 +87,7 @@ func (s *server) subscriptionList(w http.ResponseWriter, r *http.Request) error 
 	}
 	out := listJSON[subscriptionJSON]{Data: make([]subscriptionJSON, len(res.Subscriptions))}
 	for i, sub := range res.Subscriptions {
-		out.Data[i] = subscriptionView(sub, "")
+		out.Data[i] = subscriptionView(receiverAsSeenBy(r, sub), "")
 	}
 	if n := len(res.Subscriptions); n > 0 {
 		out.NextCursor = nextCursor(res.More, res.Subscriptions[n-1].ID)
@@ -100,7 +100,7 @@ func (s *server) subscriptionGet(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return s.reply(w, http.StatusOK, subscriptionView(sub, ""))
+	return s.reply(w, http.StatusOK, subscriptionView(receiverAsSeenBy(r, sub), ""))
 }
 
 // subscriptionPatch applies a JSON merge patch (RFC 7396) to the current

@@ -1,0 +1,90 @@
+package httpapi
+
+import (
+	"maps"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/heraldhq/herald"
+)
+
+// masked stands in for a receiver credential a reader may not see.
+const masked = "***"
+
+// credentialWords mark a header name as carrying a credential when the
+// lower-cased name contains one of them (Authorization, X-Api-Key,
+// Cookie, X-Auth-Token, X-Webhook-Secret…). Guessing wide costs a reader
+// a harmless value now and then; guessing narrow would leak a key.
+var credentialWords = []string{"auth", "token", "secret", "key", "password", "passwd", "cookie", "session", "credential", "signature"}
+
+// receiverAsSeenBy returns sub as r's principal may see it. Receiver
+// credentials — the URL's userinfo, every query value and fragment, and
+// the values of credential-bearing headers — are for those who may change
+// them: without subscriptions:write they are replaced by "***". sub is not
+// modified; a masked copy is returned. Every answer showing a receiver
+// (subscriptions, an attempt's rebuilt request) goes through here.
+func receiverAsSeenBy(r *http.Request, sub *herald.Subscription) *herald.Subscription {
+	if sub == nil || principalOf(r).Has(ScopeSubscriptionsWrite) {
+		return sub
+	}
+	c := *sub
+	c.URL = maskURL(sub.URL)
+	if len(sub.Headers) > 0 {
+		c.Headers = maps.Clone(sub.Headers)
+		for name, v := range c.Headers {
+			if v != "" && credentialHeader(name) {
+				c.Headers[name] = masked
+			}
+		}
+	}
+	return &c
+}
+
+// credentialHeader reports whether a header's value is a credential.
+func credentialHeader(name string) bool {
+	n := strings.ToLower(name)
+	for _, w := range credentialWords {
+		if strings.Contains(n, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// maskURL masks raw's userinfo, the value of every query parameter (all
+// of them: a name does not say reliably which one is a token) and its
+// fragment, keeping scheme, host, path and the parameter names, so a
+// reader can still tell receivers apart. Stored URLs were validated on
+// the way in; one that does not parse is masked whole.
+func maskURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return masked
+	}
+	hadUser := u.User != nil
+	u.User = nil
+	if u.RawQuery != "" {
+		parts := strings.Split(u.RawQuery, "&")
+		for i, p := range parts {
+			name, value, hasValue := strings.Cut(p, "=")
+			switch {
+			case hasValue && value != "":
+				parts[i] = name + "=" + masked
+			case !hasValue && name != "":
+				// ?abc123: a bare value, which may be the token itself.
+				parts[i] = masked
+			}
+		}
+		u.RawQuery = strings.Join(parts, "&")
+	}
+	if u.Fragment != "" || u.RawFragment != "" {
+		u.Fragment, u.RawFragment = masked, ""
+	}
+	out := u.String()
+	if hadUser {
+		// Set by hand: url.User would escape the stars.
+		out = strings.Replace(out, "://", "://"+masked+"@", 1)
+	}
+	return out
+}
