@@ -242,3 +242,24 @@ func (s *server) portalSession(w http.ResponseWriter, r *http.Request) error {
 		Token: token, Tenant: l.Tenant, ExpiresAt: timestamp(l.ExpiresAt), Theme: theme,
 	})
 }
+
+// portalSessionEnd answers DELETE /v1/portal/sessions/current, the
+// portal's "End session": the bearer token revokes itself (its row is
+// deleted, as DELETE /v1/tokens/{id} does), so a copy of it left in the
+// browser, a proxy or a screenshot stops working on every node at once.
+// Only tenant-confined stored tokens qualify: every portal session is one,
+// and an unconfined token (admin, --api-token) ending itself could lock
+// the operator out.
+func (s *server) portalSessionEnd(w http.ResponseWriter, r *http.Request) error {
+	p := principalOf(r)
+	if p.TokenID == "" || p.Tenant == "" {
+		return herald.Errorf(herald.CodeForbidden,
+			"only a portal session (a token confined to a tenant) can end itself; revoke other tokens with DELETE /v1/tokens/{id}")
+	}
+	// Not found: a concurrent end won; the session is over either way.
+	if err := s.store.APITokenDelete(r.Context(), p.TokenID); err != nil && !errors.Is(err, herald.ErrNotFound) {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}

@@ -187,3 +187,48 @@ func TestPortalValidation(t *testing.T) {
 	requireError(t, b.do(t, http.MethodPost, "/v1/tenants/acme/portal", nil, withoutToken()),
 		http.StatusUnauthorized, herald.CodeUnauthorized, "")
 }
+
+// TestPortalSessionEnd: "End session" revokes the session's token on the
+// server, so the token is refused (401) on every route afterwards, on
+// every node; tokens that are not portal sessions cannot use the route.
+func TestPortalSessionEnd(t *testing.T) {
+	t.Parallel()
+	testdb.ForEach(t, func(t *testing.T, s store.Store) {
+		b, _ := setupPortal(t, s)
+		pl := ok[portalLinkJSON](t, b.do(t, http.MethodPost, "/v1/tenants/acme/portal", nil), http.StatusCreated)
+		sess := ok[portalSessionJSON](t, b.do(t, http.MethodPost, "/v1/portal/sessions", obj{"link": linkOf(t, pl.URL)}, withoutToken()), http.StatusOK)
+		as := withToken(sess.Token)
+		ok[listJSON[subscriptionJSON]](t, b.do(t, http.MethodGet, "/v1/subscriptions", nil, as), http.StatusOK)
+
+		// Neither the operator's tokens nor an unconfined stored one end
+		// themselves here (nothing is revoked).
+		requireError(t, b.do(t, http.MethodDelete, "/v1/portal/sessions/current", nil), http.StatusForbidden, herald.CodeForbidden, "")
+		reader := b.createToken(t, obj{"name": "reader", "scopes": []string{"events:read"}})
+		requireError(t, b.do(t, http.MethodDelete, "/v1/portal/sessions/current", nil, withToken(reader.Token)),
+			http.StatusForbidden, herald.CodeForbidden, "")
+		ok[listJSON[eventJSON]](t, b.do(t, http.MethodGet, "/v1/events", nil, withToken(reader.Token)), http.StatusOK)
+		requireError(t, b.do(t, http.MethodDelete, "/v1/portal/sessions/current", nil, withoutToken()),
+			http.StatusUnauthorized, herald.CodeUnauthorized, "")
+
+		// Ended through another node (same store).
+		node2, _ := setupPortal(t, s)
+		res := node2.do(t, http.MethodDelete, "/v1/portal/sessions/current", nil, as)
+		require.Equal(t, http.StatusNoContent, res.code, "body: %s", res.body)
+		require.Empty(t, res.body)
+
+		toks := ok[listJSON[tokenJSON]](t, b.do(t, http.MethodGet, "/v1/tokens", nil), http.StatusOK)
+		for _, tok := range toks.Data {
+			require.NotEqual(t, "portal session", tok.Name, "the session's token is revoked")
+		}
+		routes := RouteScopes(b.handler)
+		require.Contains(t, routes, "DELETE /v1/portal/sessions/current")
+		for pattern, scope := range routes {
+			if scope == ScopePortalLink {
+				continue // takes no bearer token
+			}
+			method, path, _ := strings.Cut(pattern, " ")
+			path = strings.NewReplacer("{id...}", "x", "{id}", "x", "{tenant}", "acme").Replace(path)
+			requireError(t, b.do(t, method, path, nil, as), http.StatusUnauthorized, herald.CodeUnauthorized, "")
+		}
+	})
+}

@@ -32,9 +32,16 @@ var AllScopes = []Scope{
 // /v1/portal/sessions). No token carries it: it is not in AllScopes.
 const ScopePortalLink Scope = "portal-link"
 
-// ValidRouteScope reports whether a route may declare s: a token scope
-// or ScopePortalLink.
-func ValidRouteScope(s string) bool { return ValidScope(s) || Scope(s) == ScopePortalLink }
+// ScopePortalSession is what DELETE /v1/portal/sessions/current declares:
+// any stored token confined to a tenant (every portal session is) may end
+// itself there, whatever its scopes. It is not in AllScopes either.
+const ScopePortalSession Scope = "portal-session"
+
+// ValidRouteScope reports whether a route may declare s: a token scope,
+// ScopePortalLink or ScopePortalSession.
+func ValidRouteScope(s string) bool {
+	return ValidScope(s) || Scope(s) == ScopePortalLink || Scope(s) == ScopePortalSession
+}
 
 // ValidScope reports whether s is a known scope.
 func ValidScope(s string) bool { return slices.Contains(AllScopes, Scope(s)) }

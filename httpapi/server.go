@@ -205,6 +205,8 @@ func (s *server) routes() {
 	// bearer token, is the credential of the exchange.
 	s.v1("POST /v1/tenants/{tenant}/portal", ScopeAdmin, s.portalCreate)
 	s.v1Link("POST /v1/portal/sessions", s.portalSession)
+	// "End session": the session's token revokes itself.
+	s.v1Self("DELETE /v1/portal/sessions/current", s.portalSessionEnd)
 
 	if s.cfg.Push != nil {
 		s.v1("PUT /v1/push/broadcasts/{id...}", ScopeAdmin, s.pushBroadcastPut)
@@ -263,6 +265,18 @@ func (s *server) v1(pattern string, scope Scope, h handlerFunc) {
 func (s *server) v1Link(pattern string, h handlerFunc) {
 	s.scopes[pattern] = ScopePortalLink
 	s.handle(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			s.writeError(w, r, err)
+		}
+	}))
+}
+
+// v1Self mounts a /v1 route any valid token reaches whatever its scopes,
+// because it acts on that token alone (the handler decides which tokens
+// qualify); it declares ScopePortalSession.
+func (s *server) v1Self(pattern string, h handlerFunc) {
+	s.scopes[pattern] = ScopePortalSession
+	s.handle(pattern, s.authenticated("", func(w http.ResponseWriter, r *http.Request) {
 		if err := h(w, r); err != nil {
 			s.writeError(w, r, err)
 		}

@@ -167,12 +167,18 @@ func TestTenantIsolationMatrix(t *testing.T) {
 			covered[c.route] = true
 			requireError(t, pb.do(t, c.method, c.path, c.body, withToken(w.tokA)), http.StatusForbidden, herald.CodeForbidden, "")
 		}
+		// Acts on the caller's own token alone: run last, after the
+		// snapshot (it changes the token list by revoking tokA).
+		covered["DELETE /v1/portal/sessions/current"] = true
 		for _, p := range Patterns(withPush) {
 			if strings.Contains(p, " /v1/") {
 				require.True(t, covered[p], "route %s is missing from the isolation matrix", p)
 			}
 		}
 		require.Equal(t, before, b.snapshot(t, w), "tenant A's requests changed tenant B's data")
+		res := b.do(t, http.MethodDelete, "/v1/portal/sessions/current", nil, withToken(w.tokA))
+		require.Equal(t, http.StatusNoContent, res.code, "body: %s", res.body)
+		requireError(t, b.do(t, http.MethodGet, "/v1/subscriptions", nil, withToken(w.tokA)), http.StatusUnauthorized, herald.CodeUnauthorized, "")
 
 		// Tenant B sees its own, but not the audit subscription's delivery.
 		ev := ok[eventJSON](t, b.do(t, http.MethodGet, "/v1/events/"+w.evB, nil, withToken(w.tokB)), http.StatusOK)
