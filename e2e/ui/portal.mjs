@@ -256,6 +256,18 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
   await page.locator('.error').getByText('forbidden').waitFor();
   assert(page.url().includes('/ui/sign-in') || (await page.locator('#token').count()) === 1, 'still at sign-in');
 
+  begin('End session revokes the session on the server');
+  await page.goto(BASE + '/portal/');
+  await page.getByRole('heading', { name: 'Subscriptions' }).waitFor();
+  await page.getByRole('button', { name: 'End session' }).click();
+  await page.locator('[data-portal-expired]').getByText('Session ended.').waitFor();
+  assert(await page.evaluate(() => sessionStorage.getItem('herald.portal.token')) === null, 'the session is still in sessionStorage');
+  for (const path of ['/v1/subscriptions', '/v1/subscriptions/' + subA.id, '/v1/deliveries', '/v1/events']) {
+    const r = await fetch(BASE + path, { headers: { Authorization: 'Bearer ' + session } });
+    assert(r.status === 401, 'the ended session still works on ' + path + ': ' + r.status);
+  }
+  await shot(page, '06b-portal-session-ended');
+
   begin('the same link again is refused (new tab)');
   const replay = watch(await context.newPage());
   await replay.goto(link.url);

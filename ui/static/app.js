@@ -68,13 +68,32 @@ function layout(section) {
     brand(),
     nav,
     PORTAL
-      ? h('button', { type: 'button', class: 'link signout', onclick: () => { clearToken(); navigate('expired?ended=1', { replace: true }); } }, 'End session')
+      ? h('button', { type: 'button', class: 'link signout', onclick: (ev) => endSession(ev.currentTarget) }, 'End session')
       : h('button', { type: 'button', class: 'link signout', onclick: () => { clearToken(); navigate('sign-in'); } }, 'Sign out'));
   replace(app, header, main);
   // On a phone the nav scrolls sideways: keep the current section in view.
   const current = nav.querySelector('[aria-current]');
   if (current) nav.scrollLeft = Math.max(0, current.offsetLeft - nav.clientWidth / 2 + current.clientWidth / 2);
   return main;
+}
+
+// endSession revokes the portal session's token on the server (so a copy
+// left anywhere stops working), then forgets it here. The token is
+// forgotten even when the call fails: a 401 means it was already dead;
+// otherwise the page says it could not be revoked and will expire.
+async function endSession(button) {
+  button.disabled = true;
+  const token = getToken();
+  let revoked = true;
+  if (token) {
+    try {
+      await api('DELETE', '/v1/portal/sessions/current', undefined, { token });
+    } catch (e) {
+      revoked = e instanceof APIError && e.status === 401;
+    }
+  }
+  clearToken();
+  navigate(revoked ? 'expired?ended=1' : 'expired?ended=unrevoked', { replace: true });
 }
 
 // brand is the header's home link: herald's, or the portal theme's logo
@@ -180,7 +199,10 @@ async function route() {
   if (PORTAL) {
     applyTheme();
     if (path === 'expired' || !getToken()) {
-      expiredPage(params.get('ended') ? 'Session ended. Open a new portal link to come back.' : null);
+      const ended = params.get('ended');
+      expiredPage(ended === 'unrevoked'
+        ? 'Session ended in this browser, but the server could not be reached to revoke it; it stops working when it expires. Open a new portal link to come back.'
+        : ended ? 'Session ended. Open a new portal link to come back.' : null);
       return;
     }
   } else if (path === 'sign-in' || !getToken()) {
