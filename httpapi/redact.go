@@ -9,8 +9,8 @@ import (
 	"github.com/heraldhq/herald"
 )
 
-// masked stands in for a receiver credential a reader may not see.
-const masked = "***"
+// maskedCredential stands in for a receiver credential a reader may not see.
+const maskedCredential = "***"
 
 // credentialWords mark a header name as carrying a credential when the
 // lower-cased name contains one of them (Authorization, X-Api-Key,
@@ -34,7 +34,7 @@ func receiverAsSeenBy(r *http.Request, sub *herald.Subscription) *herald.Subscri
 		c.Headers = maps.Clone(sub.Headers)
 		for name, v := range c.Headers {
 			if v != "" && credentialHeader(name) {
-				c.Headers[name] = masked
+				c.Headers[name] = maskedCredential
 			}
 		}
 	}
@@ -56,11 +56,11 @@ func credentialHeader(name string) bool {
 // of them: a name does not say reliably which one is a token) and its
 // fragment, keeping scheme, host, path and the parameter names, so a
 // reader can still tell receivers apart. Stored URLs were validated on
-// the way in; one that does not parse is masked whole.
+// the way in; one that does not parse is maskedCredential whole.
 func maskURL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return masked
+		return maskedCredential
 	}
 	hadUser := u.User != nil
 	u.User = nil
@@ -70,21 +70,21 @@ func maskURL(raw string) string {
 			name, value, hasValue := strings.Cut(p, "=")
 			switch {
 			case hasValue && value != "":
-				parts[i] = name + "=" + masked
+				parts[i] = name + "=" + maskedCredential
 			case !hasValue && name != "":
 				// ?abc123: a bare value, which may be the token itself.
-				parts[i] = masked
+				parts[i] = maskedCredential
 			}
 		}
 		u.RawQuery = strings.Join(parts, "&")
 	}
 	if u.Fragment != "" || u.RawFragment != "" {
-		u.Fragment, u.RawFragment = masked, ""
+		u.Fragment, u.RawFragment = maskedCredential, ""
 	}
 	out := u.String()
 	if hadUser {
 		// Set by hand: url.User would escape the stars.
-		out = strings.Replace(out, "://", "://"+masked+"@", 1)
+		out = strings.Replace(out, "://", "://"+maskedCredential+"@", 1)
 	}
 	return out
 }
