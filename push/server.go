@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -32,8 +33,10 @@ const (
 	// one user agent (autopush-rs: 128); beyond it a hand-off answers "not
 	// here" and the message is stored.
 	ClientChannelCapacity = 128
-	// handoffTimeout is added to AckWait to bound one node-to-node call.
-	handoffTimeout = 2 * time.Second
+	// handoffDialTimeout bounds connecting to another node: a node that
+	// accepts no connection within it is taken for gone (handoffTimeout
+	// bounds the whole call).
+	handoffDialTimeout = 3 * time.Second
 )
 
 // Config configures the push service of one node.
@@ -44,9 +47,10 @@ type Config struct {
 	// (scheme://host[:port], no trailing slash). VAPID's aud must equal
 	// its origin.
 	EndpointURL string
-	// NodeID is this node's internal URL (http://host:port of
-	// --internal-listen): what the router record stores and what other
-	// nodes call. On a single node it may be any unique string.
+	// NodeID is what the router record stores for this node: NewNodeID of
+	// its internal URL (http://host:port of --internal-listen), which other
+	// nodes call, made unique to this process. On a single node it may be
+	// any unique string.
 	NodeID string
 	// MsgLimit: more stored messages than this read in one session reset
 	// the uaid (default DefaultMsgLimit).
@@ -112,6 +116,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	if s.client == nil {
 		s.client = &http.Client{Transport: &http.Transport{
+			DialContext:         (&net.Dialer{Timeout: handoffDialTimeout}).DialContext,
 			MaxIdleConnsPerHost: 64,
 			IdleConnTimeout:     90 * time.Second,
 		}}
@@ -189,7 +194,7 @@ func allowFor(p string) string {
 func (s *Server) InternalHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || !s.cfg.Keys.CheckInternalToken(tok) {
+		if !ok || !s.cfg.Keys.CheckInternalToken(tok, s.cfg.Now()) {
 			w.Header().Set("WWW-Authenticate", "Bearer")
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return

@@ -39,6 +39,7 @@ type config struct {
 	// Transport instead of the direct HTTP/1.1 path (ADR 0017).
 	WebhookStdTransport bool
 	APIToken            string
+	MetricsToken        string
 	// MetricsTenants are the tenants with their own /metrics label value
 	// (comma-separated); others are counted as _other.
 	MetricsTenants string
@@ -123,6 +124,7 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.WebhookStdTransport, "webhook-std-transport", false, "send http:// webhooks through Go's net/http Transport instead of the direct HTTP/1.1 path (https always uses the Transport)")
 	fs.StringVar(&c.AllowCIDR, "allow-cidr", "", "comma-separated CIDRs delivery may reach even if loopback/private (never link-local/metadata)")
 	fs.StringVar(&c.APIToken, "api-token", "", "admin API token (default: generated on first start into <data-dir>/admin.token)")
+	fs.StringVar(&c.MetricsToken, "metrics-token", "", "when set, GET /metrics needs \"Authorization: Bearer <token>\" (default: /metrics is open to anyone who reaches the listener)")
 	fs.StringVar(&c.MetricsTenants, "metrics-tenants", "", "comma-separated tenants with their own label in /metrics' per-tenant series (others count as _other)")
 	fs.IntVar(&c.Workers, "workers", delivery.DefaultWorkers, "concurrent delivery requests per node")
 	fs.StringVar(&c.NodeID, "node-id", "", "name of this node in leases (default random)")
@@ -268,8 +270,14 @@ func (c *config) validate() error {
 		}
 	}
 	if c.InternalListen != "" {
-		if _, _, err := net.SplitHostPort(c.InternalListen); err != nil {
+		host, _, err := net.SplitHostPort(c.InternalListen)
+		if err != nil {
 			return fmt.Errorf("--internal-listen: %q is not host:port: %w", c.InternalListen, err)
+		}
+		if ip := net.ParseIP(host); c.InternalURL == "" && (host == "" || ip != nil && ip.IsUnspecified()) {
+			// Other nodes cannot call http://[::]:port: each must be told
+			// the address it is reached at.
+			return fmt.Errorf("--internal-listen %q listens on every address: set --internal-url to the URL other nodes reach this node at", c.InternalListen)
 		}
 	}
 	if c.PushMsgLimit < 1 {

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -60,16 +58,17 @@ func startPush(c *config, s store.Store, ln net.Listener, reg prometheus.Registe
 		if err != nil {
 			return nil, fmt.Errorf("error listening on %s (--internal-listen): %w", c.InternalListen, err)
 		}
-		n.nodeID = c.InternalURL
-		if n.nodeID == "" {
-			n.nodeID = "http://" + n.iln.Addr().String()
+		// validate required --internal-url when the listener's host
+		// is unspecified, so the default names one reachable address.
+		internalURL := c.InternalURL
+		if internalURL == "" {
+			internalURL = "http://" + n.iln.Addr().String()
 		}
+		n.nodeID = push.NewNodeID(internalURL)
 	} else {
 		// No other node can reach this one: its router records name a
 		// local id that only this process serves.
-		var b [8]byte
-		_, _ = rand.Read(b[:])
-		n.nodeID = "local:" + hex.EncodeToString(b[:])
+		n.nodeID = push.NewNodeID("")
 	}
 	n.srv, err = push.New(push.Config{
 		Store:            ps,
