@@ -2,6 +2,7 @@ package push
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"log/slog"
@@ -65,9 +66,13 @@ type Config struct {
 	// HTTPClient calls other nodes' internal listeners (default: a client
 	// of its own with keep-alive connections).
 	HTTPClient *http.Client
-	Observer   Observer
-	Logger     *slog.Logger
-	Now        func() time.Time
+	// TLSClientConfig, when set, is the default client's TLS configuration
+	// for https:// node URLs (mutual TLS: the client certificate and the
+	// CA that signed the other nodes').
+	TLSClientConfig *tls.Config
+	Observer        Observer
+	Logger          *slog.Logger
+	Now             func() time.Time
 }
 
 // Server is the push service of one node.
@@ -117,6 +122,7 @@ func New(cfg Config) (*Server, error) {
 	if s.client == nil {
 		s.client = &http.Client{Transport: &http.Transport{
 			DialContext:         (&net.Dialer{Timeout: handoffDialTimeout}).DialContext,
+			TLSClientConfig:     cfg.TLSClientConfig,
 			MaxIdleConnsPerHost: 64,
 			IdleConnTimeout:     90 * time.Second,
 		}}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -52,17 +53,26 @@ func startPush(c *config, s store.Store, ln net.Listener, reg prometheus.Registe
 			logger.Warn("push endpoints are built on an unspecified address; set --push-endpoint-url to the URL senders use", "endpoint_url", endpoint)
 		}
 	}
+	serverTLS, clientTLS, err := internalTLS(c)
+	if err != nil {
+		return nil, err
+	}
 	n := &pushNode{}
 	if c.InternalListen != "" {
 		n.iln, err = net.Listen("tcp", c.InternalListen)
 		if err != nil {
 			return nil, fmt.Errorf("error listening on %s (--internal-listen): %w", c.InternalListen, err)
 		}
+		scheme := "http://"
+		if serverTLS != nil {
+			n.iln = tls.NewListener(n.iln, serverTLS)
+			scheme = "https://"
+		}
 		// validate required --internal-url when the listener's host
 		// is unspecified, so the default names one reachable address.
 		internalURL := c.InternalURL
 		if internalURL == "" {
-			internalURL = "http://" + n.iln.Addr().String()
+			internalURL = scheme + n.iln.Addr().String()
 		}
 		n.nodeID = push.NewNodeID(internalURL)
 	} else {
@@ -80,6 +90,7 @@ func startPush(c *config, s store.Store, ln net.Listener, reg prometheus.Registe
 		PingInterval:     c.PushPingInterval,
 		HandshakeTimeout: c.PushHandshakeTimeout,
 		BroadcastPoll:    c.PushBroadcastPoll,
+		TLSClientConfig:  clientTLS,
 		Observer:         metrics.NewPushObserver(reg),
 		Logger:           logger,
 	})
