@@ -333,3 +333,19 @@ func TestRouterRecordReasserted(t *testing.T) {
 		return err == nil && got.NodeID == testNode && got.ConnectedAt == u.ConnectedAt
 	})
 }
+
+// TestInternalListenerRefusesReplayedBearer (issue 20, item 15d): the
+// internal listener refuses a bearer made more than InternalTokenWindow
+// ago (one captured on the wire) and accepts a fresh one.
+func TestInternalListenerRefusesReplayedBearer(t *testing.T) {
+	t.Parallel()
+	e := setupHTTP(t)
+	_, uaid, _ := e.connected(t)
+	notif := func(tok string) int {
+		resp := e.post(t, e.internal+"/notif/"+uaid, sendOpts{method: http.MethodPut, headers: map[string]string{"Authorization": "Bearer " + tok}})
+		return resp.StatusCode
+	}
+	now := e.clock.Now()
+	require.Equal(t, http.StatusOK, notif(e.s.cfg.Keys.InternalToken(now)))
+	require.Equal(t, http.StatusUnauthorized, notif(e.s.cfg.Keys.InternalToken(now.Add(-2*InternalTokenWindow))))
+}
