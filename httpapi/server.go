@@ -70,6 +70,9 @@ type Config struct {
 	Auth  Authenticator
 	// Metrics is mounted at GET /metrics when non-nil.
 	Metrics http.Handler
+	// MetricsToken, when set, is the bearer GET /metrics needs
+	// (--metrics-token); without it /metrics is open.
+	MetricsToken string
 	// Extra routes (e.g. the push endpoints) are mounted as given: the keys
 	// are ServeMux patterns. They are not behind the API token.
 	Extra map[string]http.Handler
@@ -157,7 +160,7 @@ func (s *server) routes() {
 	s.handle("GET /healthz", http.HandlerFunc(s.healthz))
 	s.handle("GET /readyz", http.HandlerFunc(s.readyz))
 	if s.cfg.Metrics != nil {
-		s.handle("GET /metrics", s.cfg.Metrics)
+		s.handle("GET /metrics", s.metricsGate(s.cfg.Metrics))
 	}
 	for pattern, h := range s.cfg.Extra {
 		s.handle(pattern, h)

@@ -3,6 +3,7 @@ package metrics
 import (
 	"context"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -87,23 +88,68 @@ func (o *PushObserver) ObserveHandoff(kind, result string) {
 
 func (o *PushObserver) ObserveDeliveryLatency(seconds float64) { o.latency.Observe(seconds) }
 
-// PushStatsCollector reports the Web Push store's counts at scrape time:
+// DefaultPushStatsInterval is how old the push counts /metrics reports
+// may get: a scrape that finds them older starts one refresh in the
+// background and reports the previous counts.
+const DefaultPushStatsInterval = time.Minute
+
+// pushStatsTimeout bounds one refresh, and how long the first scrape waits
+// for the first counts.
+const pushStatsTimeout = 30 * time.Second
+
+// PushStatsCollector reports the Web Push store's counts:
 //
 //	herald_push_users              user agents in the store
 //	herald_push_channels           registered channels (push subscriptions)
 //	herald_push_stored_messages    stored messages waiting for their user agent (the backlog)
+//
+// Counting is a full scan of the push tables (about a second for 3 million
+// channels on PostgreSQL), so a scrape never counts: it reports the counts
+// of the last refresh, and one refresh runs in the background at most every
+// Interval, only while something scrapes. Only the first scrape waits for
+// the first counts.
 type PushStatsCollector struct {
 	store                    store.PushStore
+	interval                 time.Duration
+	now                      func() time.Time
 	users, channels, backlog *prometheus.Desc
+
+	mu         sync.Mutex
+	stats      *store.PushStats // nil until the first refresh succeeded
+	at         time.Time        // when the last refresh started
+	refreshing chan struct{}    // closed when the refresh under way ends; nil when none runs
 }
 
-// NewPushStatsCollector returns a collector reading s.
+// PushStatsConfig configures a PushStatsCollector.
+type PushStatsConfig struct {
+	// Interval is the least time between two counts (default
+	// DefaultPushStatsInterval).
+	Interval time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// NewPushStatsCollector returns a collector reading s every
+// DefaultPushStatsInterval at most.
 func NewPushStatsCollector(s store.PushStore) *PushStatsCollector {
+	return NewPushStatsCollectorWith(s, PushStatsConfig{})
+}
+
+// NewPushStatsCollectorWith returns a collector reading s as cfg says.
+func NewPushStatsCollectorWith(s store.PushStore, cfg PushStatsConfig) *PushStatsCollector {
+	if cfg.Interval <= 0 {
+		cfg.Interval = DefaultPushStatsInterval
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	return &PushStatsCollector{
 		store:    s,
-		users:    prometheus.NewDesc("herald_push_users", "Web Push user agents in the store.", nil, nil),
-		channels: prometheus.NewDesc("herald_push_channels", "Registered Web Push channels (subscriptions).", nil, nil),
-		backlog:  prometheus.NewDesc("herald_push_stored_messages", "Stored Web Push messages waiting for their user agent.", nil, nil),
+		interval: cfg.Interval,
+		now:      cfg.Now,
+		users:    prometheus.NewDesc("herald_push_users", "Web Push user agents in the store (counted in the background, not at every scrape).", nil, nil),
+		channels: prometheus.NewDesc("herald_push_channels", "Registered Web Push channels (subscriptions; counted in the background, not at every scrape).", nil, nil),
+		backlog:  prometheus.NewDesc("herald_push_stored_messages", "Stored Web Push messages waiting for their user agent (counted in the background, not at every scrape).", nil, nil),
 	}
 }
 
@@ -114,16 +160,46 @@ func (c *PushStatsCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.backlog
 }
 
-// Collect implements prometheus.Collector. A failed read reports nothing
-// (herald_store_up says the store is down).
+// Collect implements prometheus.Collector. Until a count succeeded it
+// reports nothing (herald_store_up says whether the store is down).
 func (c *PushStatsCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	st, err := c.store.PushStats(ctx)
-	if err != nil {
+	c.mu.Lock()
+	st := c.stats
+	if c.refreshing == nil && (st == nil || c.now().Sub(c.at) >= c.interval) {
+		c.refreshing = make(chan struct{})
+		c.at = c.now()
+		go c.refresh(c.refreshing)
+	}
+	wait := c.refreshing
+	c.mu.Unlock()
+	if st == nil && wait != nil {
+		select {
+		case <-wait:
+		case <-time.After(pushStatsTimeout):
+		}
+		c.mu.Lock()
+		st = c.stats
+		c.mu.Unlock()
+	}
+	if st == nil {
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(c.users, prometheus.GaugeValue, float64(st.Users))
 	ch <- prometheus.MustNewConstMetric(c.channels, prometheus.GaugeValue, float64(st.Channels))
 	ch <- prometheus.MustNewConstMetric(c.backlog, prometheus.GaugeValue, float64(st.Messages))
+}
+
+// refresh counts once and closes done. A failed count keeps the previous
+// counts; the next is tried an Interval later.
+func (c *PushStatsCollector) refresh(done chan struct{}) {
+	ctx, cancel := context.WithTimeout(context.Background(), pushStatsTimeout)
+	st, err := c.store.PushStats(ctx)
+	cancel()
+	c.mu.Lock()
+	if err == nil {
+		c.stats = st
+	}
+	c.refreshing = nil
+	c.mu.Unlock()
+	close(done)
 }

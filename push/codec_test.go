@@ -137,12 +137,39 @@ func TestMessageIDs(t *testing.T) {
 
 func TestInternalToken(t *testing.T) {
 	t.Parallel()
+	now := time.Now()
 	a, b := GenerateKey(), GenerateKey()
 	ka, kab, kb := mustKeys(t, a), mustKeys(t, b+","+a), mustKeys(t, b)
-	require.True(t, kab.CheckInternalToken(ka.InternalToken()), "a node still on the old first key is accepted")
-	require.True(t, ka.CheckInternalToken(ka.InternalToken()))
-	require.False(t, kb.CheckInternalToken(ka.InternalToken()))
-	require.False(t, ka.CheckInternalToken(""))
+	require.True(t, kab.CheckInternalToken(ka.InternalToken(now), now), "a node still on the old first key is accepted")
+	require.True(t, ka.CheckInternalToken(ka.InternalToken(now), now))
+	require.False(t, kb.CheckInternalToken(ka.InternalToken(now), now), "a key removed from the configuration is refused")
+	require.False(t, ka.CheckInternalToken("", now))
+}
+
+// TestInternalTokenBoundToTime (issue 20, item 15d): a node-to-node bearer
+// seen on the wire (the internal listener speaks plain HTTP) is refused
+// once it is older, or newer, than InternalTokenWindow; it was a static
+// HMAC, valid for as long as its key was configured.
+func TestInternalTokenBoundToTime(t *testing.T) {
+	t.Parallel()
+	k := mustKeys(t, GenerateKey())
+	issued := time.Now()
+	tok := k.InternalToken(issued)
+	require.True(t, k.CheckInternalToken(tok, issued.Add(InternalTokenWindow-time.Second)))
+	require.True(t, k.CheckInternalToken(tok, issued.Add(-InternalTokenWindow+time.Second)), "a receiver's clock a little behind")
+	require.False(t, k.CheckInternalToken(tok, issued.Add(InternalTokenWindow+time.Second)), "a replayed bearer")
+	require.False(t, k.CheckInternalToken(tok, issued.Add(-InternalTokenWindow-time.Second)))
+	require.NotEqual(t, tok, k.InternalToken(issued.Add(2*time.Second)), "the bearer changes with time")
+	// The time is authenticated: moving it forward breaks the MAC.
+	ts, mac, ok := strings.Cut(tok, ".")
+	require.True(t, ok)
+	sec, err := strconv.ParseInt(ts, 10, 64)
+	require.NoError(t, err)
+	later := issued.Add(10 * time.Minute)
+	require.False(t, k.CheckInternalToken(strconv.FormatInt(sec+600, 10)+"."+mac, later))
+	for _, bad := range []string{"x", "." + mac, ts + ".", "+" + ts + "." + mac, ts + ".!!"} {
+		require.False(t, k.CheckInternalToken(bad, issued), bad)
+	}
 }
 
 func TestParseSendHeaders(t *testing.T) {

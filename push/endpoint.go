@@ -153,11 +153,17 @@ func (s *Server) route(ctx context.Context, m *store.PushMessage, rt *store.Push
 			}
 		} else {
 			out, err = s.handoffPush(ctx, rt, m)
-			if err != nil {
-				// The node cannot be reached: it is gone or unwell. Clear
-				// the record if it still names that connection, and store.
+			switch {
+			case errors.Is(err, errNodeUnreachable):
+				// No connection could be made: the node is gone. Clear the
+				// record if it still names that connection, and store.
 				s.cfg.Logger.Warn("push: node unreachable; storing", "node", rt.NodeID, "err", err)
 				s.disconnect(rt)
+			case err != nil:
+				// The node is alive but did not answer in time (a stalled
+				// store or socket there): keep its record, store, and
+				// nudge it below so the session reads the message.
+				s.cfg.Logger.Warn("push: hand-off failed; storing", "node", rt.NodeID, "err", err)
 			}
 		}
 		switch out {

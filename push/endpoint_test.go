@@ -37,8 +37,18 @@ type httpEnv struct {
 // EndpointURL equal to its own address. Options as setup's (func(*Config)).
 func setupHTTP(t *testing.T, opts ...func(*Config)) *httpEnv {
 	t.Helper()
+	return setupHTTPListener(t, nil, opts...)
+}
+
+// setupHTTPListener is setupHTTP whose public listener is wrap(listener)
+// when wrap is not nil.
+func setupHTTPListener(t *testing.T, wrap func(net.Listener) net.Listener, opts ...func(*Config)) *httpEnv {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
+	if wrap != nil {
+		ln = wrap(ln)
+	}
 	iln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	base := "http://" + ln.Addr().String()
@@ -488,7 +498,7 @@ func TestInternalRoutes(t *testing.T) {
 	// Internal without the bearer: 401; with it: 200 here, 404 elsewhere.
 	resp = e.post(t, e.internal+"/notif/"+uaid, sendOpts{method: http.MethodPut})
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
-	auth := map[string]string{"Authorization": "Bearer " + e.s.cfg.Keys.InternalToken()}
+	auth := map[string]string{"Authorization": "Bearer " + e.s.cfg.Keys.InternalToken(time.Now())}
 	resp = e.post(t, e.internal+"/notif/"+uaid, sendOpts{method: http.MethodPut, headers: auth})
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	resp = e.post(t, e.internal+"/notif/"+newUAID(), sendOpts{method: http.MethodPut, headers: auth})

@@ -94,6 +94,9 @@ type hub struct {
 	// minPingInterval is the least time between two protocol pings of a
 	// user agent (45 s); a field so tests can shorten it.
 	minPingInterval time.Duration
+	// routerRefresh is how often a session re-asserts its router record
+	// (defaultRouterRefresh).
+	routerRefresh time.Duration
 
 	upgrader websocket.Upgrader
 
@@ -130,6 +133,7 @@ func newHub(s *Server) *hub {
 		handshakeTimeout: orDuration(cfg.HandshakeTimeout, DefaultHandshakeTimeout),
 		broadcastPoll:    orDuration(cfg.BroadcastPoll, DefaultBroadcastPoll),
 		minPingInterval:  defaultMinPingInterval,
+		routerRefresh:    defaultRouterRefresh,
 		conns:            map[string]*conn{},
 		all:              map[*conn]struct{}{},
 		bcReady:          make(chan struct{}),
@@ -328,11 +332,13 @@ func (h *hub) untrack(c *conn) {
 	h.mu.Unlock()
 }
 
-// register makes c the session of its uaid on this node. An older session
-// of the same uaid here is ghosted (closed), as autopush does: the user
-// agent evidently reconnected.
-func (h *hub) register(c *conn) {
+// register makes c the session of its uaid on this node and returns the
+// older session of the uaid here, if any: the caller ghosts it (ghost)
+// once the router record names c, or puts it back (restore) when the
+// connect is refused, so a refused hello ends no live session.
+func (h *hub) register(c *conn) *conn {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	old := h.conns[c.uaid]
 	if old != nil && old.connectedAt >= c.connectedAt {
 		// connected_at tells the two sessions apart in the router record:
@@ -340,9 +346,33 @@ func (h *hub) register(c *conn) {
 		c.connectedAt = old.connectedAt + 1
 	}
 	h.conns[c.uaid] = c
-	h.mu.Unlock()
-	if old != nil && old != c {
+	if old == c {
+		return nil
+	}
+	return old
+}
+
+// ghost closes old, a session of a uaid that reconnected here, as autopush
+// does: the user agent evidently reconnected. Safe on nil.
+func (h *hub) ghost(old *conn) {
+	if old != nil {
 		old.closeWith(closeError, "ghost: a newer session of this uaid connected")
+	}
+}
+
+// restore undoes register(c) that returned old.
+func (h *hub) restore(c, old *conn) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.conns[c.uaid] != c {
+		return
+	}
+	if old != nil && !old.isClosed() {
+		// Lock order h.mu then c.mu: no path takes them the other way.
+		// A teardown of old that starts after this check unregisters it.
+		h.conns[c.uaid] = old
+	} else {
+		delete(h.conns, c.uaid)
 	}
 }
 

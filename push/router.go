@@ -3,11 +3,16 @@ package push
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/heraldhq/herald/store"
@@ -16,6 +21,65 @@ import (
 // maxHandoffBytes bounds an internal hand-off body: a message of
 // MaxBodyBytes, base64-encoded by JSON, plus its fields.
 const maxHandoffBytes = 64 << 10
+
+// NewNodeID returns a node id for a process whose internal listener other
+// nodes reach at internalURL: the URL with a random fragment
+// ("http://10.0.0.5:8081#3f9c…"). The fragment makes the id unique to
+// this process, so two nodes given the same URL by mistake, or a node and
+// its restarted self, never take each other's router records for their
+// own; it is never sent (nodeURL strips it). An empty internalURL (no
+// internal listener) gives "local#…", which no other node can call.
+func NewNodeID(internalURL string) string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	if internalURL == "" {
+		internalURL = "local"
+	}
+	return strings.TrimRight(internalURL, "/") + "#" + hex.EncodeToString(b[:])
+}
+
+// nodeURL is the internal URL of a node id: the id without its fragment,
+// "" when it names no http(s) URL (a node without an internal listener).
+func nodeURL(id string) string {
+	u, _, _ := strings.Cut(id, "#")
+	if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+		return ""
+	}
+	return u
+}
+
+// handoffTimeout bounds one PUT /push hand-off. The remote node answers
+// only once its user agent acked the message or the message is stored: a
+// write to the user agent (writeWait, 10 s), AckWait, then a store call
+// (storeTimeout, 10 s). The caller waits a little longer than all three,
+// so a slow socket or a slow store on a live node is never taken for a
+// dead node; with the defaults that is 10 + 1 + 10 + 2 = 23 s.
+func handoffTimeout(ackWait time.Duration) time.Duration {
+	return writeWait + ackWait + storeTimeout + handoffSlack
+}
+
+// notifTimeout bounds a PUT /notif nudge: the remote only starts a
+// storage check and answers.
+const notifTimeout = handoffSlack
+
+// handoffSlack is the network's share of a node-to-node call.
+const handoffSlack = 2 * time.Second
+
+// errNodeUnreachable: no connection could be made to the node a router
+// record names (refused, no route, no such host, dial timeout), or the
+// record names no internal URL. Only this clears the record: a node that
+// accepted the connection is alive, however slowly it answers.
+var errNodeUnreachable = errors.New("push: node unreachable")
+
+// isDialError reports whether err means the connection was never made.
+func isDialError(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	var dns *net.DNSError
+	return errors.As(err, &dns)
+}
 
 // handoff is a message as one node hands it to another (PUT /push/{uaid}).
 type handoff struct {
@@ -36,8 +100,10 @@ type handoffResult struct {
 }
 
 // handoffPush hands m to the node rt names. NotConnected, nil means the
-// node answered that the user agent is not there; an error means the node
-// could not be reached or answered something else.
+// node answered that the user agent is not there; an error wrapping
+// errNodeUnreachable means no connection could be made; any other error
+// means the node was reached but did not answer in time or answered
+// something else.
 func (s *Server) handoffPush(ctx context.Context, rt *store.PushRoute, m *store.PushMessage) (DeliverOutcome, error) {
 	body, err := json.Marshal(&handoff{
 		ID: m.ID, ChannelID: m.ChannelID, Topic: m.Topic, Data: m.Data, Headers: m.Headers,
@@ -46,7 +112,7 @@ func (s *Server) handoffPush(ctx context.Context, rt *store.PushRoute, m *store.
 	if err != nil {
 		return NotConnected, err
 	}
-	resp, err := s.internalCall(ctx, rt.NodeID, "/push/"+url.PathEscape(m.UAID), body, s.cfg.AckWait+handoffTimeout)
+	resp, err := s.internalCall(ctx, rt.NodeID, "/push/"+url.PathEscape(m.UAID), body, handoffTimeout(s.cfg.AckWait))
 	if err != nil {
 		s.cfg.Observer.ObserveHandoff("push", "error")
 		return NotConnected, err
@@ -76,7 +142,7 @@ func (s *Server) handoffPush(ctx context.Context, rt *store.PushRoute, m *store.
 // only counted: the message is stored, and the user agent's next connect
 // reads it.
 func (s *Server) handoffNotif(ctx context.Context, node, uaid string) {
-	resp, err := s.internalCall(ctx, node, "/notif/"+url.PathEscape(uaid), nil, handoffTimeout)
+	resp, err := s.internalCall(ctx, node, "/notif/"+url.PathEscape(uaid), nil, notifTimeout)
 	if err != nil {
 		s.cfg.Observer.ObserveHandoff("notif", "error")
 		return
@@ -92,20 +158,29 @@ func (s *Server) handoffNotif(ctx context.Context, node, uaid string) {
 	}
 }
 
+// internalCall makes a PUT to the node with id node. Errors wrap
+// errNodeUnreachable when no connection could be made.
 func (s *Server) internalCall(ctx context.Context, node, path string, body []byte, timeout time.Duration) (*http.Response, error) {
+	base := nodeURL(node)
+	if base == "" {
+		return nil, fmt.Errorf("%w: %q has no internal URL", errNodeUnreachable, node)
+	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, node+path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, base+path, bytes.NewReader(body))
 	if err != nil {
 		cancel()
 		return nil, err
 	}
-	req.Header.Set("Authorization", "Bearer "+s.cfg.Keys.InternalToken())
+	req.Header.Set("Authorization", "Bearer "+s.cfg.Keys.InternalToken(s.cfg.Now()))
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := s.client.Do(req)
 	if err != nil {
 		cancel()
+		if isDialError(err) {
+			return nil, fmt.Errorf("%w: %w", errNodeUnreachable, err)
+		}
 		return nil, err
 	}
 	resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}

@@ -2,9 +2,11 @@ package push
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -32,8 +34,10 @@ const (
 	// one user agent (autopush-rs: 128); beyond it a hand-off answers "not
 	// here" and the message is stored.
 	ClientChannelCapacity = 128
-	// handoffTimeout is added to AckWait to bound one node-to-node call.
-	handoffTimeout = 2 * time.Second
+	// handoffDialTimeout bounds connecting to another node: a node that
+	// accepts no connection within it is taken for gone (handoffTimeout
+	// bounds the whole call).
+	handoffDialTimeout = 3 * time.Second
 )
 
 // Config configures the push service of one node.
@@ -44,9 +48,10 @@ type Config struct {
 	// (scheme://host[:port], no trailing slash). VAPID's aud must equal
 	// its origin.
 	EndpointURL string
-	// NodeID is this node's internal URL (http://host:port of
-	// --internal-listen): what the router record stores and what other
-	// nodes call. On a single node it may be any unique string.
+	// NodeID is what the router record stores for this node: NewNodeID of
+	// its internal URL (http://host:port of --internal-listen), which other
+	// nodes call, made unique to this process. On a single node it may be
+	// any unique string.
 	NodeID string
 	// MsgLimit: more stored messages than this read in one session reset
 	// the uaid (default DefaultMsgLimit).
@@ -61,9 +66,13 @@ type Config struct {
 	// HTTPClient calls other nodes' internal listeners (default: a client
 	// of its own with keep-alive connections).
 	HTTPClient *http.Client
-	Observer   Observer
-	Logger     *slog.Logger
-	Now        func() time.Time
+	// TLSClientConfig, when set, is the default client's TLS configuration
+	// for https:// node URLs (mutual TLS: the client certificate and the
+	// CA that signed the other nodes').
+	TLSClientConfig *tls.Config
+	Observer        Observer
+	Logger          *slog.Logger
+	Now             func() time.Time
 }
 
 // Server is the push service of one node.
@@ -112,6 +121,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	if s.client == nil {
 		s.client = &http.Client{Transport: &http.Transport{
+			DialContext:         (&net.Dialer{Timeout: handoffDialTimeout}).DialContext,
+			TLSClientConfig:     cfg.TLSClientConfig,
 			MaxIdleConnsPerHost: 64,
 			IdleConnTimeout:     90 * time.Second,
 		}}
@@ -189,7 +200,7 @@ func allowFor(p string) string {
 func (s *Server) InternalHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || !s.cfg.Keys.CheckInternalToken(tok) {
+		if !ok || !s.cfg.Keys.CheckInternalToken(tok, s.cfg.Now()) {
 			w.Header().Set("WWW-Authenticate", "Bearer")
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return

@@ -9,7 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/fernet/fernet-go"
 )
@@ -18,13 +20,20 @@ import (
 // decrypt (key rotation, as autopush's MultiFernet).
 type Keys struct {
 	keys []*fernet.Key
-	// internal are the node-to-node tokens of each key, first key first.
-	internal []string
+	// internal are the node-to-node MAC keys derived from each key, first
+	// key first.
+	internal [][]byte
 }
 
-// internalLabel is what a node-to-node token authenticates: a fixed label,
-// so the token proves only that the caller holds a push key.
+// internalLabel derives a node-to-node MAC key from a push key, so the
+// bearer proves only that the caller holds a push key.
 const internalLabel = "herald push internal v1"
+
+// InternalTokenWindow is how far a node-to-node bearer's time may be from
+// the receiver's clock (either way) and still be accepted: nodes' clocks
+// must agree within it (NTP does). A bearer seen on the wire can be
+// replayed only within it.
+const InternalTokenWindow = time.Minute
 
 // ParseKeys reads --push-crypto-keys: one or more Fernet keys (32 bytes,
 // URL-safe or standard base64), separated by commas, optionally in
@@ -45,7 +54,7 @@ func ParseKeys(s string) (*Keys, error) {
 		k.keys = append(k.keys, fk)
 		mac := hmac.New(sha256.New, fk[:])
 		mac.Write([]byte(internalLabel))
-		k.internal = append(k.internal, base64.RawURLEncoding.EncodeToString(mac.Sum(nil)))
+		k.internal = append(k.internal, mac.Sum(nil))
 	}
 	if len(k.keys) == 0 {
 		return nil, errors.New("no key given")
@@ -179,19 +188,45 @@ func (k *Keys) ParseMessageID(s string) (*MessageRef, error) {
 }
 
 // InternalToken is the bearer token nodes present to each other's internal
-// listener: an HMAC of a fixed label under the first key. CheckInternalToken
-// accepts the token of any configured key, so a rolling key rotation keeps
-// nodes talking.
-func (k *Keys) InternalToken() string { return k.internal[0] }
+// listener at now: "<unix seconds>.<HMAC-SHA256 of them>" under the MAC
+// key of the first (current) push key. It is bound to its time, so a
+// token seen on the wire is worthless after InternalTokenWindow.
+func (k *Keys) InternalToken(now time.Time) string {
+	ts := strconv.FormatInt(now.Unix(), 10)
+	return ts + "." + base64.RawURLEncoding.EncodeToString(internalMAC(k.internal[0], ts))
+}
 
-// CheckInternalToken reports whether tok is the InternalToken of one of the
-// keys (constant-time).
-func (k *Keys) CheckInternalToken(tok string) bool {
-	ok := 0
-	for _, t := range k.internal {
-		ok |= subtle.ConstantTimeCompare([]byte(t), []byte(tok))
+// CheckInternalToken reports whether tok is an InternalToken made within
+// InternalTokenWindow of now under one of the configured keys: a node
+// still on the previous first key keeps talking during a rolling key
+// rotation, and a key removed from the configuration is refused.
+func (k *Keys) CheckInternalToken(tok string, now time.Time) bool {
+	ts, mac, ok := strings.Cut(tok, ".")
+	if !ok {
+		return false
 	}
-	return ok == 1
+	sec, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil || ts != strconv.FormatInt(sec, 10) {
+		return false
+	}
+	if d := now.Sub(time.Unix(sec, 0)); d > InternalTokenWindow || d < -InternalTokenWindow {
+		return false
+	}
+	got, err := base64.RawURLEncoding.DecodeString(mac)
+	if err != nil {
+		return false
+	}
+	match := 0
+	for _, key := range k.internal {
+		match |= subtle.ConstantTimeCompare(internalMAC(key, ts), got)
+	}
+	return match == 1
+}
+
+func internalMAC(key []byte, ts string) []byte {
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(ts))
+	return mac.Sum(nil)
 }
 
 func (k *Keys) encrypt(msg []byte) (string, error) {

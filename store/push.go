@@ -79,15 +79,17 @@ type PushStore interface {
 	// while a count equals Limit.
 	PushRetentionSweep(ctx context.Context, params *PushRetentionSweepParams) (*PushRetentionSweepResult, error)
 	// PushStats counts user agents, channels and stored messages (for
-	// /metrics).
+	// /metrics). It scans the push tables: callers must not run it per
+	// request (metrics.PushStatsCollector refreshes it in the background).
 	PushStats(ctx context.Context) (*PushStats, error)
 }
 
 // PushUser is a user agent's router record.
 type PushUser struct {
 	UAID string
-	// NodeID is the internal URL of the node the user agent is connected
-	// to; "" when it is not connected anywhere.
+	// NodeID is the id of the node the user agent is connected to (its
+	// internal URL with a per-process fragment, push.NewNodeID); "" when
+	// it is not connected anywhere.
 	NodeID string
 	// ConnectedAt identifies the connection (milliseconds since the epoch,
 	// unique per uaid in practice): the optimistic lock of connect and

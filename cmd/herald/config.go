@@ -39,6 +39,7 @@ type config struct {
 	// Transport instead of the direct HTTP/1.1 path (ADR 0017).
 	WebhookStdTransport bool
 	APIToken            string
+	MetricsToken        string
 	// MetricsTenants are the tenants with their own /metrics label value
 	// (comma-separated); others are counted as _other.
 	MetricsTenants string
@@ -69,6 +70,9 @@ type config struct {
 	PushEndpointURL      string
 	InternalListen       string
 	InternalURL          string
+	InternalTLSCert      string
+	InternalTLSKey       string
+	InternalTLSCA        string
 	PushMsgLimit         int
 	PushAckWait          time.Duration
 	PushPingInterval     time.Duration
@@ -123,6 +127,7 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.WebhookStdTransport, "webhook-std-transport", false, "send http:// webhooks through Go's net/http Transport instead of the direct HTTP/1.1 path (https always uses the Transport)")
 	fs.StringVar(&c.AllowCIDR, "allow-cidr", "", "comma-separated CIDRs delivery may reach even if loopback/private (never link-local/metadata)")
 	fs.StringVar(&c.APIToken, "api-token", "", "admin API token (default: generated on first start into <data-dir>/admin.token)")
+	fs.StringVar(&c.MetricsToken, "metrics-token", "", "when set, GET /metrics needs \"Authorization: Bearer <token>\" (default: /metrics is open to anyone who reaches the listener)")
 	fs.StringVar(&c.MetricsTenants, "metrics-tenants", "", "comma-separated tenants with their own label in /metrics' per-tenant series (others count as _other)")
 	fs.IntVar(&c.Workers, "workers", delivery.DefaultWorkers, "concurrent delivery requests per node")
 	fs.StringVar(&c.NodeID, "node-id", "", "name of this node in leases (default random)")
@@ -147,7 +152,10 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.PushCryptoKeys, "push-crypto-keys", "", "Fernet keys of push endpoint tokens, comma-separated: the first encrypts, all decrypt (default: generated on first start into <data-dir>/push.keys; every node sharing a store needs the same keys)")
 	fs.StringVar(&c.PushEndpointURL, "push-endpoint-url", "", "public base URL of push endpoints, scheme://host[:port] (default http://<--listen address>); VAPID's aud must equal its origin")
 	fs.StringVar(&c.InternalListen, "internal-listen", "", "address of the node-to-node listener for push hand-offs (off when empty: hand-offs to other nodes are impossible, so set it when several nodes share PostgreSQL; keep it on a private network)")
-	fs.StringVar(&c.InternalURL, "internal-url", "", "URL other nodes use to reach --internal-listen (default http://<--internal-listen address>)")
+	fs.StringVar(&c.InternalURL, "internal-url", "", "URL other nodes use to reach --internal-listen (default http://<--internal-listen address>, https:// with --internal-tls-cert); required when --internal-listen has no host")
+	fs.StringVar(&c.InternalTLSCert, "internal-tls-cert", "", "PEM certificate of this node for mutual TLS on the node-to-node listener and its hand-offs (with --internal-tls-key and --internal-tls-ca; off when empty)")
+	fs.StringVar(&c.InternalTLSKey, "internal-tls-key", "", "PEM private key of --internal-tls-cert")
+	fs.StringVar(&c.InternalTLSCA, "internal-tls-ca", "", "PEM CA certificates that sign every node's --internal-tls-cert: the only client and server certificates the node-to-node listener and hand-offs accept")
 	fs.IntVar(&c.PushMsgLimit, "push-msg-limit", 150, "more stored messages than this read in one session reset the user agent (it registers again)")
 	fs.DurationVar(&c.PushAckWait, "push-ack-wait", time.Second, "how long a message to a connected user agent waits for its ack before it is stored; the sender's 201 comes after either")
 	fs.DurationVar(&c.PushPingInterval, "push-ping-interval", 300*time.Second, "WebSocket ping interval; broadcast changes go out on these ticks")
@@ -267,9 +275,26 @@ func (c *config) validate() error {
 			return fmt.Errorf("--debug-listen: %q is not host:port: %w", c.DebugListen, err)
 		}
 	}
+	if set := btoi(c.InternalTLSCert != "") + btoi(c.InternalTLSKey != "") + btoi(c.InternalTLSCA != ""); set != 0 {
+		if set != 3 {
+			return errors.New("--internal-tls-cert, --internal-tls-key and --internal-tls-ca go together")
+		}
+		if c.InternalListen == "" {
+			return errors.New("--internal-tls-cert needs --internal-listen")
+		}
+		if c.InternalURL != "" && !strings.HasPrefix(c.InternalURL, "https://") {
+			return fmt.Errorf("--internal-url must start with https:// with --internal-tls-cert, got %q", c.InternalURL)
+		}
+	}
 	if c.InternalListen != "" {
-		if _, _, err := net.SplitHostPort(c.InternalListen); err != nil {
+		host, _, err := net.SplitHostPort(c.InternalListen)
+		if err != nil {
 			return fmt.Errorf("--internal-listen: %q is not host:port: %w", c.InternalListen, err)
+		}
+		if ip := net.ParseIP(host); c.InternalURL == "" && (host == "" || ip != nil && ip.IsUnspecified()) {
+			// Other nodes cannot call http://[::]:port: each must be told
+			// the address it is reached at.
+			return fmt.Errorf("--internal-listen %q listens on every address: set --internal-url to the URL other nodes reach this node at", c.InternalListen)
 		}
 	}
 	if c.PushMsgLimit < 1 {
@@ -392,4 +417,11 @@ func validFrameAncestors(v string) error {
 		}
 	}
 	return nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

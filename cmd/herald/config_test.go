@@ -76,6 +76,14 @@ func TestConfigErrors(t *testing.T) {
 		{"negative stale", []string{"--stale-after", "-1s"}, "--stale-after must not be negative"},
 		{"negative vacuum interval", []string{"--vacuum-interval", "-10s"}, "--vacuum-interval must not be negative"},
 		{"bad debug listen", []string{"--debug-listen", "6060"}, "--debug-listen"},
+		// Issue 20, item 8: every such node would get the id http://[::]:PORT.
+		{"internal listen on every address", []string{"--internal-listen", ":8081"}, "set --internal-url"},
+		{"internal listen on 0.0.0.0", []string{"--internal-listen", "0.0.0.0:8081"}, "set --internal-url"},
+		{"internal listen on ::", []string{"--internal-listen", "[::]:8081"}, "set --internal-url"},
+		{"internal tls alone", []string{"--internal-listen", "127.0.0.1:8081", "--internal-tls-cert", "c.pem"}, "go together"},
+		{"internal tls without listener", []string{"--internal-tls-cert", "c", "--internal-tls-key", "k", "--internal-tls-ca", "ca"}, "needs --internal-listen"},
+		{"internal tls with http url", []string{"--internal-listen", "127.0.0.1:8081", "--internal-url", "http://10.0.0.5:8081",
+			"--internal-tls-cert", "c", "--internal-tls-key", "k", "--internal-tls-ca", "ca"}, "https://"},
 		{"unknown file key", []string{"--config", unknown}, `unknown key "no_such_key"`},
 		{"missing file", []string{"--config", filepath.Join(dir, "absent.yaml")}, "error reading config file"},
 	}

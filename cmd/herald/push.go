@@ -1,8 +1,7 @@
 package main
 
 import (
-	"crypto/rand"
-	"encoding/hex"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -54,22 +53,32 @@ func startPush(c *config, s store.Store, ln net.Listener, reg prometheus.Registe
 			logger.Warn("push endpoints are built on an unspecified address; set --push-endpoint-url to the URL senders use", "endpoint_url", endpoint)
 		}
 	}
+	serverTLS, clientTLS, err := internalTLS(c)
+	if err != nil {
+		return nil, err
+	}
 	n := &pushNode{}
 	if c.InternalListen != "" {
 		n.iln, err = net.Listen("tcp", c.InternalListen)
 		if err != nil {
 			return nil, fmt.Errorf("error listening on %s (--internal-listen): %w", c.InternalListen, err)
 		}
-		n.nodeID = c.InternalURL
-		if n.nodeID == "" {
-			n.nodeID = "http://" + n.iln.Addr().String()
+		scheme := "http://"
+		if serverTLS != nil {
+			n.iln = tls.NewListener(n.iln, serverTLS)
+			scheme = "https://"
 		}
+		// validate required --internal-url when the listener's host
+		// is unspecified, so the default names one reachable address.
+		internalURL := c.InternalURL
+		if internalURL == "" {
+			internalURL = scheme + n.iln.Addr().String()
+		}
+		n.nodeID = push.NewNodeID(internalURL)
 	} else {
 		// No other node can reach this one: its router records name a
 		// local id that only this process serves.
-		var b [8]byte
-		_, _ = rand.Read(b[:])
-		n.nodeID = "local:" + hex.EncodeToString(b[:])
+		n.nodeID = push.NewNodeID("")
 	}
 	n.srv, err = push.New(push.Config{
 		Store:            ps,
@@ -81,6 +90,7 @@ func startPush(c *config, s store.Store, ln net.Listener, reg prometheus.Registe
 		PingInterval:     c.PushPingInterval,
 		HandshakeTimeout: c.PushHandshakeTimeout,
 		BroadcastPoll:    c.PushBroadcastPoll,
+		TLSClientConfig:  clientTLS,
 		Observer:         metrics.NewPushObserver(reg),
 		Logger:           logger,
 	})

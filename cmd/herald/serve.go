@@ -313,6 +313,7 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 		Tiers:        c.tiers,
 		Auth:         httpapi.NewTokenAuth(s, c.APIToken),
 		Metrics:      promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+		MetricsToken: c.MetricsToken,
 		Logger:       logger,
 		MaxBodyBytes: c.MaxBodyBytes,
 		SecretGrace:  c.SecretGrace,
