@@ -41,6 +41,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Tenant", testTenant},
 		{"Subscription", testSubscription},
 		{"Event", testEvent},
+		{"Chunks", testChunks},
 		{"DeliveryClaim", testDeliveryClaim},
 		{"DeliveryComplete", testDeliveryComplete},
 		{"DeliveryOutcome", testDeliveryOutcome},
