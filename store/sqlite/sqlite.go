@@ -148,6 +148,10 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		}
 	}
 	s := &Store{path: cfg.Path, release: release, syncMode: syncMode, durableMode: syncMode, keys: cfg.Keys}
+	if err := privateFiles(cfg.Path); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
 
 	// _stmt_cache_size keeps each connection's compiled statements for
 	// reuse: the queue paths run the same few statements thousands of times

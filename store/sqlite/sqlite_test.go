@@ -149,3 +149,32 @@ func TestBackgroundCheckpoint(t *testing.T) {
 	require.Eventually(t, func() bool { return size() >= before+1_000_000 }, 10*time.Second, 10*time.Millisecond,
 		"the database file did not grow: the WAL was not checkpointed")
 }
+
+// TestFileModes checks that the database, -wal and -shm files are 0600
+// whatever the umask left, new or existing (issue 20: they were 0644).
+func TestFileModes(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "herald.db")
+	requireModes := func(t *testing.T) {
+		t.Helper()
+		for _, p := range []string{path, path + "-wal", path + "-shm"} {
+			fi, err := os.Stat(p)
+			require.NoError(t, err)
+			require.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "%s", p)
+		}
+	}
+	s := openPath(t, path)
+	require.NoError(t, s.APITokenCreate(t.Context(), &store.APITokenCreateParams{Hash: "aa", Now: time.Now()}))
+	requireModes(t)
+	require.NoError(t, s.Close())
+
+	// A database created by an older herald (0644) is tightened on open.
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if _, err := os.Stat(p); err == nil {
+			require.NoError(t, os.Chmod(p, 0o644))
+		}
+	}
+	s = openPath(t, path)
+	require.NoError(t, s.APITokenCreate(t.Context(), &store.APITokenCreateParams{Hash: "bb", Now: time.Now()}))
+	requireModes(t)
+}
