@@ -304,6 +304,11 @@ func (s *Store) queueTx(ctx context.Context, op string, fn func(tx *sql.Tx) erro
 func (s *Store) writeTxMode(ctx context.Context, op string, durable bool, fn func(tx *sql.Tx) error) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
+	return s.writeTxLocked(ctx, op, durable, fn)
+}
+
+// writeTxLocked is writeTxMode with writeMu held.
+func (s *Store) writeTxLocked(ctx context.Context, op string, durable bool, fn func(tx *sql.Tx) error) error {
 	mode := s.durableMode
 	if !durable {
 		mode = "NORMAL"

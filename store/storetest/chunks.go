@@ -63,7 +63,7 @@ func testChunks(t *testing.T, newStore NewStoreFunc) {
 					if !fresh[in.Event.ID] {
 						continue
 					}
-					got, err := b.store.EventGet(b.ctx, in.Event.ID)
+					got, err := b.store.EventGet(b.ctx, &store.EventGetParams{ID: in.Event.ID})
 					require.NoError(t, err, "new event %d stored", i)
 					require.Len(t, got.Deliveries, 1)
 					require.Equal(t, in.Deliveries[0].ID, got.Deliveries[0].ID)

@@ -39,6 +39,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"APITokenScoped", testAPITokenScoped},
 		{"PortalLink", testPortalLink},
 		{"Tenant", testTenant},
+		{"TenantEventKey", testTenantEventKey},
 		{"Subscription", testSubscription},
 		{"Event", testEvent},
 		{"Chunks", testChunks},
