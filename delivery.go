@@ -37,8 +37,12 @@ func (s DeliveryState) Finished() bool {
 
 // Delivery is one event for one subscription.
 type Delivery struct {
-	ID             string        `json:"id"`
-	EventID        string        `json:"event_id"`
+	ID      string `json:"id"`
+	EventID string `json:"event_id"`
+	// EventTenant is the event's tenant ("" untenanted): an event ID is
+	// unique only within its tenant, and an all-tenants subscription's
+	// deliveries come from several.
+	EventTenant    string        `json:"event_tenant,omitempty"`
 	SubscriptionID string        `json:"subscription_id"`
 	State          DeliveryState `json:"state"`
 	// Tier is the retry tier the delivery waits in (or was last attempted

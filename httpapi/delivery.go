@@ -117,7 +117,9 @@ func (s *server) deliveryGet(w http.ResponseWriter, r *http.Request) error {
 	sub = receiverAsSeenBy(r, sub)
 	var eventType string
 	if len(res.Attempts) > 0 && sub != nil {
-		if ev, err := s.store.EventGet(r.Context(), res.Delivery.EventID); err == nil {
+		if ev, err := s.store.EventGet(r.Context(), &store.EventGetParams{
+			ID: res.Delivery.EventID, Tenant: res.Delivery.EventTenant,
+		}); err == nil {
 			eventType = ev.Event.Type
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/store"
 )
 
 // Event limits.
@@ -275,9 +276,33 @@ type eventJSON struct {
 	Deliveries []eventDeliveryJSON `json:"deliveries"`
 }
 
+// eventGet reads an event by its key, (tenant, id): an id is unique only
+// within its tenant (store.EventKey). A tenant-confined caller reads its
+// own tenant's event. An unconfined one names the tenant with ?tenant=
+// (empty: the untenanted space); without it the id is looked up in every
+// tenant, and an id several tenants hold answers 409 conflict naming them
+// (the caller sees every tenant anyway), never an arbitrary one of them.
 func (s *server) eventGet(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
-	res, err := s.store.EventGet(r.Context(), id)
+	q := r.URL.Query()
+	params := &store.EventGetParams{ID: id}
+	if own := principalOf(r).Tenant; own != "" {
+		t, err := tenantFilter(r, q)
+		if err != nil {
+			return err
+		}
+		params.Tenant = t
+	} else if q.Has("tenant") {
+		t := q.Get("tenant")
+		if t != "" && !herald.ValidTenant(t) {
+			return invalid("tenant", "must be empty (untenanted) or 1 to %d characters of A-Z, a-z, 0-9, '.', '_' and '-'",
+				herald.MaxTenantLen)
+		}
+		params.Tenant = t
+	} else {
+		params.AnyTenant = true
+	}
+	res, err := s.store.EventGet(r.Context(), params)
 	if err != nil {
 		return notFound(err, "event", id)
 	}

@@ -181,3 +181,36 @@ func TestEventBatch(t *testing.T) {
 		}
 	})
 }
+
+// TestEventBatchRetry posts the same batch of more than 250 events twice
+// (issue 20: the retry failed with 500 on SQLite) with new events added to
+// the retry: every old one is a duplicate, every new one is stored.
+func TestEventBatchRetry(t *testing.T) {
+	t.Parallel()
+	testdb.ForEach(t, func(t *testing.T, s store.Store) {
+		b := setup(t, s)
+		b.createSub(t, obj{})
+		const n = 600
+		events := make([]obj, n)
+		for i := range events {
+			events[i] = obj{"id": fmt.Sprintf("retry-%d", i), "type": "a.b"}
+		}
+		first := ok[batchJSON](t, b.do(t, http.MethodPost, "/v1/events/batch", obj{"events": events}), http.StatusOK)
+		for _, r := range first.Results {
+			require.Equal(t, "accepted", r.Status, "item %d", r.Index)
+		}
+
+		retry := append(events[:n:n], obj{"id": "retry-new-0", "type": "a.b"}, obj{"id": "retry-new-1", "type": "a.b"})
+		again := ok[batchJSON](t, b.do(t, http.MethodPost, "/v1/events/batch", obj{"events": retry}), http.StatusOK)
+		require.Len(t, again.Results, len(retry))
+		for i, r := range again.Results {
+			want := "duplicate"
+			if i >= n {
+				want = "accepted"
+			}
+			require.Equal(t, want, r.Status, "item %d", i)
+			require.Equal(t, 1, *r.Deliveries, "item %d", i)
+		}
+		ok[obj](t, b.do(t, http.MethodGet, "/v1/events/retry-new-1", nil), http.StatusOK)
+	})
+}

@@ -95,7 +95,7 @@ func TestHostileInputBatchRejectsItemsAlone(t *testing.T) {
 		require.Len(t, out.Results, 5)
 		for _, i := range []int{0, 3} {
 			require.Equal(t, batchAccepted, out.Results[i].Status, "%+v", out.Results[i])
-			_, err := s.EventGet(t.Context(), out.Results[i].ID)
+			_, err := s.EventGet(t.Context(), &store.EventGetParams{ID: out.Results[i].ID})
 			require.NoError(t, err)
 		}
 		for i, field := range map[int]string{1: "events[1].key", 2: "events[2].data", 4: "events[4].key"} {
@@ -104,7 +104,7 @@ func TestHostileInputBatchRejectsItemsAlone(t *testing.T) {
 			require.NotNil(t, r.Error)
 			require.Equal(t, herald.CodeInvalidField, r.Error.Code)
 			require.Equal(t, field, r.Error.Field)
-			_, err := s.EventGet(t.Context(), r.ID)
+			_, err := s.EventGet(t.Context(), &store.EventGetParams{ID: r.ID})
 			require.ErrorIs(t, err, herald.ErrNotFound)
 		}
 	})

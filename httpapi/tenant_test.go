@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -31,6 +32,9 @@ type tenantWorld struct {
 	tokA, tokB, pubA string
 	subB, audit      string
 	evB, dB, dAudit  string
+	// producerB is an id tenant B chose for an event with two deliveries
+	// (its subscription's and the audit one's): tenant A may use it too.
+	producerB string
 }
 
 func newTenantWorld(t *testing.T, b *testBundle) *tenantWorld {
@@ -56,6 +60,9 @@ func newTenantWorld(t *testing.T, b *testBundle) *tenantWorld {
 	require.NotEmpty(t, w.dB)
 	require.NotEmpty(t, w.dAudit)
 	b.killDeliveries(t, []string{w.dB, w.dAudit}, time.Now().UTC())
+	w.producerB = "order-1002"
+	pub = ok[publishJSON](t, b.do(t, http.MethodPost, "/v1/events", obj{"id": w.producerB, "type": "order.created"}, withToken(w.tokB)), http.StatusAccepted)
+	require.Equal(t, publishJSON{ID: w.producerB, Deliveries: 2}, pub)
 	return w
 }
 
@@ -89,49 +96,78 @@ func TestTenantIsolationMatrix(t *testing.T) {
 		}
 		notFound, forbidden := want{code: http.StatusNotFound}, want{code: http.StatusForbidden}
 		listing := want{code: http.StatusOK, absent: []string{w.subB, w.evB, w.dB, w.dAudit, w.audit}}
+		// An event id is unique within its tenant (issue 20): tenant A's
+		// event with tenant B's id is stored, and neither its first
+		// answer nor its retry shows B's figures (2 deliveries).
+		mine := func(wantDup bool) func(t *testing.T, res response) {
+			return func(t *testing.T, res response) {
+				var pub publishJSON
+				require.NoError(t, json.Unmarshal(res.body, &pub))
+				require.Equal(t, publishJSON{ID: w.producerB, Duplicate: wantDup, Deliveries: 1}, pub,
+					"tenant A's own event, with its own count (the audit subscription's delivery)")
+			}
+		}
 		cases := []struct {
 			route, method, path string
 			body                any
 			want                want
+			check               func(t *testing.T, res response)
 		}{
-			{"POST /v1/subscriptions", "POST", "/v1/subscriptions", obj{"url": "https://example.com/x", "tenant": "globex"}, forbidden},
-			{"POST /v1/subscriptions", "POST", "/v1/subscriptions", obj{"url": "https://example.com/x", "all_tenants": true}, forbidden},
-			{"GET /v1/subscriptions", "GET", "/v1/subscriptions", nil, listing},
-			{"GET /v1/subscriptions", "GET", "/v1/subscriptions?tenant=globex", nil, forbidden},
-			{"GET /v1/subscriptions/{id}", "GET", "/v1/subscriptions/" + w.subB, nil, notFound},
-			{"GET /v1/subscriptions/{id}", "GET", "/v1/subscriptions/" + w.audit, nil, notFound},
-			{"PATCH /v1/subscriptions/{id}", "PATCH", "/v1/subscriptions/" + w.subB, obj{"description": "x"}, notFound},
-			{"DELETE /v1/subscriptions/{id}", "DELETE", "/v1/subscriptions/" + w.subB, nil, notFound},
-			{"GET /v1/subscriptions/{id}/secret", "GET", "/v1/subscriptions/" + w.subB + "/secret", nil, notFound},
-			{"POST /v1/subscriptions/{id}/secret/rotate", "POST", "/v1/subscriptions/" + w.subB + "/secret/rotate", obj{}, notFound},
-			{"POST /v1/subscriptions/{id}/test", "POST", "/v1/subscriptions/" + w.subB + "/test", obj{}, notFound},
+			{"POST /v1/subscriptions", "POST", "/v1/subscriptions", obj{"url": "https://example.com/x", "tenant": "globex"}, forbidden, nil},
+			{"POST /v1/subscriptions", "POST", "/v1/subscriptions", obj{"url": "https://example.com/x", "all_tenants": true}, forbidden, nil},
+			{"GET /v1/subscriptions", "GET", "/v1/subscriptions", nil, listing, nil},
+			{"GET /v1/subscriptions", "GET", "/v1/subscriptions?tenant=globex", nil, forbidden, nil},
+			{"GET /v1/subscriptions/{id}", "GET", "/v1/subscriptions/" + w.subB, nil, notFound, nil},
+			{"GET /v1/subscriptions/{id}", "GET", "/v1/subscriptions/" + w.audit, nil, notFound, nil},
+			{"PATCH /v1/subscriptions/{id}", "PATCH", "/v1/subscriptions/" + w.subB, obj{"description": "x"}, notFound, nil},
+			{"DELETE /v1/subscriptions/{id}", "DELETE", "/v1/subscriptions/" + w.subB, nil, notFound, nil},
+			{"GET /v1/subscriptions/{id}/secret", "GET", "/v1/subscriptions/" + w.subB + "/secret", nil, notFound, nil},
+			{"POST /v1/subscriptions/{id}/secret/rotate", "POST", "/v1/subscriptions/" + w.subB + "/secret/rotate", obj{}, notFound, nil},
+			{"POST /v1/subscriptions/{id}/test", "POST", "/v1/subscriptions/" + w.subB + "/test", obj{}, notFound, nil},
 			// Reads and changes no stored data: nothing to confine.
-			{"POST /v1/filters/test", "POST", "/v1/filters/test", obj{"event": obj{"type": "a"}}, want{code: http.StatusOK}},
-			{"POST /v1/events", "POST", "/v1/events", obj{"type": "order.created", "tenant": "globex"}, forbidden},
-			{"POST /v1/events/batch", "POST", "/v1/events/batch", obj{"events": []obj{{"type": "order.created", "tenant": "globex"}}}, want{code: http.StatusOK}},
-			{"GET /v1/events", "GET", "/v1/events", nil, listing},
-			{"GET /v1/events", "GET", "/v1/events?tenant=globex", nil, forbidden},
-			{"GET /v1/events/{id}", "GET", "/v1/events/" + w.evB, nil, notFound},
-			{"GET /v1/deliveries", "GET", "/v1/deliveries", nil, listing},
-			{"GET /v1/deliveries", "GET", "/v1/deliveries?tenant=globex", nil, forbidden},
-			{"GET /v1/deliveries/{id}", "GET", "/v1/deliveries/" + w.dB, nil, notFound},
-			{"GET /v1/deliveries/{id}", "GET", "/v1/deliveries/" + w.dAudit, nil, notFound},
-			{"POST /v1/deliveries/{id}/retry", "POST", "/v1/deliveries/" + w.dB + "/retry", nil, notFound},
-			{"GET /v1/dead-letters", "GET", "/v1/dead-letters", nil, listing},
-			{"GET /v1/dead-letters", "GET", "/v1/dead-letters?tenant=globex", nil, forbidden},
-			{"POST /v1/dead-letters/redrive", "POST", "/v1/dead-letters/redrive", obj{"subscription_id": w.subB}, notFound},
-			{"GET /v1/stats", "GET", "/v1/stats", nil, forbidden},
-			{"GET /v1/stats/subscriptions", "GET", "/v1/stats/subscriptions", nil, listing},
-			{"GET /v1/stats/subscriptions", "GET", "/v1/stats/subscriptions?tenant=globex", nil, forbidden},
-			{"GET /v1/stats/history", "GET", "/v1/stats/history", nil, forbidden},
-			{"GET /v1/stats/tenants", "GET", "/v1/stats/tenants", nil, forbidden},
-			{"POST /v1/tokens", "POST", "/v1/tokens", obj{"name": "x", "scopes": []string{"admin"}}, forbidden},
-			{"GET /v1/tokens", "GET", "/v1/tokens", nil, forbidden},
-			{"DELETE /v1/tokens/{id}", "DELETE", "/v1/tokens/tok_x", nil, forbidden},
-			{"POST /v1/tenants/{tenant}/portal", "POST", "/v1/tenants/globex/portal", nil, forbidden},
-			{"POST /v1/tenants/{tenant}/portal", "POST", "/v1/tenants/acme/portal", nil, forbidden},
+			{"POST /v1/filters/test", "POST", "/v1/filters/test", obj{"event": obj{"type": "a"}}, want{code: http.StatusOK}, nil},
+			{"POST /v1/events", "POST", "/v1/events", obj{"type": "order.created", "tenant": "globex"}, forbidden, nil},
+			{"POST /v1/events/batch", "POST", "/v1/events/batch", obj{"events": []obj{{"type": "order.created", "tenant": "globex"}}}, want{code: http.StatusOK}, nil},
+			{"GET /v1/events", "GET", "/v1/events", nil, listing, nil},
+			{"GET /v1/events", "GET", "/v1/events?tenant=globex", nil, forbidden, nil},
+			{"GET /v1/events/{id}", "GET", "/v1/events/" + w.evB, nil, notFound, nil},
+			{"GET /v1/events/{id}", "GET", "/v1/events/" + w.producerB, nil, notFound, nil},
+			{"POST /v1/events", "POST", "/v1/events", obj{"id": w.producerB, "type": "order.created"}, want{code: http.StatusAccepted}, mine(false)},
+			{"POST /v1/events", "POST", "/v1/events", obj{"id": w.producerB, "type": "order.created"}, want{code: http.StatusAccepted}, mine(true)},
+			{"POST /v1/events/batch", "POST", "/v1/events/batch", obj{"events": []obj{{"id": w.producerB, "type": "order.created"}}}, want{code: http.StatusOK},
+				func(t *testing.T, res response) {
+					var out batchJSON
+					require.NoError(t, json.Unmarshal(res.body, &out))
+					one := 1
+					require.Equal(t, []batchResultJSON{{ID: w.producerB, Status: batchDuplicate, Deliveries: &one}}, out.Results)
+				}},
+			{"GET /v1/events/{id}", "GET", "/v1/events/" + w.producerB, nil, want{code: http.StatusOK}, func(t *testing.T, res response) {
+				var ev eventJSON
+				require.NoError(t, json.Unmarshal(res.body, &ev))
+				require.Equal(t, "acme", ev.Tenant, "tenant A reads its own event with that id")
+				require.Empty(t, ev.Deliveries, "the audit subscription's delivery is not tenant A's business")
+			}},
+			{"GET /v1/events/{id}", "GET", "/v1/events/" + w.producerB + "?tenant=globex", nil, forbidden, nil},
+			{"GET /v1/deliveries", "GET", "/v1/deliveries", nil, listing, nil},
+			{"GET /v1/deliveries", "GET", "/v1/deliveries?tenant=globex", nil, forbidden, nil},
+			{"GET /v1/deliveries/{id}", "GET", "/v1/deliveries/" + w.dB, nil, notFound, nil},
+			{"GET /v1/deliveries/{id}", "GET", "/v1/deliveries/" + w.dAudit, nil, notFound, nil},
+			{"POST /v1/deliveries/{id}/retry", "POST", "/v1/deliveries/" + w.dB + "/retry", nil, notFound, nil},
+			{"GET /v1/dead-letters", "GET", "/v1/dead-letters", nil, listing, nil},
+			{"GET /v1/dead-letters", "GET", "/v1/dead-letters?tenant=globex", nil, forbidden, nil},
+			{"POST /v1/dead-letters/redrive", "POST", "/v1/dead-letters/redrive", obj{"subscription_id": w.subB}, notFound, nil},
+			{"GET /v1/stats", "GET", "/v1/stats", nil, forbidden, nil},
+			{"GET /v1/stats/subscriptions", "GET", "/v1/stats/subscriptions", nil, listing, nil},
+			{"GET /v1/stats/subscriptions", "GET", "/v1/stats/subscriptions?tenant=globex", nil, forbidden, nil},
+			{"GET /v1/stats/history", "GET", "/v1/stats/history", nil, forbidden, nil},
+			{"GET /v1/stats/tenants", "GET", "/v1/stats/tenants", nil, forbidden, nil},
+			{"POST /v1/tokens", "POST", "/v1/tokens", obj{"name": "x", "scopes": []string{"admin"}}, forbidden, nil},
+			{"GET /v1/tokens", "GET", "/v1/tokens", nil, forbidden, nil},
+			{"DELETE /v1/tokens/{id}", "DELETE", "/v1/tokens/tok_x", nil, forbidden, nil},
+			{"POST /v1/tenants/{tenant}/portal", "POST", "/v1/tenants/globex/portal", nil, forbidden, nil},
+			{"POST /v1/tenants/{tenant}/portal", "POST", "/v1/tenants/acme/portal", nil, forbidden, nil},
 			// Takes a link, not a bearer token: a token is no credential here.
-			{"POST /v1/portal/sessions", "POST", "/v1/portal/sessions", obj{"link": "hrlp_guess"}, want{code: http.StatusUnauthorized}},
+			{"POST /v1/portal/sessions", "POST", "/v1/portal/sessions", obj{"link": "hrlp_guess"}, want{code: http.StatusUnauthorized}, nil},
 		}
 		covered := map[string]bool{}
 		for _, c := range cases {
@@ -149,7 +185,9 @@ func TestTenantIsolationMatrix(t *testing.T) {
 			for _, id := range c.want.absent {
 				require.NotContains(t, string(res.body), id, "%s %s", c.method, c.path)
 			}
-			if c.route == "POST /v1/events/batch" {
+			if c.check != nil {
+				c.check(t, res)
+			} else if c.route == "POST /v1/events/batch" {
 				require.Contains(t, string(res.body), `"rejected"`)
 				require.Contains(t, string(res.body), `"forbidden"`)
 			}
@@ -179,6 +217,21 @@ func TestTenantIsolationMatrix(t *testing.T) {
 		res := b.do(t, http.MethodDelete, "/v1/portal/sessions/current", nil, withToken(w.tokA))
 		require.Equal(t, http.StatusNoContent, res.code, "body: %s", res.body)
 		requireError(t, b.do(t, http.MethodGet, "/v1/subscriptions", nil, withToken(w.tokA)), http.StatusUnauthorized, herald.CodeUnauthorized, "")
+
+		// Both tenants' order-1002 exist. Tenant B reads its own; an
+		// unconfined token names the tenant (?tenant=, empty for the
+		// untenanted space) or is told the id is ambiguous.
+		evB := ok[eventJSON](t, b.do(t, http.MethodGet, "/v1/events/"+w.producerB, nil, withToken(w.tokB)), http.StatusOK)
+		require.Equal(t, "globex", evB.Tenant)
+		require.Len(t, evB.Deliveries, 1)
+		requireError(t, b.do(t, http.MethodGet, "/v1/events/"+w.producerB, nil), http.StatusConflict, herald.CodeConflict, "")
+		for _, tenant := range []string{"acme", "globex"} {
+			ev := ok[eventJSON](t, b.do(t, http.MethodGet, "/v1/events/"+w.producerB+"?tenant="+tenant, nil), http.StatusOK)
+			require.Equal(t, tenant, ev.Tenant)
+		}
+		requireError(t, b.do(t, http.MethodGet, "/v1/events/"+w.producerB+"?tenant=", nil), http.StatusNotFound, herald.CodeNotFound, "")
+		requireError(t, b.do(t, http.MethodGet, "/v1/events/"+w.producerB+"?tenant=a%20b", nil), http.StatusBadRequest, herald.CodeInvalidField, "tenant")
+		ok[eventJSON](t, b.do(t, http.MethodGet, "/v1/events/"+w.evB, nil), http.StatusOK)
 
 		// Tenant B sees its own, but not the audit subscription's delivery.
 		ev := ok[eventJSON](t, b.do(t, http.MethodGet, "/v1/events/"+w.evB, nil, withToken(w.tokB)), http.StatusOK)

@@ -67,7 +67,7 @@ func TestDeletedDuringCommitNotDispatched(t *testing.T) {
 		require.Len(t, started, 1)
 		require.Equal(t, keep.ID, started[0].Subscription.ID)
 
-		got, err := s.EventGet(ctx, res.ID)
+		got, err := s.EventGet(ctx, &store.EventGetParams{ID: res.ID})
 		require.NoError(t, err)
 		require.Len(t, got.Deliveries, 1)
 		require.Equal(t, keep.ID, got.Deliveries[0].SubscriptionID)

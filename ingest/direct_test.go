@@ -95,7 +95,7 @@ func TestDirectDispatchLeases(t *testing.T) {
 		require.Equal(t, 1, c.Attempt)
 		require.Len(t, c.Secrets, 2, "both secrets sign during the grace period")
 
-		got, err := s.EventGet(ctx, res.ID)
+		got, err := s.EventGet(ctx, &store.EventGetParams{ID: res.ID})
 		require.NoError(t, err)
 		states := map[string]herald.DeliveryState{}
 		for _, dl := range got.Deliveries {
@@ -136,7 +136,7 @@ func TestDirectDispatchReservations(t *testing.T) {
 		require.Len(t, started, 3)
 		inFlight := 0
 		for _, r := range res {
-			got, err := s.EventGet(ctx, r.ID)
+			got, err := s.EventGet(ctx, &store.EventGetParams{ID: r.ID})
 			require.NoError(t, err)
 			if got.Deliveries[0].State == herald.DeliveryInFlight {
 				inFlight++

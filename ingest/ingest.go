@@ -365,6 +365,7 @@ func claimedDirect(ev *herald.Event, d *store.DeliveryInsert, cs *compiledSub, n
 		Delivery: &herald.Delivery{
 			ID:             d.ID,
 			EventID:        ev.ID,
+			EventTenant:    ev.Tenant,
 			SubscriptionID: cs.sub.ID,
 			State:          herald.DeliveryInFlight,
 			NextAttemptAt:  &due,

@@ -110,7 +110,7 @@ func TestGroupCommitBatches(t *testing.T) {
 		for i := 0; i < n; i++ {
 			require.NoError(t, errs[i])
 			require.Equal(t, 1, results[i].DeliveryCount)
-			got, err := s.EventGet(context.Background(), results[i].ID)
+			got, err := s.EventGet(context.Background(), &store.EventGetParams{ID: results[i].ID})
 			require.NoError(t, err, "answered means stored")
 			require.Len(t, got.Deliveries, 1)
 		}
@@ -156,7 +156,7 @@ func TestGroupCommitRefusedIsCommittedInParts(t *testing.T) {
 		wg.Wait()
 		for i := 0; i < n; i++ {
 			require.NoError(t, errs[i], "caller %d", i)
-			got, err := s.EventGet(context.Background(), evs[i].ID)
+			got, err := s.EventGet(context.Background(), &store.EventGetParams{ID: evs[i].ID})
 			require.NoError(t, err)
 			require.Len(t, got.Deliveries, 1, "event %s", evs[i].ID)
 		}
@@ -181,7 +181,7 @@ func TestFanout(t *testing.T) {
 		ing := setup(t, s, Config{})
 
 		subsOf := func(id string) []string {
-			got, err := s.EventGet(context.Background(), id)
+			got, err := s.EventGet(context.Background(), &store.EventGetParams{ID: id})
 			require.NoError(t, err)
 			var out []string
 			for _, d := range got.Deliveries {
@@ -246,7 +246,7 @@ func TestCloseDrains(t *testing.T) {
 	r, err := ing.PublishOne(context.Background(), event("a.b", `{}`))
 	require.NoError(t, err)
 	ing.Close()
-	_, err = s.EventGet(context.Background(), r.ID)
+	_, err = s.EventGet(context.Background(), &store.EventGetParams{ID: r.ID})
 	require.NoError(t, err)
 	_, err = ing.PublishOne(context.Background(), event("a.b", `{}`))
 	require.ErrorIs(t, err, ErrClosed)

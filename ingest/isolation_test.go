@@ -99,7 +99,7 @@ func TestGroupCommitIsolatesRefusedEvent(t *testing.T) {
 			waitOrFail(t, &wg, 60*time.Second, "publishers were not answered")
 
 			for i, ev := range evs {
-				_, getErr := s.EventGet(context.Background(), ev.ID)
+				_, getErr := s.EventGet(context.Background(), &store.EventGetParams{ID: ev.ID})
 				if bad[i] != nil {
 					require.Error(t, errs[i], "the bad event %d fails", i)
 					t.Logf("event %d refused: %v", i, errs[i])
@@ -215,7 +215,7 @@ func groupCommitSharedByBatches(t *testing.T, s store.Store) {
 
 	require.Error(t, berr[1], "the batch holding the refused event fails whole")
 	for _, ev := range batches[1] {
-		_, err := s.EventGet(context.Background(), ev.ID)
+		_, err := s.EventGet(context.Background(), &store.EventGetParams{ID: ev.ID})
 		require.ErrorIs(t, err, herald.ErrNotFound, "nothing of the refused batch is stored")
 	}
 	for _, i := range []int{0, 2} {

@@ -72,7 +72,7 @@ func alarms(t *testing.T, s store.Store, sub string) []map[string]any {
 	require.NoError(t, err)
 	var out []map[string]any
 	for i := len(list.Deliveries) - 1; i >= 0; i-- {
-		ev, err := s.EventGet(t.Context(), list.Deliveries[i].EventID)
+		ev, err := s.EventGet(t.Context(), &store.EventGetParams{ID: list.Deliveries[i].EventID})
 		require.NoError(t, err)
 		require.Equal(t, herald.EventTypeQueueStale, ev.Event.Type)
 		var data map[string]any

@@ -17,6 +17,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"time"
 
 	"github.com/heraldhq/herald"
@@ -93,10 +94,11 @@ type Store interface {
 	SubscriptionSecretList(ctx context.Context, id string) ([]herald.Secret, error)
 
 	// EventInsertMany stores events and their deliveries in ONE transaction:
-	// either all of it commits or nothing does. An event whose ID already
-	// exists is not stored again (nor are its deliveries) and its result says
-	// Duplicate with the original delivery count; an ID repeated inside one
-	// call is a duplicate of its first occurrence.
+	// either all of it commits or nothing does. An event whose key (EventKey:
+	// its ID within its tenant) already exists is not stored again (nor are
+	// its deliveries) and its result says Duplicate with the original
+	// delivery count; a key repeated inside one call is a duplicate of its
+	// first occurrence. The same ID in another tenant is another event.
 	//
 	// A delivery is stored only if its subscription exists and is not
 	// deleted when the transaction commits (a disabled one is fine: its
@@ -111,7 +113,7 @@ type Store interface {
 	EventInsertMany(ctx context.Context, params *EventInsertManyParams) ([]EventInsertResult, error)
 	// EventGet returns an event and its deliveries (any state), or
 	// ErrNotFound.
-	EventGet(ctx context.Context, id string) (*EventGetResult, error)
+	EventGet(ctx context.Context, params *EventGetParams) (*EventGetResult, error)
 	// EventList pages through events newest first (created_at, then id),
 	// with filters. It serves the operator's search, not the hot path: a
 	// type or key filter is applied while walking the created_at index.
@@ -476,6 +478,39 @@ func DroppedDeliveries(ds []DeliveryInsert, live map[string]bool) []string {
 		}
 	}
 	return out
+}
+
+// EventKey is an event's identity and idempotency key: its ID within its
+// tenant ("" is the untenanted space, a tenant of its own). Two tenants
+// publishing the same ID publish two events (issue 20).
+type EventKey struct {
+	Tenant string
+	ID     string
+}
+
+// EventKeyOf returns ev's key.
+func EventKeyOf(ev *herald.Event) EventKey { return EventKey{Tenant: ev.Tenant, ID: ev.ID} }
+
+// EventGetParams name the event EventGet reads: ID within Tenant, or, with
+// AnyTenant, ID in whichever tenant holds it (for callers that see every
+// tenant). An ID that several tenants hold is then a conflict
+// (herald.CodeConflict) naming them, never an arbitrary pick.
+type EventGetParams struct {
+	ID        string
+	Tenant    string
+	AnyTenant bool
+}
+
+// EventAmbiguousError is what EventGet answers with AnyTenant when more than one
+// tenant holds the ID.
+func EventAmbiguousError(id string, tenants []string) error {
+	for i, t := range tenants {
+		if t == "" {
+			tenants[i] = "(untenanted)"
+		}
+	}
+	return herald.Errorf(herald.CodeConflict, "event %s exists in more than one tenant (%s): name the tenant",
+		id, strings.Join(tenants, ", "))
 }
 
 // EventGetResult is an event with its deliveries.

@@ -11,6 +11,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 
@@ -36,6 +37,7 @@ const rotatePasses = 3
 // with no valid signature is worse than none), and says once that secrets
 // are plain text when no key is configured.
 func checkSecrets(ctx context.Context, c *config, s store.Store, logger *slog.Logger) error {
+	warnKeyFileMode(c.EncryptionKeyFile, logger)
 	keeper, ok := s.(store.SecretKeeper)
 	if !ok {
 		return nil
@@ -294,4 +296,22 @@ func rotatePushKeys(c *config, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "%s is encrypted with key %s\n", path, c.keys.PrimaryID())
 	return nil
+}
+
+// warnKeyFileMode warns when --encryption-key-file may be read or written
+// by users other than its owner: its keys open every stored secret. It
+// only warns (the operator may share it with a group on purpose), and says
+// nothing on Windows, whose permission bits do not mean this.
+func warnKeyFileMode(path string, logger *slog.Logger) {
+	if path == "" || runtime.GOOS == "windows" {
+		return
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return // keyRing already read it; a race here is not worth an error
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		logger.Warn("--encryption-key-file is accessible to other users than its owner; chmod 600 it",
+			"path", path, "mode", fmt.Sprintf("%#o", perm))
+	}
 }

@@ -77,7 +77,7 @@ func TestRestartWithFewerTiers(t *testing.T) {
 			require.Contains(t, logs.String(), "from_tier=3 to_tier=1 count=1")
 			require.Eventually(t, func() bool { return got.Load() == 1 }, 20*time.Second, 10*time.Millisecond)
 			require.Eventually(t, func() bool {
-				ev, err := n.store.EventGet(ctx, res.ID)
+				ev, err := n.store.EventGet(ctx, &store.EventGetParams{ID: res.ID})
 				require.NoError(t, err)
 				return ev.Deliveries[0].State == herald.DeliveryDelivered
 			}, 20*time.Second, 10*time.Millisecond)
@@ -91,7 +91,7 @@ func TestRestartWithFewerTiers(t *testing.T) {
 
 func mustDeliveryID(t *testing.T, s store.Store, eventID string) string {
 	t.Helper()
-	ev, err := s.EventGet(context.Background(), eventID)
+	ev, err := s.EventGet(context.Background(), &store.EventGetParams{ID: eventID})
 	require.NoError(t, err)
 	require.Len(t, ev.Deliveries, 1)
 	return ev.Deliveries[0].ID

@@ -114,7 +114,7 @@ WITH ranked AS (
 	WHERE d.id = ANY (ARRAY(SELECT id FROM locked)) AND d.state = 'pending' AND s.id = d.subscription_id
 	RETURNING d.id, d.event_id, d.subscription_id, d.state, d.tier, d.attempt_count,
 		d.next_attempt_at, d.event_key, d.event_version, d.last_status, d.last_error, d.last_message,
-		d.created_at, d.updated_at, d.lease_until
+		d.created_at, d.updated_at, d.event_tenant, d.lease_until
 )` + started + `
 SELECT n.candidates, c.*, e.*
 FROM (SELECT count(*) AS candidates FROM ranked) n
@@ -126,7 +126,7 @@ LEFT JOIN claimed c ON true
 LEFT JOIN LATERAL (
 	SELECT e.id AS e_id, e.type, e.key, e.version, e.data::text AS data, e.created_at AS e_created_at,
 		e.tenant AS e_tenant
-	FROM events e WHERE e.id = c.event_id LIMIT 1
+	FROM events e WHERE e.id = c.event_id AND e.tenant = c.event_tenant LIMIT 1
 ) e ON true`
 }
 

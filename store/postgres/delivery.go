@@ -15,14 +15,14 @@ import (
 
 const deliveryColumns = `id, event_id, subscription_id, state, tier, attempt_count,
 	next_attempt_at, event_key, event_version, last_status, last_error, last_message,
-	created_at, updated_at`
+	created_at, updated_at, event_tenant`
 
 func scanDelivery(row pgx.Row, extra ...any) (*herald.Delivery, error) {
 	var d herald.Delivery
 	var state, lastErr string
 	dest := append([]any{&d.ID, &d.EventID, &d.SubscriptionID, &state, &d.Tier, &d.AttemptCount,
 		&d.NextAttemptAt, &d.EventKey, &d.EventVersion, &d.LastStatus, &lastErr, &d.LastMessage,
-		&d.CreatedAt, &d.UpdatedAt}, extra...)
+		&d.CreatedAt, &d.UpdatedAt, &d.EventTenant}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}

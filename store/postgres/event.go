@@ -13,8 +13,10 @@ import (
 
 // insertEventsSQL stores events and, in a data-modifying CTE, the deliveries
 // of those that were not duplicates — one statement, one round trip, atomic
-// on its own. It returns the ids of the events actually inserted (gone
-// NULL) and the named subscriptions that are deleted or unknown (id NULL).
+// on its own. It returns the keys (id, tenant) of the events actually
+// inserted (gone NULL) and the named subscriptions that are deleted or
+// unknown (id NULL). An event is its (id, tenant) pair throughout
+// (store.EventKey).
 //
 // Deliveries go only to live subscriptions (live), whose rows it locks FOR
 // KEY SHARE until commit, in id order. SubscriptionDelete locks the row FOR
@@ -36,53 +38,56 @@ WITH live AS (
 	ORDER BY s.id
 	FOR KEY SHARE
 ), d AS (
-	SELECT d.* FROM unnest($7::text[], $8::text[], $9::text[], $11::timestamptz[], $12::text[], $13::timestamptz[])
-		WITH ORDINALITY AS d(id, event_id, subscription_id, next_attempt_at, lease_owner, lease_until, pos)
+	SELECT d.* FROM unnest($7::text[], $8::text[], $9::text[], $11::timestamptz[], $12::text[], $13::timestamptz[],
+		$15::text[])
+		WITH ORDINALITY AS d(id, event_id, subscription_id, next_attempt_at, lease_owner, lease_until, event_tenant, pos)
 	WHERE d.subscription_id IN (SELECT id FROM live)
 ), counts AS (
-	SELECT event_id, count(*)::int AS n FROM d GROUP BY event_id
+	SELECT event_id, event_tenant, count(*)::int AS n FROM d GROUP BY event_id, event_tenant
 ), ins AS (
 	INSERT INTO events (id, type, key, version, data, created_at, delivery_count, tenant)
 	SELECT e.id, e.type, e.key, e.version, e.data::json, e.created_at, coalesce(c.n, 0), e.tenant
 	FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::timestamptz[], $14::text[])
 		AS e(id, type, key, version, data, created_at, tenant)
-	LEFT JOIN counts c ON c.event_id = e.id
-	ON CONFLICT (id) DO NOTHING
-	RETURNING id, key, version
+	LEFT JOIN counts c ON c.event_id = e.id AND c.event_tenant = e.tenant
+	ON CONFLICT (id, tenant) DO NOTHING
+	RETURNING id, tenant, key, version
 ), dl AS (
-	INSERT INTO deliveries (id, event_id, subscription_id, state, tier, next_attempt_at,
+	INSERT INTO deliveries (id, event_id, event_tenant, subscription_id, state, tier, next_attempt_at,
 		event_key, event_version, lease_owner, lease_until, created_at, updated_at)
-	SELECT d.id, d.event_id, d.subscription_id,
+	SELECT d.id, d.event_id, d.event_tenant, d.subscription_id,
 		CASE WHEN d.lease_owner IS NULL THEN 'pending' ELSE 'in_flight' END, 0, d.next_attempt_at,
 		ins.key, ins.version, d.lease_owner, d.lease_until, $10, $10
-	FROM d JOIN ins ON ins.id = d.event_id
+	FROM d JOIN ins ON ins.id = d.event_id AND ins.tenant = d.event_tenant
 	ORDER BY d.pos
 )
-SELECT id, NULL::text AS gone FROM ins
+SELECT id, tenant, NULL::text AS gone FROM ins
 UNION ALL
-SELECT NULL, x.id FROM (SELECT DISTINCT unnest($9::text[]) AS id) x
+SELECT NULL, NULL, x.id FROM (SELECT DISTINCT unnest($9::text[]) AS id) x
 WHERE x.id NOT IN (SELECT id FROM live)`
 
 // eventBatch is EventInsertMany's input laid out as column arrays for
 // insertEventsSQL, with the bookkeeping to answer each input in order.
 type eventBatch struct {
 	// first maps each input index to the index of the first input with the
-	// same event id (itself for a first occurrence).
+	// same event key (itself for a first occurrence).
 	first []int
-	// unique are the ids of first occurrences, in input order.
-	unique []string
-	args   []any
+	// uniqueIDs and uniqueTenants are the keys of first occurrences, in
+	// input order.
+	uniqueIDs, uniqueTenants []string
+	args                     []any
 }
 
 func newEventBatch(events []store.EventInsert, now time.Time) *eventBatch {
 	b := &eventBatch{first: make([]int, len(events))}
-	seen := make(map[string]int, len(events))
+	seen := make(map[store.EventKey]int, len(events))
 	var (
 		ids, types, keys, datas []string
 		tenants                 []string
 		versions                []*int64
 		created                 []time.Time
 		dIDs, dEvents, dSubs    []string
+		dTenants                []string
 		dNext                   []time.Time
 		// Leased at insert (direct dispatch) when the owner is set.
 		dOwners []*string
@@ -90,13 +95,14 @@ func newEventBatch(events []store.EventInsert, now time.Time) *eventBatch {
 	)
 	for i, in := range events {
 		ev := in.Event
-		if j, ok := seen[ev.ID]; ok {
+		k := store.EventKeyOf(ev)
+		if j, ok := seen[k]; ok {
 			b.first[i] = j
 			continue
 		}
-		seen[ev.ID] = i
+		seen[k] = i
 		b.first[i] = i
-		b.unique = append(b.unique, ev.ID)
+		b.uniqueIDs, b.uniqueTenants = append(b.uniqueIDs, ev.ID), append(b.uniqueTenants, ev.Tenant)
 		ids = append(ids, ev.ID)
 		types = append(types, ev.Type)
 		keys = append(keys, ev.Key)
@@ -107,6 +113,7 @@ func newEventBatch(events []store.EventInsert, now time.Time) *eventBatch {
 		for _, d := range in.Deliveries {
 			dIDs = append(dIDs, d.ID)
 			dEvents = append(dEvents, ev.ID)
+			dTenants = append(dTenants, ev.Tenant)
 			dSubs = append(dSubs, d.SubscriptionID)
 			dNext = append(dNext, ms(d.NextAttemptAt))
 			if d.LeaseOwner != "" {
@@ -118,7 +125,7 @@ func newEventBatch(events []store.EventInsert, now time.Time) *eventBatch {
 		}
 	}
 	b.args = []any{ids, types, keys, versions, datas, created, dIDs, dEvents, dSubs, ms(now), dNext,
-		dOwners, dUntil, tenants}
+		dOwners, dUntil, tenants, dTenants}
 	return b
 }
 
@@ -127,13 +134,14 @@ func newEventBatch(events []store.EventInsert, now time.Time) *eventBatch {
 // under READ COMMITTED it takes a fresh snapshot, so an original committed
 // by a concurrent call while ON CONFLICT waited for it is visible. Rows this
 // transaction inserted itself (xmin is our xid) are left out.
-const readbackSQL = `SELECT id, delivery_count FROM events
-	WHERE id = ANY($1) AND xmin <> pg_current_xact_id()::xid`
+const readbackSQL = `SELECT id, tenant, delivery_count FROM events
+	WHERE (id, tenant) IN (SELECT * FROM unnest($1::text[], $2::text[]))
+	  AND xmin <> pg_current_xact_id()::xid`
 
 // queue adds the insert and its duplicate read-back to batch.
 func (b *eventBatch) queue(batch *pgx.Batch) {
 	batch.Queue(insertEventsSQL, b.args...)
-	batch.Queue(readbackSQL, b.unique)
+	batch.Queue(readbackSQL, b.uniqueIDs, b.uniqueTenants)
 }
 
 // read consumes the two results queue added and answers each input in order.
@@ -142,12 +150,12 @@ func (b *eventBatch) read(br pgx.BatchResults, events []store.EventInsert) ([]st
 	if err != nil {
 		return nil, err
 	}
-	isNew := map[string]bool{}
+	isNew := map[store.EventKey]bool{}
 	gone := map[string]bool{}
-	var newID, goneID *string
-	if _, err := pgx.ForEachRow(rows, []any{&newID, &goneID}, func() error {
+	var newID, newTenant, goneID *string
+	if _, err := pgx.ForEachRow(rows, []any{&newID, &newTenant, &goneID}, func() error {
 		if newID != nil {
-			isNew[*newID] = true
+			isNew[store.EventKey{ID: *newID, Tenant: *newTenant}] = true
 		}
 		if goneID != nil {
 			gone[*goneID] = true
@@ -172,29 +180,29 @@ func (b *eventBatch) read(br pgx.BatchResults, events []store.EventInsert) ([]st
 	if err != nil {
 		return nil, err
 	}
-	original := make(map[string]int)
-	var id string
+	original := make(map[store.EventKey]int)
+	var k store.EventKey
 	var n int
-	if _, err := pgx.ForEachRow(rows, []any{&id, &n}, func() error {
-		original[id] = n
+	if _, err := pgx.ForEachRow(rows, []any{&k.ID, &k.Tenant, &n}, func() error {
+		original[k] = n
 		return nil
 	}); err != nil {
 		return nil, err
 	}
 	out := make([]store.EventInsertResult, len(events))
 	for i, in := range events {
-		id := in.Event.ID
+		id, k := in.Event.ID, store.EventKeyOf(in.Event)
 		f := b.first[i]
 		switch {
-		case isNew[id] && f == i:
+		case isNew[k] && f == i:
 			n, dropped := kept(in.Deliveries)
 			out[i] = store.EventInsertResult{ID: id, DeliveryCount: n, Dropped: dropped}
-		case isNew[id]:
+		case isNew[k]:
 			// Repeated inside this call: a duplicate of its first occurrence.
 			n, _ := kept(events[f].Deliveries)
 			out[i] = store.EventInsertResult{ID: id, Duplicate: true, DeliveryCount: n}
 		default:
-			n, ok := original[id]
+			n, ok := original[k]
 			if !ok {
 				// ON CONFLICT waits for a concurrent inserter, so an event
 				// neither inserted nor found cannot happen; fail rather than
@@ -260,27 +268,51 @@ func scanEvent(row pgx.Row) (*herald.Event, error) {
 }
 
 // EventGet returns an event with its deliveries.
-func (s *Store) EventGet(ctx context.Context, id string) (*store.EventGetResult, error) {
+func (s *Store) EventGet(ctx context.Context, params *store.EventGetParams) (*store.EventGetResult, error) {
 	const op = "error reading event"
 	db, err := s.db(op)
 	if err != nil {
 		return nil, err
 	}
 	// Both reads in one round trip; a batch outside a transaction runs as
-	// one implicit transaction.
+	// one implicit transaction. With AnyTenant, the event is the only row
+	// with the id (two rows: ambiguous) and its deliveries those of the
+	// first row's tenant, used only when it is the only one.
+	id := params.ID
 	batch := &pgx.Batch{}
-	batch.Queue("SELECT "+eventColumns+" FROM events WHERE id = $1", id)
-	batch.Queue("SELECT "+deliveryColumns+" FROM deliveries WHERE event_id = $1 ORDER BY id", id)
+	if params.AnyTenant {
+		batch.Queue("SELECT "+eventColumns+" FROM events WHERE id = $1 ORDER BY tenant", id)
+		batch.Queue(`SELECT `+deliveryColumns+` FROM deliveries
+			WHERE event_id = $1 AND event_tenant = (SELECT min(tenant) FROM events WHERE id = $1) ORDER BY id`, id)
+	} else {
+		batch.Queue("SELECT "+eventColumns+" FROM events WHERE id = $1 AND tenant = $2", id, params.Tenant)
+		batch.Queue("SELECT "+deliveryColumns+" FROM deliveries WHERE event_id = $1 AND event_tenant = $2 ORDER BY id",
+			id, params.Tenant)
+	}
 	br := db.SendBatch(ctx, batch)
 	defer br.Close()
-	ev, err := scanEvent(br.QueryRow())
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, herald.NotFoundf("event %s not found", id)
-	}
+	rows, err := br.Query()
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
-	rows, err := br.Query()
+	found, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*herald.Event, error) { return scanEvent(row) })
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	var ev *herald.Event
+	switch len(found) {
+	case 0:
+		return nil, herald.NotFoundf("event %s not found", id)
+	case 1:
+		ev = found[0]
+	default:
+		tenants := make([]string, len(found))
+		for i, e := range found {
+			tenants[i] = e.Tenant
+		}
+		return nil, store.EventAmbiguousError(id, tenants)
+	}
+	rows, err = br.Query()
 	if err != nil {
 		return nil, mapErr(op, err)
 	}

@@ -431,7 +431,7 @@ func (o *orderedClaim) claimSub(ctx context.Context, tx pgx.Tx, sub *orderedSub,
 // (scanClaimed), from aliases l (the leased delivery) and e.
 const claimedColumns = `l.id, l.event_id, l.subscription_id, l.state, l.tier, l.attempt_count,
 	l.next_attempt_at, l.event_key, l.event_version, l.last_status, l.last_error, l.last_message,
-	l.created_at, l.updated_at, l.lease_until, e.id, e.type, e.key, e.version, e.data::text, e.created_at, e.tenant`
+	l.created_at, l.updated_at, l.event_tenant, l.lease_until, e.id, e.type, e.key, e.version, e.data::text, e.created_at, e.tenant`
 
 // scanClaimed reads rows of claimedColumns.
 func scanClaimed(rows pgx.Rows) ([]*store.ClaimedDelivery, error) {
@@ -462,7 +462,7 @@ func (o *orderedClaim) claimKeyless(ctx context.Context, tx pgx.Tx, sub *ordered
 				  AND d.event_key = ''
 				ORDER BY d.next_attempt_at, d.id LIMIT $6 FOR UPDATE SKIP LOCKED)) AND state = 'pending'
 			RETURNING *)
-		SELECT `+claimedColumns+` FROM l JOIN events e ON e.id = l.event_id`,
+		SELECT `+claimedColumns+` FROM l JOIN events e ON e.id = l.event_id AND e.tenant = l.event_tenant`,
 		o.params.Tier, sub.id, o.now, o.params.LeaseOwner, sub.lease, n)
 	if err != nil {
 		return 0, err
@@ -576,7 +576,7 @@ func (o *orderedClaim) claimKeys(ctx context.Context, tx pgx.Tx, sub *orderedSub
 				UPDATE delivery_keys k SET holder = l.id, holder_owner = $2, holder_until = $3, last_sent_at = $4
 				FROM l WHERE k.subscription_id = $5 AND k.event_key = l.event_key
 				RETURNING k.holder)
-			SELECT `+claimedColumns+` FROM l JOIN k ON k.holder = l.id JOIN events e ON e.id = l.event_id`,
+			SELECT `+claimedColumns+` FROM l JOIN k ON k.holder = l.id JOIN events e ON e.id = l.event_id AND e.tenant = l.event_tenant`,
 			claim, o.params.LeaseOwner, sub.lease, o.now, sub.id)
 	}
 	var claimed []*store.ClaimedDelivery

@@ -184,7 +184,7 @@ func TestEventInsertMany(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []store.EventInsertResult{{ID: "e1", Duplicate: true, DeliveryCount: 2}, {ID: "e3"}}, res)
 
-	got, err := s.EventGet(ctx, "e1")
+	got, err := s.EventGet(ctx, &store.EventGetParams{ID: "e1"})
 	require.NoError(t, err)
 	require.Equal(t, `{"z": 1, "a": [1, 2]}`, string(got.Event.Data))
 	require.Equal(t, int64(7), *got.Event.Version)
@@ -195,7 +195,7 @@ func TestEventInsertMany(t *testing.T) {
 	require.Equal(t, "k", d.EventKey)
 	require.Equal(t, int64(7), *d.EventVersion)
 
-	_, err = s.EventGet(ctx, "nope")
+	_, err = s.EventGet(ctx, &store.EventGetParams{ID: "nope"})
 	require.ErrorIs(t, err, herald.ErrNotFound)
 	_, err = s.DeliveryGet(ctx, "nope")
 	require.ErrorIs(t, err, herald.ErrNotFound)
@@ -205,7 +205,7 @@ func TestEventInsertMany(t *testing.T) {
 	bad.Data = json.RawMessage(`{`)
 	_, err = s.EventInsertMany(ctx, &store.EventInsertManyParams{Now: t0, Events: []store.EventInsert{{Event: ev("e5")}, {Event: bad}}})
 	require.Error(t, err)
-	_, err = s.EventGet(ctx, "e5")
+	_, err = s.EventGet(ctx, &store.EventGetParams{ID: "e5"})
 	require.ErrorIs(t, err, herald.ErrNotFound)
 }
 
@@ -282,7 +282,7 @@ func TestDeliveryLifecycle(t *testing.T) {
 	sub, err := s.SubscriptionGet(ctx, "sub_b")
 	require.NoError(t, err)
 	require.Equal(t, herald.SubscriptionDisabled, sub.State)
-	_, err = s.EventGet(ctx, "sys1")
+	_, err = s.EventGet(ctx, &store.EventGetParams{ID: "sys1"})
 	require.NoError(t, err)
 
 	st, err := s.StatsGet(ctx, &store.StatsGetParams{Tiers: 3, Now: now})

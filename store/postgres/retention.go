@@ -43,16 +43,16 @@ SELECT count(*) FROM gone`
 // delivery left.
 const sweepEventsSQL = `
 WITH victims AS (
-	SELECT e.id FROM events e
+	SELECT e.id, e.tenant FROM events e
 	WHERE e.created_at < $1
 	  -- A probe of deliveries_event_idx per old event (a scalar subquery
 	  -- with LIMIT, never an anti-join hashing every delivery).
-	  AND (SELECT 1 FROM deliveries d WHERE d.event_id = e.id LIMIT 1) IS NULL
+	  AND (SELECT 1 FROM deliveries d WHERE d.event_id = e.id AND d.event_tenant = e.tenant LIMIT 1) IS NULL
 	ORDER BY e.created_at
 	LIMIT $2
 	FOR UPDATE SKIP LOCKED
 ), gone AS (
-	DELETE FROM events e WHERE e.id = ANY (ARRAY(SELECT id FROM victims)) RETURNING 1
+	DELETE FROM events e USING victims v WHERE e.id = v.id AND e.tenant = v.tenant RETURNING 1
 )
 SELECT count(*) FROM gone`
 

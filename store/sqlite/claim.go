@@ -223,7 +223,7 @@ func claimCandidates(ctx context.Context, tx *sql.Tx, params *store.DeliveryClai
 func loadClaimed(ctx context.Context, tx *sql.Tx, keys *seal.Ring, ids []string, leases map[string]int64, now int64) ([]*store.ClaimedDelivery, error) {
 	in, idArgs := inList(anySlice(ids))
 	rows, err := tx.QueryContext(ctx, `SELECT `+prefixed("d", deliveryColumns)+`, `+prefixed("e", eventColumns)+`
-		FROM deliveries d JOIN events e ON e.id = d.event_id
+		FROM deliveries d JOIN events e ON e.id = d.event_id AND e.tenant = d.event_tenant
 		WHERE d.id IN (`+in+`)
 		ORDER BY d.next_attempt_at, d.id`, idArgs...)
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 )
 
 const deliveryColumns = `id, event_id, subscription_id, state, tier, attempt_count, next_attempt_at,
-	event_key, event_version, last_status, last_error, last_message, created_at, updated_at`
+	event_key, event_version, last_status, last_error, last_message, created_at, updated_at, event_tenant`
 
 // prefixed returns deliveryColumns qualified with a table alias.
 func prefixed(alias, columns string) string {
@@ -28,7 +28,7 @@ func prefixed(alias, columns string) string {
 
 func deliveryDest(d *herald.Delivery, next, version *sql.NullInt64, state, lastError *string, createdAt, updatedAt *int64) []any {
 	return []any{&d.ID, &d.EventID, &d.SubscriptionID, state, &d.Tier, &d.AttemptCount, next,
-		&d.EventKey, version, &d.LastStatus, lastError, &d.LastMessage, createdAt, updatedAt}
+		&d.EventKey, version, &d.LastStatus, lastError, &d.LastMessage, createdAt, updatedAt, &d.EventTenant}
 }
 
 // deliveryScan collects the SQL-typed columns of one delivery row.

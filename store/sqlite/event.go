@@ -37,23 +37,25 @@ const insertChunk = 250
 // Events and deliveries go in as multi-row INSERTs, insertChunk rows per
 // statement: per-row statements spent most of their time in the driver
 // (a cgo call, a context watcher and argument conversion per row), not in
-// SQLite. INSERT … ON CONFLICT DO NOTHING RETURNING id names the events
-// actually inserted; only their deliveries are written, and the few
-// duplicates are answered with their stored delivery count.
+// SQLite. INSERT … ON CONFLICT DO NOTHING RETURNING id, tenant names the
+// events actually inserted; only their deliveries are written, and the few
+// duplicates are answered with their stored delivery count. An event is
+// its (id, tenant) pair throughout (store.EventKey).
 func insertEvents(ctx context.Context, tx *sql.Tx, events []store.EventInsert, now time.Time) ([]store.EventInsertResult, error) {
 	if len(events) == 0 {
 		return []store.EventInsertResult{}, nil
 	}
 	out := make([]store.EventInsertResult, len(events))
-	// first maps an event id to the index of its first occurrence: a
+	// first maps an event key to the index of its first occurrence: a
 	// repeat inside one call is a duplicate of that one.
-	first := make(map[string]int, len(events))
+	first := make(map[store.EventKey]int, len(events))
 	unique := make([]int, 0, len(events))
 	for i, in := range events {
-		if _, ok := first[in.Event.ID]; ok {
+		k := store.EventKeyOf(in.Event)
+		if _, ok := first[k]; ok {
 			continue
 		}
-		first[in.Event.ID] = i
+		first[k] = i
 		unique = append(unique, i)
 	}
 
@@ -65,7 +67,7 @@ func insertEvents(ctx context.Context, tx *sql.Tx, events []store.EventInsert, n
 		return nil, err
 	}
 	// kept counts the deliveries each event keeps (its delivery_count).
-	kept := make(map[string]int, len(unique))
+	kept := make(map[store.EventKey]int, len(unique))
 	for _, i := range unique {
 		n := 0
 		for _, d := range events[i].Deliveries {
@@ -73,10 +75,10 @@ func insertEvents(ctx context.Context, tx *sql.Tx, events []store.EventInsert, n
 				n++
 			}
 		}
-		kept[events[i].Event.ID] = n
+		kept[store.EventKeyOf(events[i].Event)] = n
 	}
 
-	inserted := make(map[string]bool, len(unique))
+	inserted := make(map[store.EventKey]bool, len(unique))
 	for lo := 0; lo < len(unique); lo += insertChunk {
 		chunk := unique[lo:min(lo+insertChunk, len(unique))]
 		if err := insertEventRows(ctx, tx, events, chunk, kept, inserted); err != nil {
@@ -91,7 +93,7 @@ func insertEvents(ctx context.Context, tx *sql.Tx, events []store.EventInsert, n
 	nowMS := ms(now)
 	for _, i := range unique {
 		ev := events[i].Event
-		if !inserted[ev.ID] {
+		if !inserted[store.EventKeyOf(ev)] {
 			dupIDs = append(dupIDs, ev.ID)
 			continue
 		}
@@ -101,7 +103,7 @@ func insertEvents(ctx context.Context, tx *sql.Tx, events []store.EventInsert, n
 		}
 		for _, d := range events[i].Deliveries {
 			if live[d.SubscriptionID] {
-				dls = append(dls, deliveryRow{d: d, eventID: ev.ID, key: ev.Key, version: version})
+				dls = append(dls, deliveryRow{d: d, eventID: ev.ID, eventTenant: ev.Tenant, key: ev.Key, version: version})
 			}
 		}
 	}
@@ -121,22 +123,25 @@ func insertEvents(ctx context.Context, tx *sql.Tx, events []store.EventInsert, n
 		}
 	}
 
-	stored := map[string]int{} // delivery counts of events stored before this call
+	// Delivery counts of events stored before this call, read by id: rows
+	// of other tenants with the same id come along and are never used
+	// (a duplicate is answered with its own tenant's figure only).
+	stored := map[store.EventKey]int{}
 	for lo := 0; lo < len(dupIDs); lo += insertChunk {
 		ids := dupIDs[lo:min(lo+insertChunk, len(dupIDs))]
 		in, args := inList(ids)
-		rows, err := tx.QueryContext(ctx, `SELECT id, delivery_count FROM events WHERE id IN (`+in+`)`, args...)
+		rows, err := tx.QueryContext(ctx, `SELECT id, tenant, delivery_count FROM events WHERE id IN (`+in+`)`, args...)
 		if err != nil {
 			return nil, err
 		}
 		for rows.Next() {
-			var id string
+			var k store.EventKey
 			var n int
-			if err := rows.Scan(&id, &n); err != nil {
+			if err := rows.Scan(&k.ID, &k.Tenant, &n); err != nil {
 				rows.Close()
 				return nil, err
 			}
-			stored[id] = n
+			stored[k] = n
 		}
 		if err := rows.Close(); err != nil {
 			return nil, err
@@ -147,15 +152,15 @@ func insertEvents(ctx context.Context, tx *sql.Tx, events []store.EventInsert, n
 	}
 
 	for i, in := range events {
-		id := in.Event.ID
-		f := first[id]
+		id, k := in.Event.ID, store.EventKeyOf(in.Event)
+		f := first[k]
 		switch {
-		case inserted[id] && f == i:
-			out[i] = store.EventInsertResult{ID: id, DeliveryCount: kept[id], Dropped: store.DroppedDeliveries(in.Deliveries, live)}
-		case inserted[id]:
-			out[i] = store.EventInsertResult{ID: id, Duplicate: true, DeliveryCount: kept[id]}
+		case inserted[k] && f == i:
+			out[i] = store.EventInsertResult{ID: id, DeliveryCount: kept[k], Dropped: store.DroppedDeliveries(in.Deliveries, live)}
+		case inserted[k]:
+			out[i] = store.EventInsertResult{ID: id, Duplicate: true, DeliveryCount: kept[k]}
 		default:
-			n, ok := stored[id]
+			n, ok := stored[k]
 			if !ok {
 				return nil, fmt.Errorf("event %s neither inserted nor found", id)
 			}
@@ -214,14 +219,14 @@ func subscriptionsWhere(ctx context.Context, tx *sql.Tx, cond string, ids []any)
 // insertEventRows inserts events[idx…] in one statement, each with the
 // delivery count kept says, and marks the ids it inserted (the others
 // already existed).
-func insertEventRows(ctx context.Context, tx *sql.Tx, events []store.EventInsert, idx []int, kept map[string]int, inserted map[string]bool) error {
+func insertEventRows(ctx context.Context, tx *sql.Tx, events []store.EventInsert, idx []int, kept map[store.EventKey]int, inserted map[store.EventKey]bool) error {
 	const cols = 8
 	var q strings.Builder
 	q.Grow(128 + len(idx)*18)
 	q.WriteString(`INSERT INTO events (id, type, key, version, data, delivery_count, created_at, tenant)
 		SELECT * FROM (VALUES `)
 	pad := valuesRows(&q, `(?,?,?,?,?,?,?,?)`, len(idx))
-	q.WriteString(`) WHERE column1 IS NOT NULL ON CONFLICT (id) DO NOTHING RETURNING id`)
+	q.WriteString(`) WHERE column1 IS NOT NULL ON CONFLICT (id, tenant) DO NOTHING RETURNING id, tenant`)
 	args := make([]any, 0, (len(idx)+pad)*cols)
 	for _, i := range idx {
 		ev := events[i].Event
@@ -230,7 +235,7 @@ func insertEventRows(ctx context.Context, tx *sql.Tx, events []store.EventInsert
 			version = *ev.Version
 		}
 		args = append(args, ev.ID, ev.Type, ev.Key, version, []byte(store.RawJSON(ev.Data)),
-			kept[ev.ID], ms(ev.CreatedAt), ev.Tenant)
+			kept[store.EventKeyOf(ev)], ms(ev.CreatedAt), ev.Tenant)
 	}
 	args = padArgs(args, pad, cols)
 	rows, err := tx.QueryContext(ctx, q.String(), args...)
@@ -238,12 +243,12 @@ func insertEventRows(ctx context.Context, tx *sql.Tx, events []store.EventInsert
 		return fmt.Errorf("inserting events: %w", err)
 	}
 	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
+		var k store.EventKey
+		if err := rows.Scan(&k.ID, &k.Tenant); err != nil {
 			rows.Close()
 			return err
 		}
-		inserted[id] = true
+		inserted[k] = true
 	}
 	if err := rows.Close(); err != nil {
 		return err
@@ -253,22 +258,23 @@ func insertEventRows(ctx context.Context, tx *sql.Tx, events []store.EventInsert
 
 // deliveryRow is one delivery to insert with the event fields it copies.
 type deliveryRow struct {
-	d       store.DeliveryInsert
-	eventID string
-	key     string
-	version any
+	d           store.DeliveryInsert
+	eventID     string
+	eventTenant string
+	key         string
+	version     any
 }
 
 // insertDeliveryRows inserts dls in one statement, with publish positions
 // seq, seq+1, … in order.
 func insertDeliveryRows(ctx context.Context, tx *sql.Tx, dls []deliveryRow, nowMS, seq int64) error {
-	const cols = 12
+	const cols = 13
 	var q strings.Builder
-	q.Grow(200 + len(dls)*34)
-	q.WriteString(`INSERT INTO deliveries (id, event_id, subscription_id, state, tier,
+	q.Grow(220 + len(dls)*36)
+	q.WriteString(`INSERT INTO deliveries (id, event_id, event_tenant, subscription_id, state, tier,
 		next_attempt_at, event_key, event_version, lease_owner, lease_until, created_at, updated_at, seq)
 		SELECT * FROM (VALUES `)
-	pad := valuesRows(&q, `(?,?,?,?,0,?,?,?,?,?,?,?,?)`, len(dls))
+	pad := valuesRows(&q, `(?,?,?,?,?,0,?,?,?,?,?,?,?,?)`, len(dls))
 	q.WriteString(`) WHERE column1 IS NOT NULL`)
 	args := make([]any, 0, (len(dls)+pad)*cols)
 	for n, r := range dls {
@@ -278,7 +284,7 @@ func insertDeliveryRows(ctx context.Context, tx *sql.Tx, dls []deliveryRow, nowM
 		if r.d.LeaseOwner != "" {
 			state, owner, until = "in_flight", r.d.LeaseOwner, ms(r.d.LeaseUntil)
 		}
-		args = append(args, r.d.ID, r.eventID, r.d.SubscriptionID, state, ms(r.d.NextAttemptAt), r.key, r.version,
+		args = append(args, r.d.ID, r.eventID, r.eventTenant, r.d.SubscriptionID, state, ms(r.d.NextAttemptAt), r.key, r.version,
 			owner, until, nowMS, nowMS, seq+int64(n))
 	}
 	args = padArgs(args, pad, cols)
@@ -289,15 +295,16 @@ func insertDeliveryRows(ctx context.Context, tx *sql.Tx, dls []deliveryRow, nowM
 }
 
 // EventGet returns an event and its deliveries.
-func (s *Store) EventGet(ctx context.Context, id string) (*store.EventGetResult, error) {
+func (s *Store) EventGet(ctx context.Context, params *store.EventGetParams) (*store.EventGetResult, error) {
 	res := &store.EventGetResult{}
 	err := s.readTx(ctx, "event get", func(tx *sql.Tx) error {
-		ev, err := getEvent(ctx, tx, id)
+		ev, err := getEvent(ctx, tx, params)
 		if err != nil {
 			return err
 		}
 		res.Event = ev
-		rows, err := tx.QueryContext(ctx, `SELECT `+deliveryColumns+` FROM deliveries WHERE event_id = ? ORDER BY id`, id)
+		rows, err := tx.QueryContext(ctx, `SELECT `+deliveryColumns+` FROM deliveries
+			WHERE event_id = ? AND event_tenant = ? ORDER BY id`, ev.ID, ev.Tenant)
 		if err != nil {
 			return err
 		}
@@ -331,10 +338,40 @@ func scanEvent(row scanner) (*herald.Event, error) {
 	return &ev, nil
 }
 
-func getEvent(ctx context.Context, q queryer, id string) (*herald.Event, error) {
-	ev, err := scanEvent(q.QueryRowContext(ctx, `SELECT `+eventColumns+` FROM events WHERE id = ?`, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, herald.NotFoundf("event %s not found", id)
+func getEvent(ctx context.Context, q queryer, params *store.EventGetParams) (*herald.Event, error) {
+	if !params.AnyTenant {
+		ev, err := scanEvent(q.QueryRowContext(ctx, `SELECT `+eventColumns+` FROM events WHERE id = ? AND tenant = ?`,
+			params.ID, params.Tenant))
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, herald.NotFoundf("event %s not found", params.ID)
+		}
+		return ev, err
 	}
-	return ev, err
+	rows, err := q.QueryContext(ctx, `SELECT `+eventColumns+` FROM events WHERE id = ? ORDER BY tenant`, params.ID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var found []*herald.Event
+	for rows.Next() {
+		ev, err := scanEvent(rows)
+		if err != nil {
+			return nil, err
+		}
+		found = append(found, ev)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	switch len(found) {
+	case 0:
+		return nil, herald.NotFoundf("event %s not found", params.ID)
+	case 1:
+		return found[0], nil
+	}
+	tenants := make([]string, len(found))
+	for i, ev := range found {
+		tenants[i] = ev.Tenant
+	}
+	return nil, store.EventAmbiguousError(params.ID, tenants)
 }

@@ -44,12 +44,24 @@ func LatestSchemaVersion() int {
 // version is newer than the code is refused: an older binary must not write
 // to a schema it does not understand. The data directory's lock (Open) and
 // the single writer keep it to one migration at a time.
+//
+// Foreign keys are off while migrating, and the commit is refused when the
+// migrations left a row whose foreign key names no row: rebuilding a
+// table that others reference (012) is only possible that way in SQLite,
+// and the pragma cannot change inside a transaction, so it is set on the
+// writer connection around it.
 func (s *Store) Migrate(ctx context.Context) error {
 	migs, err := loadMigrations()
 	if err != nil {
 		return err
 	}
-	return s.writeTx(ctx, "migrate", func(tx *sql.Tx) error {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	if _, err := s.db.ExecContext(ctx, "PRAGMA foreign_keys = OFF"); err != nil {
+		return fmt.Errorf("sqlite: migrate: %w", unavailable(err))
+	}
+	defer func() { _, _ = s.db.ExecContext(context.WithoutCancel(ctx), "PRAGMA foreign_keys = ON") }()
+	return s.writeTxLocked(ctx, "migrate", true, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 			version    INTEGER PRIMARY KEY,
 			applied_at INTEGER NOT NULL
@@ -64,6 +76,15 @@ func (s *Store) Migrate(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		// Violations that were there before (a database once edited with
+		// foreign keys off may hold orphan attempts, which retention
+		// sweeps) are not the migration's doing.
+		var before map[string]int
+		if len(pending) > 0 {
+			if before, err = foreignKeyViolations(ctx, tx); err != nil {
+				return err
+			}
+		}
 		for _, m := range pending {
 			if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
 				return fmt.Errorf("migration %s: %w", m.Name, err)
@@ -73,6 +94,39 @@ func (s *Store) Migrate(ctx context.Context) error {
 				return err
 			}
 		}
+		if len(pending) == 0 {
+			return nil
+		}
+		after, err := foreignKeyViolations(ctx, tx)
+		if err != nil {
+			return err
+		}
+		for table, n := range after {
+			if n > before[table] {
+				return fmt.Errorf("migration left %d rows of %s without the row they reference", n-before[table], table)
+			}
+		}
 		return nil
 	})
+}
+
+// foreignKeyViolations counts the rows of each table whose foreign key
+// names no row (PRAGMA foreign_key_check).
+func foreignKeyViolations(ctx context.Context, tx *sql.Tx) (map[string]int, error) {
+	rows, err := tx.QueryContext(ctx, `PRAGMA foreign_key_check`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var table, parent string
+		var rowid sql.NullInt64
+		var fk int
+		if err := rows.Scan(&table, &rowid, &parent, &fk); err != nil {
+			return nil, err
+		}
+		out[table]++
+	}
+	return out, rows.Err()
 }

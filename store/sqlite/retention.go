@@ -50,10 +50,10 @@ func (s *Store) RetentionSweep(ctx context.Context, params *store.RetentionSweep
 	if !cut.Events.IsZero() {
 		cutoff := ms(cut.Events)
 		err := s.sweepLoop(ctx, "retention: events", batch, &res.Events, func(tx *sql.Tx) (int64, error) {
-			return affected(tx.ExecContext(ctx, `DELETE FROM events WHERE id IN (
-				SELECT e.id FROM events e
+			return affected(tx.ExecContext(ctx, `DELETE FROM events WHERE rowid IN (
+				SELECT e.rowid FROM events e
 				WHERE e.created_at < ?
-				  AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id)
+				  AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id AND d.event_tenant = e.tenant)
 				ORDER BY e.created_at LIMIT ?)`, cutoff, batch))
 		})
 		if err != nil {

@@ -148,6 +148,10 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		}
 	}
 	s := &Store{path: cfg.Path, release: release, syncMode: syncMode, durableMode: syncMode, keys: cfg.Keys}
+	if err := privateFiles(cfg.Path); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
 
 	// _stmt_cache_size keeps each connection's compiled statements for
 	// reuse: the queue paths run the same few statements thousands of times
@@ -300,6 +304,11 @@ func (s *Store) queueTx(ctx context.Context, op string, fn func(tx *sql.Tx) erro
 func (s *Store) writeTxMode(ctx context.Context, op string, durable bool, fn func(tx *sql.Tx) error) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
+	return s.writeTxLocked(ctx, op, durable, fn)
+}
+
+// writeTxLocked is writeTxMode with writeMu held.
+func (s *Store) writeTxLocked(ctx context.Context, op string, durable bool, fn func(tx *sql.Tx) error) error {
 	mode := s.durableMode
 	if !durable {
 		mode = "NORMAL"
@@ -394,16 +403,21 @@ func padded(n int) int {
 
 // inList returns the placeholders and arguments of `IN (…)` over args,
 // padded (see padded) by repeating the last argument, which matches
-// nothing new.
+// nothing new. The arguments are a new slice: callers pass chunks of a
+// longer list (ids[lo:hi]), and padding by appending to a chunk wrote over
+// the ids that follow it in the shared array (issue 20: a retry of more
+// than 250 events failed on SQLite).
 func inList(args []any) (string, []any) {
 	if len(args) == 0 {
 		return "", args
 	}
 	n := padded(len(args))
-	for len(args) < n {
-		args = append(args, args[len(args)-1])
+	out := make([]any, n)
+	copy(out, args)
+	for i := len(args); i < n; i++ {
+		out[i] = args[len(args)-1]
 	}
-	return placeholders(n), args
+	return placeholders(n), out
 }
 
 // valuesRows writes the rows of a padded `SELECT * FROM (VALUES …) WHERE
@@ -422,6 +436,8 @@ func valuesRows(q *strings.Builder, row string, n int) int {
 }
 
 // padArgs appends the NULL arguments of pad padding rows of cols columns.
+// args must be the caller's own slice, not a chunk of a longer one (see
+// inList).
 func padArgs(args []any, pad, cols int) []any {
 	for i := 0; i < pad*cols; i++ {
 		args = append(args, nil)

@@ -149,3 +149,99 @@ func TestBackgroundCheckpoint(t *testing.T) {
 	require.Eventually(t, func() bool { return size() >= before+1_000_000 }, 10*time.Second, 10*time.Millisecond,
 		"the database file did not grow: the WAL was not checkpointed")
 }
+
+// TestFileModes checks that the database, -wal and -shm files are 0600
+// whatever the umask left, new or existing (issue 20: they were 0644).
+func TestFileModes(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "herald.db")
+	requireModes := func(t *testing.T) {
+		t.Helper()
+		for _, p := range []string{path, path + "-wal", path + "-shm"} {
+			fi, err := os.Stat(p)
+			require.NoError(t, err)
+			require.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "%s", p)
+		}
+	}
+	s := openPath(t, path)
+	require.NoError(t, s.APITokenCreate(t.Context(), &store.APITokenCreateParams{Hash: "aa", Now: time.Now()}))
+	requireModes(t)
+	require.NoError(t, s.Close())
+
+	// A database created by an older herald (0644) is tightened on open.
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if _, err := os.Stat(p); err == nil {
+			require.NoError(t, os.Chmod(p, 0o644))
+		}
+	}
+	s = openPath(t, path)
+	require.NoError(t, s.APITokenCreate(t.Context(), &store.APITokenCreateParams{Hash: "bb", Now: time.Now()}))
+	requireModes(t)
+}
+
+// TestMigrateEventTenantKey: migration 012 rebuilds events and deliveries
+// of a version-11 database, keeping every row, the attempts' link to their
+// delivery and the finished-state counters, and giving each delivery its
+// event's tenant.
+func TestMigrateEventTenantKey(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "herald.db")
+	db, err := sql.Open("sqlite3", path+"?_foreign_keys=on")
+	require.NoError(t, err)
+	db.SetMaxOpenConns(1) // the pragma below is per connection
+	files, err := filepath.Glob("migrations/*.sql")
+	require.NoError(t, err)
+	for _, f := range files {
+		if filepath.Base(f) >= "012" {
+			break
+		}
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		_, err = db.Exec(string(b))
+		require.NoError(t, err, f)
+	}
+	for _, q := range []string{
+		`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`,
+		`WITH RECURSIVE v(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM v WHERE n < 11) INSERT INTO schema_migrations SELECT n, 0 FROM v`,
+		`INSERT INTO subscriptions (id, url, method, ordering, state, created_at, updated_at, all_tenants)
+			VALUES ('sub_1', 'https://example.com/h', 'POST', 'none', 'enabled', 0, 0, 1)`,
+		`INSERT INTO events (id, type, data, delivery_count, created_at, tenant) VALUES ('e1', 't', '{}', 1, 0, 'acme')`,
+		`INSERT INTO events (id, type, data, delivery_count, created_at) VALUES ('e2', 't', '{}', 1, 0)`,
+		`INSERT INTO deliveries (id, event_id, subscription_id, state, tier, next_attempt_at, created_at, updated_at)
+			VALUES ('d1', 'e1', 'sub_1', 'pending', 0, 0, 0, 0)`,
+		`INSERT INTO deliveries (id, event_id, subscription_id, state, tier, created_at, updated_at)
+			VALUES ('d2', 'e2', 'sub_1', 'dead', 1, 0, 0)`,
+		`INSERT INTO attempts (delivery_id, n, at, status, error) VALUES ('d2', 1, 0, 500, 'http_status')`,
+		// An orphan attempt, as a database edited with foreign keys off may
+		// hold: not the migration's doing, so it does not stop it.
+		`PRAGMA foreign_keys = OFF`,
+		`INSERT INTO attempts (delivery_id, n, at, status, error) VALUES ('gone', 1, 0, 500, 'http_status')`,
+	} {
+		_, err := db.Exec(q)
+		require.NoError(t, err, q)
+	}
+	require.NoError(t, db.Close())
+
+	s := openPath(t, path)
+	d1, err := s.DeliveryGet(ctx, "d1")
+	require.NoError(t, err)
+	require.Equal(t, "acme", d1.Delivery.EventTenant)
+	d2, err := s.DeliveryGet(ctx, "d2")
+	require.NoError(t, err)
+	require.Empty(t, d2.Delivery.EventTenant)
+	require.Len(t, d2.Attempts, 1)
+	st, err := s.StatsGet(ctx, &store.StatsGetParams{Tiers: 2, Now: time.UnixMilli(0)})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, st.Dead, "the counters were kept")
+
+	ev, err := s.EventGet(ctx, &store.EventGetParams{ID: "e1", Tenant: "acme"})
+	require.NoError(t, err)
+	require.Len(t, ev.Deliveries, 1)
+	res, err := s.EventInsertMany(ctx, &store.EventInsertManyParams{Now: time.UnixMilli(0), Events: []store.EventInsert{
+		{Event: &herald.Event{ID: "e1", Type: "t", Tenant: "globex", CreatedAt: time.UnixMilli(0)}},
+		{Event: &herald.Event{ID: "e1", Type: "t", Tenant: "acme", CreatedAt: time.UnixMilli(0)}},
+	}})
+	require.NoError(t, err)
+	require.Equal(t, []store.EventInsertResult{{ID: "e1"}, {ID: "e1", Duplicate: true, DeliveryCount: 1}}, res)
+}

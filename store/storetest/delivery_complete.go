@@ -298,7 +298,7 @@ func testDeliveryComplete(t *testing.T, newStore NewStoreFunc) {
 			Now: now,
 		})
 		require.NoError(t, err)
-		got, err := b.store.EventGet(b.ctx, alert.ID)
+		got, err := b.store.EventGet(b.ctx, &store.EventGetParams{ID: alert.ID})
 		require.NoError(t, err)
 		requireEventEqual(t, alert, got.Event)
 		require.Equal(t, []string{alertDelivery}, deliveryIDs(got.Deliveries))

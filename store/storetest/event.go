@@ -38,7 +38,7 @@ func testEvent(t *testing.T, newStore NewStoreFunc) {
 			{ID: plain.ID, DeliveryCount: 1},
 		}, res)
 
-		got, err := b.store.EventGet(b.ctx, keyed.ID)
+		got, err := b.store.EventGet(b.ctx, &store.EventGetParams{ID: keyed.ID})
 		require.NoError(t, err)
 		requireEventEqual(t, keyed, got.Event)
 		require.Len(t, got.Deliveries, 2)
@@ -63,7 +63,7 @@ func testEvent(t *testing.T, newStore NewStoreFunc) {
 			requireTimeEqual(t, now, d.UpdatedAt)
 		}
 
-		got, err = b.store.EventGet(b.ctx, plain.ID)
+		got, err = b.store.EventGet(b.ctx, &store.EventGetParams{ID: plain.ID})
 		require.NoError(t, err)
 		requireEventEqual(t, plain, got.Event)
 		require.Nil(t, got.Event.Version)
@@ -79,7 +79,7 @@ func testEvent(t *testing.T, newStore NewStoreFunc) {
 		res, err := b.store.EventInsertMany(b.ctx, &store.EventInsertManyParams{Now: now, Events: []store.EventInsert{{Event: ev}}})
 		require.NoError(t, err)
 		require.Equal(t, []store.EventInsertResult{{ID: ev.ID}}, res)
-		got, err := b.store.EventGet(b.ctx, ev.ID)
+		got, err := b.store.EventGet(b.ctx, &store.EventGetParams{ID: ev.ID})
 		require.NoError(t, err)
 		requireEventEqual(t, ev, got.Event)
 		require.Empty(t, got.Deliveries)
@@ -96,7 +96,7 @@ func testEvent(t *testing.T, newStore NewStoreFunc) {
 	t.Run("GetNotFound", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, newStore)
-		_, err := b.store.EventGet(b.ctx, herald.NewID(herald.PrefixEvent))
+		_, err := b.store.EventGet(b.ctx, &store.EventGetParams{ID: herald.NewID(herald.PrefixEvent)})
 		require.ErrorIs(t, err, herald.ErrNotFound)
 	})
 
@@ -119,7 +119,7 @@ func testEvent(t *testing.T, newStore NewStoreFunc) {
 
 		_, err = b.store.DeliveryGet(b.ctx, extra)
 		require.ErrorIs(t, err, herald.ErrNotFound)
-		got, err := b.store.EventGet(b.ctx, ev.ID)
+		got, err := b.store.EventGet(b.ctx, &store.EventGetParams{ID: ev.ID})
 		require.NoError(t, err)
 		require.Equal(t, ev.Type, got.Event.Type, "the original is kept")
 		require.ElementsMatch(t, first, deliveryIDs(got.Deliveries))
@@ -152,7 +152,7 @@ func testEvent(t *testing.T, newStore NewStoreFunc) {
 		}, res)
 		_, err = b.store.DeliveryGet(b.ctx, d3)
 		require.ErrorIs(t, err, herald.ErrNotFound)
-		got, err := b.store.EventGet(b.ctx, ev.ID)
+		got, err := b.store.EventGet(b.ctx, &store.EventGetParams{ID: ev.ID})
 		require.NoError(t, err)
 		require.ElementsMatch(t, []string{d1, d2}, deliveryIDs(got.Deliveries))
 	})
@@ -172,7 +172,7 @@ func testEvent(t *testing.T, newStore NewStoreFunc) {
 		}})
 		require.Error(t, err)
 		for _, id := range []string{good.ID, bad.ID} {
-			_, err = b.store.EventGet(b.ctx, id)
+			_, err = b.store.EventGet(b.ctx, &store.EventGetParams{ID: id})
 			require.ErrorIs(t, err, herald.ErrNotFound, "event %s", id)
 		}
 		_, err = b.store.DeliveryGet(b.ctx, d1)
@@ -189,7 +189,7 @@ func testEvent(t *testing.T, newStore NewStoreFunc) {
 			}},
 		}})
 		require.Error(t, err)
-		_, err = b.store.EventGet(b.ctx, fresh.ID)
+		_, err = b.store.EventGet(b.ctx, &store.EventGetParams{ID: fresh.ID})
 		require.ErrorIs(t, err, herald.ErrNotFound)
 		_, err = b.store.DeliveryGet(b.ctx, d2)
 		require.ErrorIs(t, err, herald.ErrNotFound)

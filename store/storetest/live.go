@@ -55,7 +55,7 @@ func testLive(t *testing.T, newStore NewStoreFunc) {
 			{ID: ev.ID, Duplicate: true, DeliveryCount: 2},
 		}, res)
 
-		got, err := b.store.EventGet(b.ctx, ev.ID)
+		got, err := b.store.EventGet(b.ctx, &store.EventGetParams{ID: ev.ID})
 		require.NoError(t, err)
 		stored := map[string]herald.DeliveryState{}
 		for _, d := range got.Deliveries {
@@ -68,7 +68,7 @@ func testLive(t *testing.T, newStore NewStoreFunc) {
 			_, err := b.store.DeliveryGet(b.ctx, id)
 			require.ErrorIs(t, err, herald.ErrNotFound, "delivery %s", id)
 		}
-		got, err = b.store.EventGet(b.ctx, lone.ID)
+		got, err = b.store.EventGet(b.ctx, &store.EventGetParams{ID: lone.ID})
 		require.NoError(t, err)
 		require.Empty(t, got.Deliveries)
 
@@ -134,7 +134,7 @@ func testLive(t *testing.T, newStore NewStoreFunc) {
 		})
 		require.NoError(t, err)
 		b.requireState(t, herald.DeliveryDead, ids[0])
-		got, err := b.store.EventGet(b.ctx, alert.ID)
+		got, err := b.store.EventGet(b.ctx, &store.EventGetParams{ID: alert.ID})
 		require.NoError(t, err)
 		require.Empty(t, got.Deliveries)
 	})
@@ -200,7 +200,7 @@ func RunOrphaned(t *testing.T, newStore NewStoreFunc, orphan OrphanFunc) {
 		// With its deliveries gone, the deleted subscription goes too.
 		require.Equal(t, &store.RetentionSweepResult{Deliveries: 3, Events: 2, Subscriptions: 1}, res)
 		for _, ev := range []*herald.Event{first, second} {
-			_, err = b.store.EventGet(b.ctx, ev.ID)
+			_, err = b.store.EventGet(b.ctx, &store.EventGetParams{ID: ev.ID})
 			require.ErrorIs(t, err, herald.ErrNotFound)
 		}
 	})

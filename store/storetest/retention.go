@@ -35,7 +35,7 @@ func testRetention(t *testing.T, newStore NewStoreFunc) {
 	}
 	requireEvent := func(t *testing.T, b *bundle, id string, kept bool) {
 		t.Helper()
-		_, err := b.store.EventGet(b.ctx, id)
+		_, err := b.store.EventGet(b.ctx, &store.EventGetParams{ID: id})
 		if kept {
 			require.NoError(t, err, "event %s", id)
 		} else {

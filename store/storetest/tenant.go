@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -67,7 +68,7 @@ func testTenant(t *testing.T, newStore NewStoreFunc) {
 		evA, dA := insert("acme", a.ID)
 		_, dG := insert("globex", g.ID)
 
-		got, err := b.store.EventGet(b.ctx, evA.ID)
+		got, err := b.store.EventGet(b.ctx, &store.EventGetParams{ID: evA.ID, Tenant: "acme"})
 		require.NoError(t, err)
 		require.Equal(t, "acme", got.Event.Tenant)
 		events, err := b.store.EventList(b.ctx, &store.EventListParams{Tenant: "acme"})
@@ -102,6 +103,103 @@ func testTenant(t *testing.T, newStore NewStoreFunc) {
 		require.Equal(t, g.ID, stats[0].SubscriptionID)
 		require.Equal(t, 1, stats[0].Dead)
 	})
+}
+
+// testTenantEventKey: an event id is unique within its tenant (issue 20).
+// Two tenants publishing the same id both get stored; each tenant's retry
+// is a duplicate within its own tenant only, answered with its own figures.
+func testTenantEventKey(t *testing.T, newStore NewStoreFunc) {
+	t.Run("SameIDAcrossTenants", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newStore)
+		acme := b.createSub(t, func(s *herald.Subscription) { s.Tenant = "acme" })
+		globex1 := b.createSub(t, func(s *herald.Subscription) { s.Tenant = "globex" })
+		globex2 := b.createSub(t, func(s *herald.Subscription) { s.Tenant = "globex" })
+		const id = "order-1002"
+		insert := func(tenant string, subs ...string) store.EventInsert {
+			ev := newEvent(func(e *herald.Event) {
+				e.ID, e.Tenant = id, tenant
+				e.Data = json.RawMessage(`{"tenant":"` + tenant + `"}`)
+			})
+			in := store.EventInsert{Event: ev}
+			for _, sub := range subs {
+				in.Deliveries = append(in.Deliveries, store.DeliveryInsert{
+					ID: herald.NewID(herald.PrefixDelivery), SubscriptionID: sub, NextAttemptAt: now,
+				})
+			}
+			return in
+		}
+		publish := func(ins ...store.EventInsert) []store.EventInsertResult {
+			t.Helper()
+			res, err := b.store.EventInsertMany(b.ctx, &store.EventInsertManyParams{Events: ins, Now: now})
+			require.NoError(t, err)
+			return res
+		}
+
+		// acme first, then globex in another call and the untenanted space
+		// in the same call as a retry of acme's.
+		a := insert("acme", acme.ID)
+		require.Equal(t, []store.EventInsertResult{{ID: id, DeliveryCount: 1}}, publish(a))
+		g := insert("globex", globex1.ID, globex2.ID)
+		u := insert("")
+		require.Equal(t, []store.EventInsertResult{
+			{ID: id, DeliveryCount: 2},
+			{ID: id, Duplicate: true, DeliveryCount: 1},
+			{ID: id},
+		}, publish(g, insert("acme", acme.ID), u), "globex and untenanted stored; acme's retry a duplicate with acme's count")
+
+		// Each retry is a duplicate in its own tenant, with its own count.
+		require.Equal(t, []store.EventInsertResult{
+			{ID: id, Duplicate: true, DeliveryCount: 2},
+			{ID: id, Duplicate: true},
+			{ID: id, Duplicate: true, DeliveryCount: 1},
+		}, publish(insert("globex", globex1.ID), insert(""), insert("acme", acme.ID)))
+
+		// EventGet reads within a tenant; with AnyTenant an id held by
+		// several tenants is a conflict naming them.
+		for tenant, want := range map[string]store.EventInsert{"acme": a, "globex": g, "": u} {
+			got, err := b.store.EventGet(b.ctx, &store.EventGetParams{ID: id, Tenant: tenant})
+			require.NoError(t, err, "tenant %q", tenant)
+			requireEventEqual(t, want.Event, got.Event)
+			require.ElementsMatch(t, deliveryInsertIDs(want.Deliveries), deliveryIDs(got.Deliveries), "tenant %q", tenant)
+			for _, d := range got.Deliveries {
+				require.Equal(t, tenant, d.EventTenant)
+			}
+		}
+		_, err := b.store.EventGet(b.ctx, &store.EventGetParams{ID: id, Tenant: "initech"})
+		require.ErrorIs(t, err, herald.ErrNotFound)
+		_, err = b.store.EventGet(b.ctx, &store.EventGetParams{ID: id, AnyTenant: true})
+		var he *herald.Error
+		require.ErrorAs(t, err, &he)
+		require.Equal(t, herald.CodeConflict, he.Code)
+		require.Contains(t, he.Message, "acme")
+		require.Contains(t, he.Message, "globex")
+		lone := newEvent(func(e *herald.Event) { e.Tenant = "acme" })
+		publish(store.EventInsert{Event: lone})
+		got, err := b.store.EventGet(b.ctx, &store.EventGetParams{ID: lone.ID, AnyTenant: true})
+		require.NoError(t, err)
+		require.Equal(t, "acme", got.Event.Tenant)
+
+		// Claims carry each delivery's own tenant's event.
+		claimed := b.claim(t, store.DeliveryClaimParams{Tier: 0})
+		require.Len(t, claimed, 3)
+		for _, c := range claimed {
+			require.Equal(t, id, c.Event.ID)
+			require.Equal(t, c.Delivery.EventTenant, c.Event.Tenant)
+			require.JSONEq(t, `{"tenant":"`+c.Event.Tenant+`"}`, string(c.Event.Data))
+			sub, err := b.store.SubscriptionGet(b.ctx, c.Delivery.SubscriptionID)
+			require.NoError(t, err)
+			require.Equal(t, sub.Tenant, c.Event.Tenant)
+		}
+	})
+}
+
+func deliveryInsertIDs(ds []store.DeliveryInsert) []string {
+	ids := make([]string, len(ds))
+	for i, d := range ds {
+		ids[i] = d.ID
+	}
+	return ids
 }
 
 func testAPITokenScoped(t *testing.T, newStore NewStoreFunc) {
