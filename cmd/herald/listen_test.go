@@ -2,11 +2,13 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"testing"
 	"time"
 
@@ -208,4 +210,65 @@ func TestServeListenerSplit(t *testing.T) {
 	require.Equal(t, http.StatusRequestTimeout, res.StatusCode)
 	require.Equal(t, "request_timeout", e.Error.Code)
 	require.Less(t, time.Since(start), 5*time.Second)
+}
+
+// The issue's reproduction: under `ulimit -n 256`, idle push sockets past
+// the derived cap (96 there) are refused with 503 while /healthz, a
+// publish and its webhook delivery keep working.
+func TestServeFileLimitKeepsRoom(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	t.Parallel()
+	bin := heraldBinary(t)
+	addr := freeAddr(t)
+	logs := &syncBuffer{}
+	cmd := exec.Command("sh", "-c", `ulimit -n 256 && exec "$0" "$@"`, bin, "serve", "--listen", addr,
+		"--data-dir", t.TempDir(), "--dev", "--api-token", "fd-token",
+		"--push-max-conns-per-ip", "0", "--push-handshake-timeout", "1m")
+	cmd.Stdout, cmd.Stderr = logs, logs
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err != nil {
+			return false
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, 30*time.Second, 20*time.Millisecond, "herald did not become ready; logs:\n%s", logs)
+
+	opened, refused := 0, 0
+	for range 200 {
+		ws, resp, err := websocket.DefaultDialer.Dial("ws://"+addr+"/", nil)
+		if err != nil {
+			require.ErrorIs(t, err, websocket.ErrBadHandshake, "logs:\n%s", logs)
+			require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+			refused++
+			continue
+		}
+		t.Cleanup(func() { _ = ws.Close() })
+		opened++
+	}
+	require.Equal(t, 96, opened, "logs:\n%s", logs)
+	require.Equal(t, 104, refused)
+
+	recv := newReceiver(t)
+	code, _, err := apiCall(context.Background(), addr, "fd-token", http.MethodPost, "/v1/subscriptions",
+		map[string]any{"url": recv.URL + "/hook", "event_types": []string{"fd.test"}})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, code)
+	for range 20 {
+		code, b, err := apiCall(context.Background(), addr, "fd-token", http.MethodPost, "/v1/events",
+			map[string]any{"type": "fd.test", "data": map[string]any{}})
+		require.NoError(t, err)
+		require.Equal(t, http.StatusAccepted, code, "%s", b)
+	}
+	require.Eventually(t, func() bool { return recv.hits.Load() >= 20 }, 10*time.Second, 20*time.Millisecond,
+		"webhooks not delivered; logs:\n%s", logs)
+	resp, err := http.Get("http://" + addr + "/healthz")
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.NotContains(t, logs.String(), "too many open files")
 }
