@@ -138,3 +138,36 @@ func TestTrickledBodyIsCut(t *testing.T) {
 		require.Less(t, elapsed, 5*time.Second, path)
 	}
 }
+
+// A request whose body arrived in time (or that has none) keeps its
+// context past the read deadline: the deadline bounds the body, not the
+// work (net/http's background read must not time out under a handler).
+func TestReadDeadlineLiftedAfterBody(t *testing.T) {
+	t.Parallel()
+	const deadline = 100 * time.Millisecond
+	srv := httptest.NewServer(ReadDeadline(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.ReadAll(r.Body); err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		select {
+		case <-r.Context().Done():
+			w.WriteHeader(http.StatusGone) // cancelled under the handler
+		case <-time.After(5 * deadline):
+			w.WriteHeader(http.StatusOK)
+		}
+	}), deadline))
+	t.Cleanup(srv.Close)
+	for _, method := range []string{http.MethodGet, http.MethodPost} {
+		var body io.Reader
+		if method == http.MethodPost {
+			body = strings.NewReader(`{"a": 1}`)
+		}
+		req, err := http.NewRequest(method, srv.URL, body)
+		require.NoError(t, err)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode, method)
+	}
+}

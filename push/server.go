@@ -207,9 +207,9 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 			Message: "this node holds as many push connections as it may; try again later"})
 		return
 	}
-	// The request's read deadline (herald serve sets one on every request
-	// so no body can trickle in) must not end the session: the session
-	// bounds its own reads (handshake timeout, pings).
+	// A read deadline on the request (herald serve sets one on requests
+	// with a body, so none can trickle in) must not end the session: the
+	// session bounds its own reads (handshake timeout, pings).
 	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 	hw := &hijackWriter{ResponseWriter: w, release: release}
 	s.hub.ServeHTTP(hw, r)
