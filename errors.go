@@ -18,6 +18,7 @@ const (
 	CodeUnauthorized     Code = "unauthorized"      // 401
 	CodeForbidden        Code = "forbidden"         // 403: the token lacks the scope or tenant
 	CodeNotFound         Code = "not_found"         // 404
+	CodeRequestTimeout   Code = "request_timeout"   // 408: the body did not arrive in time
 	CodeConflict         Code = "conflict"          // 409
 	CodeBodyTooLarge     Code = "body_too_large"    // 413
 	CodeInvalidFilter    Code = "invalid_filter"    // 422: filter does not compile

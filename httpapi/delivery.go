@@ -199,7 +199,7 @@ const maxRedriveLimit = 10000
 // times; an unknown subscription is 404 rather than "0 redriven", so a
 // typo in the id is not mistaken for an empty dead-letter queue.
 func (s *server) deadLetterRedrive(w http.ResponseWriter, r *http.Request) error {
-	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
+	body, err := readBody(w, r, s.smallLimit(SmallBodyBytes))
 	if err != nil {
 		return err
 	}

@@ -14,7 +14,9 @@
 // an unknown key, a failed validation — names its JSON path in "field"
 // ("rate_limit.max", "events[3].type"), which the stock decoder cannot do
 // for nested objects. Request bodies are capped (Config.MaxBodyBytes,
-// Config.MaxBatchBodyBytes) before they are read.
+// Config.MaxBatchBodyBytes, lower limits for routes with small bodies)
+// before they are read, are allocated as they arrive rather than at their
+// announced length, and must arrive within a deadline (ReadDeadline).
 //
 // Handlers are safe for concurrent use; the package holds no state besides
 // the token cache of TokenAuth.

@@ -27,6 +27,7 @@ var codeStatus = map[herald.Code]int{
 	herald.CodeForbidden:        http.StatusForbidden,
 	herald.CodeNotFound:         http.StatusNotFound,
 	codeMethodNotAllowed:        http.StatusMethodNotAllowed,
+	herald.CodeRequestTimeout:   http.StatusRequestTimeout,
 	herald.CodeConflict:         http.StatusConflict,
 	herald.CodeBodyTooLarge:     http.StatusRequestEntityTooLarge,
 	herald.CodeInvalidFilter:    http.StatusUnprocessableEntity,

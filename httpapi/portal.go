@@ -114,7 +114,7 @@ func (s *server) portalCreate(w http.ResponseWriter, r *http.Request) error {
 	if !herald.ValidTenant(tenant) {
 		return invalid("tenant", "must be 1 to %d characters of A-Z, a-z, 0-9, '.', '_' and '-'", herald.MaxTenantLen)
 	}
-	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
+	body, err := readBody(w, r, s.smallLimit(PortalBodyBytes))
 	if err != nil {
 		return err
 	}
@@ -193,7 +193,7 @@ var errPortalLink = herald.Errorf(herald.CodeUnauthorized,
 // PortalScopes, expiring when the link would have, so it is listed by
 // GET /v1/tokens and revocable like any other.
 func (s *server) portalSession(w http.ResponseWriter, r *http.Request) error {
-	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
+	body, err := readBody(w, r, s.smallLimit(PortalSessionBodyBytes))
 	if err != nil {
 		return err
 	}

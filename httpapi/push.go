@@ -36,7 +36,7 @@ func (s *server) pushBroadcastPut(w http.ResponseWriter, r *http.Request) error 
 	if err := checkBroadcastID(id); err != nil {
 		return err
 	}
-	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
+	body, err := readBody(w, r, s.smallLimit(SmallBodyBytes))
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"math"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -50,6 +51,17 @@ const (
 	DefaultMaxBatchBodyBytes = BatchBodyFactor * DefaultMaxBodyBytes
 	// MaxBatchEvents is the most events one batch call may carry.
 	MaxBatchEvents = 1000
+	// Routes whose bodies are small by nature have limits of their own
+	// (or MaxBodyBytes when lower), so no client can make the node hold a
+	// megabyte for them: PortalSessionBodyBytes for the anonymous portal
+	// exchange ({"link": …}), SmallBodyBytes for tokens, broadcasts,
+	// secret rotations and redrives, PortalBodyBytes for portal links
+	// (a theme's logo is up to 64 KiB decoded). Events, subscriptions
+	// (headers, metadata, filters) and filter or subscription tests (a
+	// sample event) keep MaxBodyBytes.
+	PortalSessionBodyBytes = 4 << 10
+	SmallBodyBytes         = 16 << 10
+	PortalBodyBytes        = 128 << 10
 	// readyTimeout bounds the store ping of /readyz so a hung database
 	// fails the probe instead of hanging it.
 	readyTimeout = 2 * time.Second
@@ -345,7 +357,8 @@ func (s *server) reply(w http.ResponseWriter, status int, v any) error {
 }
 
 // readBody reads r's body, at most limit bytes. A larger body is
-// body_too_large without being read further.
+// body_too_large without being read further; a body that does not arrive
+// before the request's read deadline (ReadDeadline) is request_timeout.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
 	r.Body = http.MaxBytesReader(w, r.Body, limit)
 	var (
@@ -353,10 +366,7 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 		err error
 	)
 	if n := r.ContentLength; n > 0 && n <= limit {
-		// One allocation of the announced size (net/http holds the body
-		// to it) instead of ReadAll's growing copies.
-		b = make([]byte, n)
-		_, err = io.ReadFull(r.Body, b)
+		b, err = readAnnounced(r.Body, n)
 	} else {
 		b, err = io.ReadAll(r.Body)
 	}
@@ -365,9 +375,51 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 		if errors.As(err, &tooLarge) {
 			return nil, herald.Errorf(herald.CodeBodyTooLarge, "request body exceeds the limit of %d bytes", limit)
 		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil, &herald.Error{Code: herald.CodeRequestTimeout, Err: err,
+				Message: "the request body did not arrive in time; send it at once, or in smaller requests"}
+		}
 		return nil, &herald.Error{Code: herald.CodeInvalidJSON, Message: "error reading the request body", Err: err}
 	}
 	return b, nil
+}
+
+// preallocBodyBytes is the most readAnnounced allocates before the bytes
+// arrive (64 KiB): a body up to it (an ordinary event) is read in one
+// allocation of its announced size, instead of ReadAll's growing copies;
+// a larger one grows by doubling as it arrives, so a client that
+// announces 1 MiB and sends one byte holds 64 KiB, not 1 MiB, and memory
+// stays within twice what was received.
+const preallocBodyBytes = 64 << 10
+
+// readAnnounced reads a body of announced length n (net/http holds the
+// body to it: fewer bytes end in io.ErrUnexpectedEOF).
+func readAnnounced(body io.Reader, n int64) ([]byte, error) {
+	b := make([]byte, 0, min(n, preallocBodyBytes))
+	for int64(len(b)) < n {
+		if len(b) == cap(b) {
+			grown := make([]byte, len(b), min(n, 2*int64(cap(b))))
+			copy(grown, b)
+			b = grown
+		}
+		m, err := body.Read(b[len(b):cap(b)])
+		b = b[:len(b)+m]
+		if err == io.EOF {
+			if int64(len(b)) < n {
+				return nil, io.ErrUnexpectedEOF
+			}
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+// smallLimit is limit, or MaxBodyBytes when that is lower.
+func (s *server) smallLimit(limit int64) int64 {
+	return min(limit, s.cfg.MaxBodyBytes)
 }
 
 // notFound turns a store ErrNotFound into a message naming what was missing;

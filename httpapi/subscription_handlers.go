@@ -317,7 +317,7 @@ func (s *server) subscriptionSecretRotate(w http.ResponseWriter, r *http.Request
 	if err := s.confineSubscription(r, id); err != nil {
 		return err
 	}
-	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
+	body, err := readBody(w, r, s.smallLimit(SmallBodyBytes))
 	if err != nil {
 		return err
 	}

@@ -45,7 +45,7 @@ func tokenView(t *store.APIToken, token string) tokenJSON {
 // tokenCreate answers POST /v1/tokens: the token is in this answer and
 // nowhere else ever again (only its hash is stored).
 func (s *server) tokenCreate(w http.ResponseWriter, r *http.Request) error {
-	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
+	body, err := readBody(w, r, s.smallLimit(SmallBodyBytes))
 	if err != nil {
 		return err
 	}

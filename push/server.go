@@ -63,6 +63,14 @@ type Config struct {
 	PingTimeout      time.Duration
 	HandshakeTimeout time.Duration
 	BroadcastPoll    time.Duration
+	// MaxConns caps the push sessions of this node (0: no cap) and
+	// MaxConnsPerIP those of one client address (an IPv6 /64; 0: no cap).
+	// A WebSocket upgrade over either is answered 503 before the upgrade,
+	// so a refused client costs no session. herald serve derives MaxConns
+	// from RLIMIT_NOFILE (--push-max-conns); MaxConnsPerIP defaults to
+	// DefaultMaxConnsPerIP there.
+	MaxConns      int
+	MaxConnsPerIP int
 	// HTTPClient calls other nodes' internal listeners (default: a client
 	// of its own with keep-alive connections).
 	HTTPClient *http.Client
@@ -86,6 +94,7 @@ type Server struct {
 	// patterns are the public routes, as ServeMux patterns (Patterns).
 	patterns []string
 	internal *http.ServeMux // node-to-node routes
+	limit    *sessionLimit
 }
 
 // New builds the push service of one node and starts its broadcast poller;
@@ -118,6 +127,7 @@ func New(cfg Config) (*Server, error) {
 		audience: u.Scheme + "://" + u.Host,
 		endpoint: strings.TrimRight(cfg.EndpointURL, "/"),
 		client:   cfg.HTTPClient,
+		limit:    newSessionLimit(max(cfg.MaxConns, 0), max(cfg.MaxConnsPerIP, 0)),
 	}
 	if s.client == nil {
 		s.client = &http.Client{Transport: &http.Transport{
@@ -150,7 +160,7 @@ func (s *Server) routes() {
 	})
 	handle("POST /wpush/{token}", func(w http.ResponseWriter, r *http.Request) { s.send(w, r, 1) })
 	handle("DELETE /m/{id}", s.deleteMessage)
-	handle("/push/ws", s.hub.ServeHTTP)
+	handle("/push/ws", s.upgrade)
 	// Wrap also upgrades WebSocket requests to / (not a mux route).
 	s.patterns = append(s.patterns, "GET /")
 
@@ -168,9 +178,9 @@ func (s *Server) Wrap(next http.Handler) http.Handler {
 		p := r.URL.Path
 		switch {
 		case p == "/" && websocket.IsWebSocketUpgrade(r):
-			s.hub.ServeHTTP(w, r)
+			s.upgrade(w, r)
 			return
-		case p == "/push/ws" || strings.HasPrefix(p, "/wpush/") || strings.HasPrefix(p, "/m/"):
+		case Handles(r):
 			if _, pattern := s.mux.Handler(r); pattern != "" {
 				s.mux.ServeHTTP(w, r)
 				return
@@ -185,6 +195,38 @@ func (s *Server) Wrap(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// Handles reports whether r is one of the push service's public requests
+// (those Wrap serves): a WebSocket upgrade on /, anything on /push/ws,
+// /wpush/… and /m/…. herald serve routes them to --push-listen.
+func Handles(r *http.Request) bool {
+	p := r.URL.Path
+	return (p == "/" && websocket.IsWebSocketUpgrade(r)) ||
+		p == "/push/ws" || strings.HasPrefix(p, "/wpush/") || strings.HasPrefix(p, "/m/")
+}
+
+// upgrade starts a push session unless this node or the client's address
+// is at its session cap (MaxConns, MaxConnsPerIP): then 503, before the
+// upgrade. The slot is taken before the upgrade and released when the
+// socket closes, so no session ever has to be closed for being one too
+// many (the 1013 close code is never needed).
+func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
+	release, ok := s.limit.acquire(clientKey(r))
+	if !ok {
+		WriteError(w, &Error{Status: http.StatusServiceUnavailable, Errno: ErrnoRetry,
+			Message: "this node holds as many push connections as it may; try again later"})
+		return
+	}
+	// A read deadline on the request (herald serve sets one on requests
+	// with a body, so none can trickle in) must not end the session: the
+	// session bounds its own reads (handshake timeout, pings).
+	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
+	hw := &hijackWriter{ResponseWriter: w, release: release}
+	s.hub.ServeHTTP(hw, r)
+	if !hw.hijacked {
+		release() // the upgrader refused the request
+	}
 }
 
 func allowFor(p string) string {

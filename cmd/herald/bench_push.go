@@ -214,7 +214,10 @@ func startPushChild(ctx context.Context, f *pushBenchFlags, stderr io.Writer) (*
 	}
 	addr := ln.Addr().String()
 	_ = ln.Close()
-	args := []string{"serve", "--listen", addr, "--data-dir", filepath.Join(dir, "data"), "--dev", "--api-token", "bench-token", "--log-level", "warn"}
+	// The bench's clients come from eight loopback addresses: no
+	// per-address session cap.
+	args := []string{"serve", "--listen", addr, "--data-dir", filepath.Join(dir, "data"), "--dev", "--api-token", "bench-token", "--log-level", "warn",
+		"--push-max-conns-per-ip", "0"}
 	if f.extraServe != "" {
 		args = append(args, strings.Fields(f.extraServe)...)
 	}

@@ -16,8 +16,10 @@ import (
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/delivery"
+	"github.com/heraldhq/herald/httpapi"
 	"github.com/heraldhq/herald/ingest"
 	"github.com/heraldhq/herald/maintenance"
+	"github.com/heraldhq/herald/push"
 	"github.com/heraldhq/herald/seal"
 )
 
@@ -26,9 +28,22 @@ import (
 // "name" (or name with underscores) in the YAML file given by --config.
 // Precedence: flag, then environment, then file, then default.
 type config struct {
-	Config       string
-	Listen       string
-	DebugListen  string
+	Config      string
+	Listen      string
+	DebugListen string
+	// PushListen and AdminListen take the push routes and the operator
+	// routes off Listen onto listeners of their own (off when empty).
+	PushListen  string
+	AdminListen string
+	// MaxConns, AdminMaxConns and PushMaxConns cap connections and push
+	// sessions; 0 derives them from RLIMIT_NOFILE (listen.go).
+	MaxConns          int
+	AdminMaxConns     int
+	PushMaxConns      int
+	PushMaxConnsPerIP int
+	// ReadTimeout bounds the arrival of a request's headers, then of its
+	// body.
+	ReadTimeout  time.Duration
 	DataDir      string
 	DatabaseURL  string
 	Tiers        string
@@ -118,6 +133,13 @@ func defaultTiersString() string {
 func (c *config) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Config, "config", "", "YAML config file (keys are the flag names)")
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "address of the API, /metrics and health endpoints")
+	fs.StringVar(&c.PushListen, "push-listen", "", "address of a listener of its own for the public Web Push routes (WebSocket on / and /push/ws, /wpush/, /m/), which --listen then no longer serves (off when empty)")
+	fs.StringVar(&c.AdminListen, "admin-listen", "", "address of a listener of its own for the operator routes (/v1, /ui, /portal, /metrics, /openapi.json), which --listen then no longer serves (off when empty); /healthz and /readyz answer on every listener")
+	fs.IntVar(&c.MaxConns, "max-conns", 0, "most connections open at once on --listen and --push-listen together, push sessions included (0: derived from RLIMIT_NOFILE, see README \"Security\")")
+	fs.IntVar(&c.AdminMaxConns, "admin-max-conns", 0, "most connections open at once on --admin-listen (0: derived from RLIMIT_NOFILE, at most 1024)")
+	fs.IntVar(&c.PushMaxConns, "push-max-conns", 0, "most Web Push sessions at once on this node; more are answered 503 (0: derived from RLIMIT_NOFILE, see README \"Security\")")
+	fs.IntVar(&c.PushMaxConnsPerIP, "push-max-conns-per-ip", push.DefaultMaxConnsPerIP, "most Web Push sessions at once from one client address (an IPv6 /64); more are answered 503 (0: no per-address cap)")
+	fs.DurationVar(&c.ReadTimeout, "read-timeout", httpapi.DefaultReadTimeout, "how long a request's headers may take to arrive, and then its body (WebSocket sessions excepted); a slower body is answered 408")
 	fs.StringVar(&c.DebugListen, "debug-listen", "", "address of a separate listener serving Go's pprof profiles under /debug/pprof/ (off when empty; keep it on loopback: it has no authentication)")
 	fs.StringVar(&c.DataDir, "data-dir", "./herald-data", "directory for the SQLite store and admin.token")
 	fs.StringVar(&c.DatabaseURL, "database-url", "", "postgres://… to use PostgreSQL instead of the embedded SQLite store")
@@ -296,6 +318,28 @@ func (c *config) validate() error {
 			// the address it is reached at.
 			return fmt.Errorf("--internal-listen %q listens on every address: set --internal-url to the URL other nodes reach this node at", c.InternalListen)
 		}
+	}
+	for name, addr := range map[string]string{"--push-listen": c.PushListen, "--admin-listen": c.AdminListen} {
+		if addr == "" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return fmt.Errorf("%s: %q is not host:port: %w", name, addr, err)
+		}
+	}
+	if c.PushListen != "" && !c.Push {
+		return errors.New("--push-listen needs --push (the Web Push service is off)")
+	}
+	for name, n := range map[string]int{
+		"--max-conns": c.MaxConns, "--admin-max-conns": c.AdminMaxConns,
+		"--push-max-conns": c.PushMaxConns, "--push-max-conns-per-ip": c.PushMaxConnsPerIP,
+	} {
+		if n < 0 {
+			return fmt.Errorf("%s must not be negative (0: derived, or no per-address cap), got %d", name, n)
+		}
+	}
+	if c.ReadTimeout <= 0 {
+		return fmt.Errorf("--read-timeout must be positive, got %s", c.ReadTimeout)
 	}
 	if c.PushMsgLimit < 1 {
 		return fmt.Errorf("--push-msg-limit must be at least 1, got %d", c.PushMsgLimit)

@@ -53,6 +53,12 @@ func TestConfigDefaults(t *testing.T) {
 	require.Equal(t, 72*time.Hour, c.RetentionDelivered)
 	require.Equal(t, 30*24*time.Hour, c.RetentionDead)
 	require.Equal(t, 7*24*time.Hour, c.RetentionEvents)
+	require.Empty(t, c.PushListen)
+	require.Empty(t, c.AdminListen)
+	require.Zero(t, c.MaxConns) // derived at start
+	require.Zero(t, c.PushMaxConns)
+	require.Equal(t, 64, c.PushMaxConnsPerIP)
+	require.Equal(t, 10*time.Second, c.ReadTimeout)
 }
 
 func TestConfigErrors(t *testing.T) {
@@ -84,6 +90,13 @@ func TestConfigErrors(t *testing.T) {
 		{"internal tls without listener", []string{"--internal-tls-cert", "c", "--internal-tls-key", "k", "--internal-tls-ca", "ca"}, "needs --internal-listen"},
 		{"internal tls with http url", []string{"--internal-listen", "127.0.0.1:8081", "--internal-url", "http://10.0.0.5:8081",
 			"--internal-tls-cert", "c", "--internal-tls-key", "k", "--internal-tls-ca", "ca"}, "https://"},
+		{"bad push listen", []string{"--push-listen", "8081"}, "--push-listen"},
+		{"bad admin listen", []string{"--admin-listen", "8082"}, "--admin-listen"},
+		{"push listen without push", []string{"--push-listen", ":8081", "--push=false"}, "--push-listen needs --push"},
+		{"negative push cap", []string{"--push-max-conns", "-1"}, "--push-max-conns must not be negative"},
+		{"negative per-ip cap", []string{"--push-max-conns-per-ip", "-1"}, "--push-max-conns-per-ip must not be negative"},
+		{"negative max conns", []string{"--max-conns", "-1"}, "--max-conns must not be negative"},
+		{"zero read timeout", []string{"--read-timeout", "0s"}, "--read-timeout must be positive"},
 		{"unknown file key", []string{"--config", unknown}, `unknown key "no_such_key"`},
 		{"missing file", []string{"--config", filepath.Join(dir, "absent.yaml")}, "error reading config file"},
 	}

@@ -10,10 +10,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/heraldhq/herald/httpapi"
 	"github.com/heraldhq/herald/metrics"
 	"github.com/heraldhq/herald/push"
 	"github.com/heraldhq/herald/store"
@@ -30,7 +30,7 @@ type pushNode struct {
 
 // startPush builds the push service when --push is on (nil otherwise):
 // keys, endpoint URL, node id and the internal listener.
-func startPush(c *config, s store.Store, ln net.Listener, reg prometheus.Registerer, logger *slog.Logger) (*pushNode, error) {
+func startPush(c *config, s store.Store, ln net.Listener, limits connLimits, reg prometheus.Registerer, logger *slog.Logger) (*pushNode, error) {
 	if !c.Push {
 		return nil, nil
 	}
@@ -91,6 +91,8 @@ func startPush(c *config, s store.Store, ln net.Listener, reg prometheus.Registe
 		HandshakeTimeout: c.PushHandshakeTimeout,
 		BroadcastPoll:    c.PushBroadcastPoll,
 		TLSClientConfig:  clientTLS,
+		MaxConns:         limits.push,
+		MaxConnsPerIP:    limits.pushPerIP,
 		Observer:         metrics.NewPushObserver(reg),
 		Logger:           logger,
 	})
@@ -102,7 +104,7 @@ func startPush(c *config, s store.Store, ln net.Listener, reg prometheus.Registe
 	}
 	reg.MustRegister(metrics.NewPushStatsCollector(ps))
 	if n.iln != nil {
-		n.internal = &http.Server{Handler: n.srv.InternalHandler(), ReadHeaderTimeout: 10 * time.Second}
+		n.internal = &http.Server{Handler: httpapi.ReadDeadline(n.srv.InternalHandler(), c.ReadTimeout), ReadHeaderTimeout: c.ReadTimeout}
 		go func() { _ = n.internal.Serve(n.iln) }()
 	}
 	return n, nil

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -168,9 +169,11 @@ type heraldNode struct {
 	store  store.Store
 	ingest *ingest.Ingester
 	engine *delivery.Engine
-	srv    *http.Server
-	ln     net.Listener
-	// errc receives the HTTP server's error when it stops serving.
+	// srvs serve --listen and, when set, --push-listen and --admin-listen.
+	srvs []*http.Server
+	// ln is the listener of the API (--admin-listen, else --listen).
+	ln net.Listener
+	// errc receives an HTTP server's error when it stops serving.
 	errc chan error
 	// maint runs retention and staleness alarms (when leader).
 	maint *maintenance.Maintainer
@@ -186,7 +189,8 @@ type heraldNode struct {
 func (n *heraldNode) URL() string { return "http://" + n.ln.Addr().String() }
 
 // startHeraldNode opens the store, wires ingest, delivery and the API as
-// configured by c, and starts serving on c.Listen.
+// configured by c, and starts serving on c.Listen (and c.PushListen,
+// c.AdminListen when set).
 func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*heraldNode, error) {
 	s, err := openStore(ctx, c)
 	if err != nil {
@@ -279,14 +283,15 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 	reg.MustRegister(metrics.NewStatsCollector(s, len(c.tiers)))
 	reg.MustRegister(metrics.NewFilterCollector())
 
-	ln, err := net.Listen("tcp", c.Listen)
+	limits := resolveConnLimits(c, fileLimit())
+	lns, err := listenAll(c, limits)
 	if err != nil {
 		_ = s.Close()
-		return nil, fmt.Errorf("error listening on %s: %w", c.Listen, err)
+		return nil, err
 	}
-	ps, err := startPush(c, s, ln, reg, logger)
+	ps, err := startPush(c, s, lns.pushLn(), limits, reg, logger)
 	if err != nil {
-		_ = ln.Close()
+		lns.close()
 		_ = s.Close()
 		return nil, err
 	}
@@ -320,19 +325,34 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 		Push:         broadcaster,
 		History:      history,
 		UserAgent:    userAgent,
-		PublicURL:    publicURL(c, ln),
+		PublicURL:    publicURL(c, lns.api()),
 	})
 
 	var handler http.Handler = api
 	if ps != nil {
 		handler = ps.srv.Wrap(api)
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	// Each listener serves its share of the routes (listen.go); with
+	// neither --push-listen nor --admin-listen, --listen serves them all.
+	mainClasses := []routeClass{}
+	if lns.push == nil {
+		mainClasses = append(mainClasses, classPush)
+	}
+	if lns.admin == nil {
+		mainClasses = append(mainClasses, classAdmin)
+	}
+	servers := []servedListener{{newHTTPServer(c, serveOnly(handler, mainClasses...)), lns.main}}
+	if lns.push != nil {
+		servers = append(servers, servedListener{newHTTPServer(c, serveOnly(handler, classPush)), lns.push})
+	}
+	if lns.admin != nil {
+		servers = append(servers, servedListener{newHTTPServer(c, serveOnly(handler, classAdmin)), lns.admin})
+	}
 	var debug *http.Server
 	if c.DebugListen != "" {
 		dln, err := net.Listen("tcp", c.DebugListen)
 		if err != nil {
-			_ = ln.Close()
+			lns.close()
 			ps.close()
 			_ = s.Close()
 			return nil, fmt.Errorf("error listening on %s (--debug-listen): %w", c.DebugListen, err)
@@ -366,12 +386,17 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 	if ps != nil {
 		logger.Info("web push serving", "endpoint_url", ps.srv.EndpointURL(), "node", ps.nodeID, "internal_listen", ps.internalAddr())
 	}
-	logger.Info("herald serving", "version", version, "listen", ln.Addr().String(), "store", storeName,
+	logger.Info("herald serving", "version", version, "listen", lns.main.Addr().String(),
+		"push_listen", lns.addr(lns.push), "admin_listen", lns.addr(lns.admin), "store", storeName,
 		"tiers", strings.Split(c.Tiers, ","), "workers", c.Workers, "node", engine.NodeID(), "dev", c.Dev)
+	limits.log(logger)
 
-	n := &heraldNode{cfg: c, store: s, ingest: ing, engine: engine, srv: srv, ln: ln, errc: make(chan error, 1),
+	n := &heraldNode{cfg: c, store: s, ingest: ing, engine: engine, ln: lns.api(), errc: make(chan error, len(servers)),
 		maint: maint, stopListen: func() { stopListen(); <-listenDone }, debug: debug, push: ps}
-	go func() { n.errc <- srv.Serve(ln) }()
+	for _, sl := range servers {
+		n.srvs = append(n.srvs, sl.srv)
+		go func() { n.errc <- sl.srv.Serve(sl.ln) }()
+	}
 	return n, nil
 }
 
@@ -403,7 +428,11 @@ func clampTiers(ctx context.Context, s store.Store, tiers int, logger *slog.Logg
 func (n *heraldNode) stop() {
 	shCtx, cancel := context.WithTimeout(context.Background(), n.cfg.ShutdownWait+5*time.Second)
 	defer cancel()
-	_ = n.srv.Shutdown(shCtx)
+	var wg sync.WaitGroup
+	for _, srv := range n.srvs {
+		wg.Go(func() { _ = srv.Shutdown(shCtx) })
+	}
+	wg.Wait()
 	if n.debug != nil {
 		_ = n.debug.Close()
 	}
