@@ -1,0 +1,595 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald/push"
+)
+
+// TestResourceExhaustion is issue 20's closing test: the real binary, under
+// a lowered open-file limit, serves webhook traffic at a fixed rate while
+// anonymous clients open push sessions up to and past the caps, flood
+// broadcasts and registrations, trickle request bodies and flood an offline
+// push endpoint. It proves, on both stores, that every acknowledged event is
+// delivered, that /healthz answered throughout, that the node's RSS and open
+// files stayed under the bounds below, and that the healthy webhook p99
+// during the attack stayed within 2× of the same run's p99 without it.
+//
+// It is not parallel: a latency comparison needs the machine to itself.
+func TestResourceExhaustion(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	for _, backend := range []string{"sqlite", "postgres"} {
+		t.Run(backend, func(t *testing.T) { runExhaustion(t, backend) })
+	}
+}
+
+const (
+	exNoFile     = 1024            // the node's RLIMIT_NOFILE
+	exPerIP      = 16              // --push-max-conns-per-ip
+	exIPs        = 48              // client source addresses 127.0.0.2…
+	exDialsPerIP = 24              // dials from each: past both caps
+	exRate       = 50              // healthy publishes per second
+	exPhase      = 8 * time.Second // length of each phase
+	exMaxRSS     = 320 << 20       // bound on the node's RSS
+	exBodyWait   = 2 * time.Second // --body-read-timeout in this test
+	exTrickles   = 150             // connections trickling a body
+	exFloodWait  = 5 * time.Second // how long the offline endpoint is flooded
+	exBroadcasts = 64              // ids per broadcast_subscribe frame
+	exLongID     = 32000           // characters per flooded broadcast id
+	exRegisters  = 3000            // register frames per registering session
+	exSlack      = 25 * time.Millisecond
+)
+
+func runExhaustion(t *testing.T, backend string) {
+	bin := heraldBinary(t)
+	addr := freeAddr(t)
+	token := "exhaustion-token"
+	rec := newRecorder()
+	recv := newLoopbackServer(t, rec)
+
+	args := []string{"serve", "--listen", addr, "--dev", "--api-token", token,
+		"--push-crypto-keys", push.GenerateKey(),
+		"--push-max-conns-per-ip", strconv.Itoa(exPerIP),
+		"--body-read-timeout", exBodyWait.String()}
+	args = append(args, storeArgs(t, backend)...)
+	logs := &syncBuffer{}
+	// The shell lowers the limit and then becomes herald (exec), so the
+	// process's pid is herald's.
+	cmd := exec.Command("sh", append([]string{"-c", fmt.Sprintf(`ulimit -n %d && exec "$0" "$@"`, exNoFile), bin}, args...)...)
+	cmd.Stdout, cmd.Stderr = logs, logs
+	cmd.Env = append(os.Environ(), "HERALD_LOG_LEVEL=warn")
+	require.NoError(t, cmd.Start())
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
+	waitFor(t, 30*time.Second, func() (bool, string) {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err != nil {
+			return false, err.Error()
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, resp.Status
+	}, func(last string) string { return "herald not ready: " + last + "\n" + logs.Tail(8<<10) })
+	pid := cmd.Process.Pid
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	code, out, err := apiCall(ctx, addr, token, http.MethodPost, "/v1/subscriptions", map[string]any{
+		"url": recv + "/hook", "event_types": []string{"ex.*"}})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, code, string(out))
+	subID := jsonField(t, out, "id")
+
+	// Monitors run through both phases.
+	mon := startMonitor(ctx, addr, pid)
+
+	load := &exLoad{addr: addr, token: token, sent: map[string]time.Time{}}
+	load.run(ctx, "base", exPhase)
+
+	att := &attack{t: t, addr: addr}
+	stopAttack := att.start(ctx)
+	load.run(ctx, "attack", exPhase)
+	stopAttack()
+
+	// Every acknowledged event arrives.
+	waitFor(t, 90*time.Second, func() (bool, string) {
+		missing := load.missing(rec, subID)
+		return len(missing) == 0, fmt.Sprintf("%d of %d acknowledged events not delivered (first: %v)", len(missing), load.acked(), firstN(missing, 5))
+	}, func(last string) string { return last + "\n" + logs.Tail(8<<10) })
+	mon.stop()
+
+	base, hostile := load.latencies(rec, subID, "base"), load.latencies(rec, subID, "attack")
+	p99b, p99a := quantile(base, 0.99), quantile(hostile, 0.99)
+	t.Logf("%s: healthy p99 %s without the attack, %s with it (%d and %d events)", backend, fmtLatency(p99b), fmtLatency(p99a), len(base), len(hostile))
+	t.Logf("%s: node max RSS %.1f MB, max open files %d (limit %d); /healthz %d answered, %d failed (slowest %s)",
+		backend, float64(mon.maxRSS.Load())/(1<<20), mon.maxFDs.Load(), exNoFile, mon.healthOK.Load(), mon.healthFail.Load(), time.Duration(mon.healthSlowest.Load()))
+	t.Logf("%s: push sessions held %d, refused %d (503 before upgrade %d, closed 1013 %d); broadcast floods cut %d; registers refused %d of %d; trickled bodies cut %d of %d (slowest %s); offline endpoint 201 %d, 429 %d",
+		backend, att.held.Load(), att.refused503.Load()+att.refused1013.Load(), att.refused503.Load(), att.refused1013.Load(),
+		att.broadcastCut.Load(), att.registerRefused.Load(), att.registerSent.Load(),
+		att.trickleCut.Load(), exTrickles, time.Duration(att.trickleSlowest.Load()), att.flood201.Load(), att.flood429.Load())
+
+	require.Zero(t, mon.healthFail.Load(), "/healthz must answer 200 within 2 s throughout; last error: %v", mon.lastErr())
+	require.Less(t, mon.maxFDs.Load(), int64(exNoFile), "open files must stay under the limit")
+	require.Less(t, mon.maxRSS.Load(), int64(exMaxRSS), "RSS bound")
+	require.Positive(t, att.held.Load(), "some push sessions must be admitted")
+	require.Positive(t, att.refused503.Load()+att.refused1013.Load(), "sessions past the caps must be refused")
+	require.LessOrEqual(t, att.maxHeldPerIP(), int64(exPerIP), "per-IP cap")
+	require.Equal(t, int64(exTrickles), att.trickleCut.Load(), "every trickled body must be cut")
+	require.Less(t, time.Duration(att.trickleSlowest.Load()), exBodyWait+5*time.Second, "trickled bodies cut near the deadline")
+	require.Positive(t, att.flood429.Load(), "the offline endpoint's flood must be refused past its caps")
+	require.Positive(t, att.registerRefused.Load(), "registrations past the cap must be refused")
+	require.Equal(t, att.broadcastSent.Load(), att.broadcastCut.Load(), "every oversized broadcast frame must be refused")
+	require.LessOrEqual(t, p99a, max(2*p99b, p99b+exSlack), "healthy p99 with the attack within 2× of without (+%s for timer granularity)", exSlack)
+}
+
+// newLoopbackServer serves h on a loopback port and returns its base URL.
+func newLoopbackServer(t *testing.T, h http.Handler) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return "http://" + ln.Addr().String()
+}
+
+func jsonField(t *testing.T, b []byte, name string) string {
+	t.Helper()
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(b, &m))
+	s, _ := m[name].(string)
+	require.NotEmpty(t, s, string(b))
+	return s
+}
+
+// ---------------------------------------------------------------------------
+// The healthy load
+
+type exLoad struct {
+	addr, token string
+	mu          sync.Mutex
+	sent        map[string]time.Time // event id → publish start
+	phase       map[string]string    // event id → phase
+}
+
+// run publishes at exRate for d, one event per tick, each acknowledged
+// before it counts.
+func (l *exLoad) run(ctx context.Context, phase string, d time.Duration) {
+	tick := time.NewTicker(time.Second / exRate)
+	defer tick.Stop()
+	end := time.Now().Add(d)
+	var wg sync.WaitGroup
+	for i := 0; time.Now().Before(end); i++ {
+		<-tick.C
+		id := fmt.Sprintf("ex-%s-%05d", phase, i)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			start := time.Now()
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			code, _, err := apiCall(cctx, l.addr, l.token, http.MethodPost, "/v1/events", map[string]any{
+				"id": id, "type": "ex.tick", "data": map[string]any{"i": i}})
+			if err != nil || code != http.StatusAccepted {
+				return
+			}
+			l.mu.Lock()
+			l.sent[id] = start
+			if l.phase == nil {
+				l.phase = map[string]string{}
+			}
+			l.phase[id] = phase
+			l.mu.Unlock()
+		}()
+	}
+	wg.Wait()
+}
+
+func (l *exLoad) acked() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.sent)
+}
+
+func (l *exLoad) missing(rec *recorder, sub string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for id := range l.sent {
+		if _, ok := rec.arrival(sub, id); !ok {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (l *exLoad) latencies(rec *recorder, sub, phase string) []time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []time.Duration
+	for id, start := range l.sent {
+		if l.phase[id] != phase {
+			continue
+		}
+		if at, ok := rec.arrival(sub, id); ok {
+			out = append(out, at.Sub(start))
+		}
+	}
+	return out
+}
+
+// ---------------------------------------------------------------------------
+// Monitors: /healthz, RSS and open files of the node
+
+type monitor struct {
+	cancel                              context.CancelFunc
+	wg                                  sync.WaitGroup
+	maxRSS, maxFDs                      atomic.Int64
+	healthOK, healthFail, healthSlowest atomic.Int64
+	mu                                  sync.Mutex
+	err                                 error
+}
+
+func startMonitor(ctx context.Context, addr string, pid int) *monitor {
+	ctx, cancel := context.WithCancel(ctx)
+	m := &monitor{cancel: cancel}
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	m.wg.Add(2)
+	go func() {
+		defer m.wg.Done()
+		for ctx.Err() == nil {
+			start := time.Now()
+			resp, err := client.Get("http://" + addr + "/healthz")
+			if err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					err = fmt.Errorf("/healthz: %s", resp.Status)
+				}
+			}
+			if err != nil {
+				m.healthFail.Add(1)
+				m.mu.Lock()
+				m.err = err
+				m.mu.Unlock()
+			} else {
+				m.healthOK.Add(1)
+			}
+			if d := int64(time.Since(start)); d > m.healthSlowest.Load() {
+				m.healthSlowest.Store(d)
+			}
+			sleepCtx(ctx, 100*time.Millisecond)
+		}
+	}()
+	go func() {
+		defer m.wg.Done()
+		for ctx.Err() == nil {
+			if rss := procRSS(pid); rss > m.maxRSS.Load() {
+				m.maxRSS.Store(rss)
+			}
+			if ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid)); err == nil && int64(len(ents)) > m.maxFDs.Load() {
+				m.maxFDs.Store(int64(len(ents)))
+			}
+			sleepCtx(ctx, 100*time.Millisecond)
+		}
+	}()
+	return m
+}
+
+func (m *monitor) stop() { m.cancel(); m.wg.Wait() }
+
+func (m *monitor) lastErr() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.err
+}
+
+// procRSS reads VmRSS (bytes) of pid, 0 when it cannot.
+func procRSS(pid int) int64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// ---------------------------------------------------------------------------
+// The attack
+
+type attack struct {
+	t    *testing.T
+	addr string
+
+	held, refused503, refused1013 atomic.Int64
+	broadcastSent, broadcastCut   atomic.Int64
+	registerSent, registerRefused atomic.Int64
+	trickleCut, trickleSlowest    atomic.Int64
+	flood201, flood429            atomic.Int64
+	mu                            sync.Mutex
+	perIP                         map[string]int64
+	conns                         []*websocket.Conn
+	raw                           []net.Conn
+}
+
+func (a *attack) maxHeldPerIP() int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var m int64
+	for _, n := range a.perIP {
+		m = max(m, n)
+	}
+	return m
+}
+
+// start launches every kind of abuse and returns the function that ends it
+// (closing every connection it opened).
+func (a *attack) start(ctx context.Context) func() {
+	ctx, cancel := context.WithCancel(ctx)
+	a.perIP = map[string]int64{}
+	var wg sync.WaitGroup
+	run := func(f func(context.Context)) {
+		wg.Add(1)
+		go func() { defer wg.Done(); f(ctx) }()
+	}
+	run(a.sessions)
+	run(a.trickle)
+	run(a.flood)
+	return func() {
+		cancel()
+		wg.Wait()
+		a.mu.Lock()
+		for _, c := range a.conns {
+			_ = c.Close()
+		}
+		for _, c := range a.raw {
+			_ = c.Close()
+		}
+		a.mu.Unlock()
+	}
+}
+
+// hello dials a push session from the source address ip and says hello;
+// it sorts refusals (503 before the upgrade, close 1013 after it).
+func (a *attack) hello(ctx context.Context, ip string) (*websocket.Conn, error) {
+	d := &websocket.Dialer{
+		HandshakeTimeout: 5 * time.Second,
+		NetDialContext:   (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}).DialContext,
+	}
+	ws, resp, err := d.DialContext(ctx, "ws://"+a.addr+"/", nil)
+	if err != nil {
+		if resp != nil && resp.StatusCode == http.StatusServiceUnavailable {
+			a.refused503.Add(1)
+		}
+		return nil, err
+	}
+	if err := ws.WriteJSON(map[string]any{"messageType": "hello", "use_webpush": true}); err != nil {
+		_ = ws.Close()
+		return nil, err
+	}
+	_ = ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var r map[string]any
+	if err := ws.ReadJSON(&r); err != nil {
+		var ce *websocket.CloseError
+		if errors.As(err, &ce) && ce.Code == websocket.CloseTryAgainLater {
+			a.refused1013.Add(1)
+		}
+		_ = ws.Close()
+		return nil, err
+	}
+	_ = ws.SetReadDeadline(time.Time{})
+	if r["messageType"] != "hello" {
+		_ = ws.Close()
+		return nil, fmt.Errorf("hello answered %v", r)
+	}
+	a.held.Add(1)
+	a.mu.Lock()
+	a.perIP[ip]++
+	a.conns = append(a.conns, ws)
+	a.mu.Unlock()
+	return ws, nil
+}
+
+// sessions first opens twelve sessions from one address and floods
+// broadcasts on eight of them and registrations on four; meanwhile it opens
+// exDialsPerIP sessions from each of exIPs other addresses and holds them.
+func (a *attack) sessions(ctx context.Context) {
+	var wg sync.WaitGroup
+	for i := range 12 {
+		ws, err := a.hello(ctx, fmt.Sprintf("127.0.1.%d", i+1))
+		if err != nil {
+			a.t.Errorf("flooding session: hello: %v", err)
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if i < 8 {
+				a.broadcastFlood(ws)
+			} else {
+				a.registerFlood(ctx, ws)
+			}
+		}()
+	}
+	for i := range exIPs {
+		ip := fmt.Sprintf("127.0.0.%d", i+2)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range exDialsPerIP {
+				if ctx.Err() != nil {
+					return
+				}
+				_, _ = a.hello(ctx, ip)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// broadcastFlood sends one broadcast_subscribe of exBroadcasts ids of
+// exLongID characters: past the frame limit, the node must close the
+// session rather than keep it.
+func (a *attack) broadcastFlood(ws *websocket.Conn) {
+	ids := map[string]string{}
+	for i := range exBroadcasts {
+		ids[fmt.Sprintf("%d-%s", i, strings.Repeat("b", exLongID))] = strings.Repeat("v", exLongID)
+	}
+	a.broadcastSent.Add(1)
+	if err := ws.WriteJSON(map[string]any{"messageType": "broadcast_subscribe", "broadcasts": ids}); err != nil {
+		a.broadcastCut.Add(1) // the node closed before the whole frame went
+		return
+	}
+	_ = ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for {
+		if _, _, err := ws.ReadMessage(); err != nil {
+			var ce *websocket.CloseError
+			if errors.As(err, &ce) || errors.Is(err, io.EOF) || isConnReset(err) {
+				a.broadcastCut.Add(1)
+			}
+			return
+		}
+	}
+}
+
+// registerFlood registers exRegisters channels as fast as the session
+// answers and counts the refusals.
+func (a *attack) registerFlood(ctx context.Context, ws *websocket.Conn) {
+	for i := range exRegisters {
+		if ctx.Err() != nil {
+			return
+		}
+		chid := fmt.Sprintf("%08x-0000-4000-8000-%012x", i, time.Now().UnixNano()&0xffffffffffff)
+		a.registerSent.Add(1)
+		if err := ws.WriteJSON(map[string]any{"messageType": "register", "channelID": chid}); err != nil {
+			a.registerRefused.Add(int64(exRegisters - i))
+			return
+		}
+		_ = ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+		var r map[string]any
+		if err := ws.ReadJSON(&r); err != nil {
+			a.registerRefused.Add(int64(exRegisters - i))
+			return
+		}
+		if st, _ := r["status"].(float64); st != 200 {
+			a.registerRefused.Add(1)
+		}
+	}
+}
+
+// trickle opens exTrickles connections that announce a 1 MiB publish and
+// send one byte of it; each must be cut near the body deadline.
+func (a *attack) trickle(ctx context.Context) {
+	var wg sync.WaitGroup
+	for range exTrickles {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, "tcp", a.addr)
+			if err != nil {
+				return
+			}
+			a.mu.Lock()
+			a.raw = append(a.raw, c)
+			a.mu.Unlock()
+			start := time.Now()
+			_, err = fmt.Fprintf(c, "POST /v1/events HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 1048576\r\n\r\n{", a.addr)
+			if err != nil {
+				return
+			}
+			_ = c.SetReadDeadline(time.Now().Add(exBodyWait + 20*time.Second))
+			_, _ = io.Copy(io.Discard, c) // returns when the node closes
+			if time.Since(start) < exBodyWait+20*time.Second {
+				a.trickleCut.Add(1)
+				if d := int64(time.Since(start)); d > a.trickleSlowest.Load() {
+					a.trickleSlowest.Store(d)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// flood registers a channel, leaves (the browser is offline) and sends 4 KB
+// messages to its endpoint for exFloodWait from four senders.
+func (a *attack) flood(ctx context.Context) {
+	ws, err := a.hello(ctx, "127.0.0.250")
+	if err != nil {
+		a.t.Errorf("flood: hello: %v", err)
+		return
+	}
+	chid := "0f100d00-0000-4000-8000-000000000001"
+	if err := ws.WriteJSON(map[string]any{"messageType": "register", "channelID": chid}); err != nil {
+		a.t.Errorf("flood: register: %v", err)
+		return
+	}
+	var r map[string]any
+	_ = ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if err := ws.ReadJSON(&r); err != nil || r["status"] != float64(200) {
+		a.t.Errorf("flood: register answered %v, %v", r, err)
+		return
+	}
+	endpoint, _ := r["pushEndpoint"].(string)
+	_ = ws.Close()
+	body := strings.Repeat("x", 4000)
+	end := time.Now().Add(exFloodWait)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(end) && ctx.Err() == nil {
+				code, err := pushSend(endpoint, body)
+				switch {
+				case err != nil:
+				case code == http.StatusCreated:
+					a.flood201.Add(1)
+				case code == http.StatusTooManyRequests:
+					a.flood429.Add(1)
+					sleepCtx(ctx, 10*time.Millisecond)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func isConnReset(err error) bool {
+	return err != nil && (strings.Contains(err.Error(), "connection reset") || strings.Contains(err.Error(), "broken pipe"))
+}
