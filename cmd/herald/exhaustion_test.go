@@ -52,7 +52,7 @@ const (
 	exRate       = 50              // healthy publishes per second
 	exPhase      = 8 * time.Second // length of each phase
 	exMaxRSS     = 320 << 20       // bound on the node's RSS
-	exBodyWait   = 2 * time.Second // --body-read-timeout in this test
+	exBodyWait   = 2 * time.Second // --read-timeout in this test
 	exTrickles   = 150             // connections trickling a body
 	exFloodWait  = 5 * time.Second // how long the offline endpoint is flooded
 	exBroadcasts = 64              // ids per broadcast_subscribe frame
@@ -71,7 +71,7 @@ func runExhaustion(t *testing.T, backend string) {
 	args := []string{"serve", "--listen", addr, "--dev", "--api-token", token,
 		"--push-crypto-keys", push.GenerateKey(),
 		"--push-max-conns-per-ip", strconv.Itoa(exPerIP),
-		"--body-read-timeout", exBodyWait.String()}
+		"--read-timeout", exBodyWait.String()}
 	args = append(args, storeArgs(t, backend)...)
 	logs := &syncBuffer{}
 	// The shell lowers the limit and then becomes herald (exec), so the
