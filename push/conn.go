@@ -341,7 +341,7 @@ func (c *conn) fail(err error) error {
 		code, reason = fe.Code, fe.Reason
 	}
 	if code == closeError {
-		c.h.log.Warn("push: closing session", "uaid", c.uaid, "err", err)
+		c.h.log.Warn("push: closing session", "uaid_hash", uaidLog(c.uaid), "err", err)
 	}
 	c.closeWith(code, reason)
 	return err
@@ -427,7 +427,7 @@ func (c *conn) register(msg *clientMessage) error {
 	// Forget it first: while it is being written, its key may change.
 	c.forgetChannel(chid)
 	if err := c.storeChannel(ep); err != nil {
-		c.h.log.Error("push: register", "uaid", c.uaid, "err", err)
+		c.h.log.Error("push: register", "uaid_hash", uaidLog(c.uaid), "err", err)
 		return c.write(encodeRegister(chid, 500, ""))
 	}
 	c.rememberChannel(chid, ep.KeyHash)
@@ -473,7 +473,7 @@ func (c *conn) unregisterChannel(msg *clientMessage) error {
 		_, err := c.h.store.PushChannelRemove(ctx, &store.PushChannelRemoveParams{UAID: c.uaid, ChannelID: chid})
 		cancel()
 		if err != nil {
-			c.h.log.Error("push: unregister", "uaid", c.uaid, "err", err)
+			c.h.log.Error("push: unregister", "uaid_hash", uaidLog(c.uaid), "err", err)
 			status = 500
 		}
 	}
@@ -770,13 +770,13 @@ func (c *conn) storeUnacked(pd *pendingDirect) (DeliverOutcome, error) {
 		// The caller stores it (or answers the sender with an error).
 		remove()
 		c.mu.Unlock()
-		c.h.log.Warn("push: storing unacked direct message", "uaid", c.uaid, "err", err)
+		c.h.log.Warn("push: storing unacked direct message", "uaid_hash", uaidLog(c.uaid), "err", err)
 		return NotConnected, nil
 	case pd.ackedWhileSaving:
 		remove()
 		c.mu.Unlock()
 		if err := c.deleteMessages([]string{pd.m.ID}); err != nil {
-			c.h.log.Warn("push: deleting acked message", "uaid", c.uaid, "err", err)
+			c.h.log.Warn("push: deleting acked message", "uaid_hash", uaidLog(c.uaid), "err", err)
 		}
 		return Delivered, nil
 	case c.closed:
@@ -895,7 +895,7 @@ func (c *conn) teardown() {
 	}
 	if len(acked) > 0 && !reset {
 		if err := c.deleteMessages(acked); err != nil {
-			h.log.Warn("push: deleting acked messages", "uaid", c.uaid, "err", err)
+			h.log.Warn("push: deleting acked messages", "uaid_hash", uaidLog(c.uaid), "err", err)
 		}
 	}
 	if !reset && !c.newUser {
@@ -922,7 +922,7 @@ func (c *conn) saveOnClose(save []*pendingDirect) (DeliverOutcome, error) {
 	_, err := c.h.store.PushMessageSave(ctx, &store.PushMessageSaveParams{UAID: c.uaid, Messages: msgs})
 	cancel()
 	if err != nil {
-		c.h.log.Error("push: storing unacked direct messages", "uaid", c.uaid, "count", len(msgs), "err", err)
+		c.h.log.Error("push: storing unacked direct messages", "uaid_hash", uaidLog(c.uaid), "count", len(msgs), "err", err)
 		// A waiting Deliver answers NotConnected: its caller stores it.
 		return NotConnected, nil
 	}
@@ -938,7 +938,7 @@ func (c *conn) disconnectRouter() {
 	if _, err := c.h.store.PushUserDisconnect(ctx, &store.PushUserDisconnectParams{
 		UAID: c.uaid, NodeID: c.h.nodeID, ConnectedAt: c.connectedAt,
 	}); err != nil {
-		c.h.log.Warn("push: clearing router record", "uaid", c.uaid, "err", err)
+		c.h.log.Warn("push: clearing router record", "uaid_hash", uaidLog(c.uaid), "err", err)
 	}
 }
 
@@ -1009,4 +1009,13 @@ func (c *conn) refreshLastConnect(now time.Time) {
 	if err != nil && !errors.Is(err, herald.ErrNotFound) && !errors.Is(err, herald.ErrConflict) {
 		c.h.log.Warn("push: refreshing last_connect", "err", err)
 	}
+}
+
+// uaidLog is how a uaid appears in logs (as uaid_hash): the first 8 hex
+// digits of its SHA-256, enough to follow one user agent through the logs.
+// The uaid itself is the bearer credential of its sessions (whoever sends
+// it in hello receives its messages), so it is never logged.
+func uaidLog(uaid string) string {
+	sum := sha256.Sum256([]byte(uaid))
+	return hex.EncodeToString(sum[:4])
 }

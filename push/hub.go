@@ -42,10 +42,11 @@ func (o DeliverOutcome) String() string {
 
 // Connection-side limits.
 const (
-	// maxFrameBytes is the largest client frame read (64 KiB); a larger
-	// one closes the session with 1009. Client frames are small JSON (an
-	// ack of a full batch is about 2 KB).
-	maxFrameBytes = 64 << 10
+	// maxFrameBytes is the largest client frame read (8 KiB); a larger
+	// one closes the session with 1009. Client frames are small JSON: an
+	// ack of a full batch is about 2 KB, a hello with broadcasts at the
+	// usual one or two ids well under 1 KB.
+	maxFrameBytes = 8 << 10
 	// readBufferSize is the per-connection read buffer. Client frames are
 	// rare and small; a larger frame is read in several fills.
 	readBufferSize = 512
