@@ -51,10 +51,12 @@ type conn struct {
 	// checking: a storage check (list and send) is running; recheck: a
 	// nudge came meanwhile, so list again before stopping.
 	checking, recheck bool
-	// sentFromStorage counts messages sent from storage since storage was
-	// last found empty (autopush's sent_from_storage): more than MsgLimit
-	// resets the uaid.
-	sentFromStorage int
+	// backlogRead counts the stored messages read in this session that
+	// were created before its hello (autopush's sent_from_storage, less
+	// what arrived meanwhile): more than MsgLimit resets the uaid. A
+	// message stored while the session runs (unacked within AckWait) is
+	// not backlog, so a connected, acking user agent is never reset.
+	backlogRead int
 	// direct are the written, unacked direct messages (TTL > 0).
 	direct []*pendingDirect
 	// batch is the storage batch in flight: the next is read once all of
@@ -641,12 +643,15 @@ func (c *conn) checkLoop() {
 				continue
 			}
 			c.checking = false
-			c.sentFromStorage = 0
 			c.mu.Unlock()
 			return
 		}
-		c.sentFromStorage += len(msgs)
-		if c.sentFromStorage > h.msgLimit {
+		for _, m := range msgs {
+			if m.CreatedAt.UnixMilli() <= c.connectedAt {
+				c.backlogRead++
+			}
+		}
+		if c.backlogRead > h.msgLimit {
 			c.reset = true
 			c.checking = false
 			c.mu.Unlock()
@@ -687,7 +692,7 @@ func (c *conn) checkLoop() {
 }
 
 // resetUAID drops a user agent that read more than MsgLimit stored
-// messages in one drain (autopush's msg_limit): it must get a new uaid and
+// messages of its backlog at connect (autopush's msg_limit): it must get a new uaid and
 // re-register its channels.
 func (c *conn) resetUAID() {
 	ctx, cancel := storeCtx()
@@ -705,9 +710,13 @@ func (c *conn) deliver(ctx context.Context, m *store.PushMessage, version string
 	frame := encodeNotification(m, version)
 	var pd *pendingDirect
 	c.mu.Lock()
-	if !c.ready || c.closing || c.closed || c.reset || len(c.direct) >= ClientChannelCapacity {
+	if !c.ready || c.closing || c.closed || c.reset {
 		c.mu.Unlock()
 		return NotConnected, nil
+	}
+	if m.TTL > 0 && len(c.direct) >= c.h.queueCap {
+		c.mu.Unlock()
+		return QueueFull, nil
 	}
 	if m.TTL > 0 {
 		// Tracked before it is written, so an ack cannot outrun it.

@@ -165,6 +165,10 @@ func (s *Server) route(ctx context.Context, m *store.PushMessage, rt *store.Push
 			return outcomeDirect, nil
 		case Stored:
 			return outcomeStored, nil
+		case QueueFull:
+			// Acks free the queue within AckWait.
+			return "", &Error{Status: http.StatusTooManyRequests, Errno: ErrnoRetry, RetryAfter: s.cfg.AckWait,
+				Message: "the user agent has too many messages awaiting its ack; retry later"}
 		}
 	}
 	if m.TTL == 0 {

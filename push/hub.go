@@ -27,6 +27,11 @@ const (
 	// Stored: it was written to the user agent but not acked within
 	// AckWait, so the hub stored it; the user agent's ack deletes it.
 	Stored
+	// QueueFull: the user agent is in session here but ClientChannelCapacity
+	// messages already await its ack. Nothing is stored (a message stored
+	// now would be read back and counted toward MsgLimit); the sender is
+	// answered 429 with Retry-After.
+	QueueFull
 )
 
 func (o DeliverOutcome) String() string {
@@ -35,6 +40,8 @@ func (o DeliverOutcome) String() string {
 		return "delivered"
 	case Stored:
 		return "stored"
+	case QueueFull:
+		return "queue_full"
 	default:
 		return "not_connected"
 	}
@@ -87,6 +94,7 @@ type hub struct {
 	now      func() time.Time
 
 	msgLimit         int
+	queueCap         int // ClientChannelCapacity; a field so tests can lower it
 	ackWait          time.Duration
 	pingInterval     time.Duration
 	pingTimeout      time.Duration
@@ -125,6 +133,7 @@ func newHub(s *Server) *hub {
 		log:              cfg.Logger,
 		now:              cfg.Now,
 		msgLimit:         cfg.MsgLimit,
+		queueCap:         ClientChannelCapacity,
 		ackWait:          orDuration(cfg.AckWait, DefaultAckWait),
 		pingInterval:     orDuration(cfg.PingInterval, DefaultPingInterval),
 		pingTimeout:      orDuration(cfg.PingTimeout, DefaultPingTimeout),

@@ -2,13 +2,19 @@ package push
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/require"
 )
 
@@ -144,4 +150,149 @@ func TestUAIDNotLogged(t *testing.T) {
 	require.Contains(t, out, "uaid_hash="+uaidLog(uaid))
 	require.NotContains(t, out, uaid)
 	require.Len(t, uaidLog(uaid), 8)
+}
+
+// sendResult is one sender's answer.
+type sendResult struct {
+	status     int
+	retryAfter string
+	location   string
+}
+
+// sendTo POSTs body to an endpoint (TTL 60) from another goroutine and
+// puts the answer on out.
+func sendTo(url, body string, out chan<- sendResult) {
+	go func() {
+		req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		if err != nil {
+			out <- sendResult{status: -1}
+			return
+		}
+		req.Header.Set("TTL", "60")
+		req.Header.Set("Content-Encoding", "aes128gcm")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			out <- sendResult{status: -1}
+			return
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		out <- sendResult{status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After"), location: resp.Header.Get("Location")}
+	}()
+}
+
+// TestBurstToConnectedUANeverResets: a burst of sends to a connected user
+// agent that acks everything never resets it (issue 20, item 6). Sends
+// beyond its queue are answered 429 with Retry-After and not stored;
+// every message answered 201 reaches the user agent and none is deleted
+// unread.
+func TestBurstToConnectedUANeverResets(t *testing.T) {
+	t.Parallel()
+	const queue, limit, sends = 8, 10, 60
+	e := setupHTTP(t, func(c *Config) { c.MsgLimit = limit; c.AckWait = 10 * time.Second })
+	e.h.queueCap = queue
+	c, uaid, _ := e.connected(t)
+	ep := e.endpointOf(t, c)
+
+	// The user agent reads every frame; its acks are held until release
+	// is closed (so the queue fills), then everything is acked.
+	release := make(chan struct{})
+	var mu sync.Mutex
+	received := map[string]bool{} // message ids
+	sessionErr := make(chan error, 2)
+	toAck := make(chan [2]string, 1000)
+	go func() {
+		for {
+			_ = c.ws.SetReadDeadline(time.Now().Add(30 * time.Second))
+			_, data, err := c.ws.ReadMessage()
+			if err != nil {
+				sessionErr <- err
+				return
+			}
+			var n struct{ MessageType, ChannelID, Version string }
+			if json.Unmarshal(data, &n) != nil || n.MessageType != "notification" {
+				continue
+			}
+			ref, err := e.s.cfg.Keys.ParseMessageID(n.Version)
+			if err != nil {
+				sessionErr <- err
+				return
+			}
+			mu.Lock()
+			received[ref.ID] = true
+			mu.Unlock()
+			toAck <- [2]string{n.ChannelID, n.Version}
+		}
+	}()
+	go func() {
+		<-release
+		for a := range toAck {
+			b, _ := json.Marshal(map[string]any{"messageType": "ack", "updates": []map[string]any{{"channelID": a[0], "version": a[1], "code": 100}}})
+			if err := c.ws.WriteMessage(websocket.TextMessage, b); err != nil {
+				sessionErr <- err
+				return
+			}
+		}
+	}()
+
+	results := make(chan sendResult, sends)
+	for i := range sends {
+		sendTo(ep, fmt.Sprintf("burst %d", i), results)
+	}
+	// The sends beyond the queue are answered while the first ones wait
+	// for their acks.
+	answers := make([]sendResult, 0, sends)
+	next := func() {
+		select {
+		case r := <-results:
+			answers = append(answers, r)
+		case <-time.After(15 * time.Second):
+			t.Fatalf("only %d of %d sends answered", len(answers), sends)
+		}
+	}
+	for range sends - queue {
+		next()
+	}
+	close(release)
+	for len(answers) < sends {
+		next()
+	}
+
+	var created []string
+	tooMany := 0
+	for _, a := range answers {
+		switch a.status {
+		case http.StatusCreated:
+			i := strings.LastIndex(a.location, "/m/")
+			ref, err := e.s.cfg.Keys.ParseMessageID(a.location[i+3:])
+			require.NoError(t, err)
+			created = append(created, ref.ID)
+		case http.StatusTooManyRequests:
+			tooMany++
+			require.Equal(t, "10", a.retryAfter, "a 429 carries Retry-After (AckWait)")
+		default:
+			t.Fatalf("unexpected answer %d", a.status)
+		}
+	}
+	require.GreaterOrEqual(t, len(created), queue)
+	waitFor(t, "every message answered 201 reaches the user agent", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, id := range created {
+			if !received[id] {
+				return false
+			}
+		}
+		return true
+	})
+	waitFor(t, "nothing stored", func() bool { return len(e.stored(t, uaid)) == 0 })
+	select {
+	case err := <-sessionErr:
+		t.Fatalf("the session ended: %v", err)
+	default:
+	}
+	_, err := e.st.PushUserGet(context.Background(), uaid)
+	require.NoError(t, err, "the user agent was not reset")
+	require.Equal(t, 1, e.h.Connected())
+	require.Equal(t, sends-queue, tooMany, "every send beyond the queue is refused")
 }

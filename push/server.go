@@ -28,9 +28,9 @@ const (
 	// BatchSize is how many stored messages are sent before waiting for
 	// all of them to be acked.
 	BatchSize = 10
-	// ClientChannelCapacity bounds the messages waiting to be written to
-	// one user agent (autopush-rs: 128); beyond it a hand-off answers "not
-	// here" and the message is stored.
+	// ClientChannelCapacity bounds the messages written to one connected
+	// user agent and awaiting its ack (autopush-rs: 128); beyond it the
+	// sender is answered 429 (QueueFull) and nothing is stored.
 	ClientChannelCapacity = 128
 	// handoffTimeout is added to AckWait to bound one node-to-node call.
 	handoffTimeout = 2 * time.Second
@@ -48,8 +48,10 @@ type Config struct {
 	// --internal-listen): what the router record stores and what other
 	// nodes call. On a single node it may be any unique string.
 	NodeID string
-	// MsgLimit: more stored messages than this read in one session reset
-	// the uaid (default DefaultMsgLimit).
+	// MsgLimit: a session that reads more than this many stored messages
+	// of the backlog that existed when it connected (created before its
+	// hello) resets the uaid (default DefaultMsgLimit). Messages stored
+	// while it is connected never count.
 	MsgLimit int
 	// AckWait is how long a direct delivery waits for the user agent's ack
 	// before storing the message (and then answering the sender).
