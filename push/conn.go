@@ -403,6 +403,16 @@ func (c *conn) ping() error {
 	return c.write(pingReply)
 }
 
+// Register reply statuses beyond autopush's 200, 400 and 500 (Firefox
+// rejects the subscription on any status but 200 and keeps the session):
+// 429 when the user agent registers faster than Limits.RegisterRate
+// allows, 409 when it has Limits.MaxChannels already. Neither changes
+// anything.
+const (
+	registerTooMany     = 429
+	registerChannelsCap = 409
+)
+
 // register answers a register: a new endpoint for the channel (v2 when the
 // user agent gave an application server key). A channel id that is not a
 // lower-case dashed UUID closes the session; a key that does not decode is
@@ -411,6 +421,9 @@ func (c *conn) register(msg *clientMessage) error {
 	chid := msg.ChannelID
 	if !isCanonicalUUID(chid) {
 		return protocolError("invalid channelID", nil)
+	}
+	if ok, _ := c.h.registerLimit.allow(c.uaid, c.h.now()); !ok {
+		return c.write(encodeRegister(chid, registerTooMany, ""))
 	}
 	ep := &Endpoint{UAID: c.uaid, ChannelID: chid}
 	if msg.Key != nil {
@@ -428,7 +441,9 @@ func (c *conn) register(msg *clientMessage) error {
 	}
 	// Forget it first: while it is being written, its key may change.
 	c.forgetChannel(chid)
-	if err := c.storeChannel(ep); err != nil {
+	if err := c.storeChannel(ep); errors.Is(err, store.ErrPushChannelLimit) {
+		return c.write(encodeRegister(chid, registerChannelsCap, ""))
+	} else if err != nil {
 		c.h.log.Error("push: register", "uaid_hash", uaidLog(c.uaid), "err", err)
 		return c.write(encodeRegister(chid, 500, ""))
 	}
@@ -457,7 +472,7 @@ func (c *conn) storeChannel(ep *Endpoint) error {
 		c.newUser = false
 	}
 	return h.store.PushChannelAdd(ctx, &store.PushChannelAddParams{
-		UAID: c.uaid, ChannelID: ep.ChannelID, KeyHash: ep.KeyHash, Now: now,
+		UAID: c.uaid, ChannelID: ep.ChannelID, KeyHash: ep.KeyHash, Now: now, MaxChannels: h.maxChannels,
 	})
 }
 

@@ -104,6 +104,10 @@ type hub struct {
 	// user agent (45 s); a field so tests can shorten it.
 	minPingInterval time.Duration
 
+	// maxChannels and registerLimit apply Limits to registers.
+	maxChannels   int
+	registerLimit *keyedLimiter
+
 	upgrader websocket.Upgrader
 
 	mu     sync.RWMutex
@@ -140,6 +144,8 @@ func newHub(s *Server) *hub {
 		handshakeTimeout: orDuration(cfg.HandshakeTimeout, DefaultHandshakeTimeout),
 		broadcastPoll:    orDuration(cfg.BroadcastPoll, DefaultBroadcastPoll),
 		minPingInterval:  defaultMinPingInterval,
+		maxChannels:      cfg.Limits.MaxChannels,
+		registerLimit:    newKeyedLimiter(cfg.Limits.RegisterRate, cfg.Limits.RegisterBurst),
 		conns:            map[string]*conn{},
 		all:              map[*conn]struct{}{},
 		bcReady:          make(chan struct{}),

@@ -16,6 +16,9 @@ import (
 
 	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/store"
 )
 
 // TestBroadcastRulesForClients: a user agent is held to the admin API's
@@ -295,4 +298,97 @@ func TestBurstToConnectedUANeverResets(t *testing.T) {
 	require.NoError(t, err, "the user agent was not reset")
 	require.Equal(t, 1, e.h.Connected())
 	require.Equal(t, sends-queue, tooMany, "every send beyond the queue is refused")
+}
+
+// TestSendRateLimit: sends to one endpoint beyond Limits.SendRate/SendBurst
+// are answered 429 errno 201 with Retry-After; other endpoints and a
+// later send pass (issue 20, item 5).
+func TestSendRateLimit(t *testing.T) {
+	t.Parallel()
+	e := setupHTTP(t, func(c *Config) { c.Limits = Limits{SendRate: 1, SendBurst: 2} })
+	c, _, _ := e.connected(t)
+	ep, other := e.endpointOf(t, c), e.endpointOf(t, c)
+	// TTL 0 to a connected user agent: written, not awaited.
+	send := func(ep string) *http.Response { return e.post(t, ep, sendOpts{ttl: "0"}) }
+	require.Equal(t, http.StatusCreated, send(ep).StatusCode)
+	require.Equal(t, http.StatusCreated, send(ep).StatusCode)
+	resp := send(ep)
+	require.Equal(t, "1", resp.Header.Get("Retry-After"))
+	requireErr(t, resp, http.StatusTooManyRequests, ErrnoRetry)
+	require.Equal(t, http.StatusCreated, send(other).StatusCode, "the rate is per endpoint")
+	e.clock.Advance(time.Second)
+	require.Equal(t, http.StatusCreated, send(ep).StatusCode)
+}
+
+// TestStoredMessageCaps: an offline user agent's stored messages are
+// capped per channel and per user agent; a send beyond a cap is answered
+// 429 errno 201 with Retry-After and stores nothing (issue 20, item 5).
+func TestStoredMessageCaps(t *testing.T) {
+	t.Parallel()
+	e := setupHTTP(t, func(c *Config) { c.Limits = Limits{MaxMessagesPerUAID: 3, MaxMessagesPerChannel: 2} })
+	c, uaid, _ := e.connected(t)
+	ep1, ep2 := e.endpointOf(t, c), e.endpointOf(t, c)
+	require.NoError(t, c.ws.Close())
+	e.waitGone(t)
+	send := func(ep string) *http.Response { return e.post(t, ep, sendOpts{ttl: "60", body: []byte("offline")}) }
+	require.Equal(t, http.StatusCreated, send(ep1).StatusCode)
+	require.Equal(t, http.StatusCreated, send(ep1).StatusCode)
+	resp := send(ep1)
+	require.Equal(t, "300", resp.Header.Get("Retry-After"))
+	requireErr(t, resp, http.StatusTooManyRequests, ErrnoRetry) // the channel's cap
+	require.Equal(t, http.StatusCreated, send(ep2).StatusCode)
+	requireErr(t, send(ep2), http.StatusTooManyRequests, ErrnoRetry) // the user agent's cap
+	require.Len(t, e.stored(t, uaid), 3)
+}
+
+// TestRegisterLimits: registers beyond Limits.MaxChannels answer status
+// 409, beyond Limits.RegisterRate/RegisterBurst 429; the session stays
+// and nothing is stored (issue 20, item 5).
+func TestRegisterLimits(t *testing.T) {
+	t.Parallel()
+	e := setup(t, func(c *Config) { c.Limits = Limits{MaxChannels: 2, RegisterRate: 1, RegisterBurst: 3} })
+	c, uaid, _ := e.connected(t) // one register
+	chid2, chid3 := newChid(), newChid()
+	c.register(chid2)
+	reg := func(chid string) map[string]any {
+		c.send(map[string]any{"messageType": "register", "channelID": chid})
+		return c.readType("register")
+	}
+	r := reg(chid3)
+	require.EqualValues(t, registerChannelsCap, r["status"], r)
+	require.Empty(t, r["pushEndpoint"])
+	r = reg(chid3)
+	require.EqualValues(t, registerTooMany, r["status"], r)
+	c.sync()
+	_, err := e.st.PushRouteGet(context.Background(), &store.PushRouteGetParams{UAID: uaid, ChannelID: chid3})
+	require.ErrorIs(t, err, herald.ErrNotFound)
+	// A token later, registering a channel again passes the cap.
+	e.clock.Advance(time.Second)
+	c.register(chid2)
+}
+
+// TestKeyedLimiterBounded: the buckets kept never pass maxKeys; the least
+// recently used goes first.
+func TestKeyedLimiterBounded(t *testing.T) {
+	t.Parallel()
+	l := newKeyedLimiter(1, 1)
+	l.maxKeys = 3
+	now := time.Now()
+	for _, k := range []string{"a", "b", "c"} {
+		ok, _ := l.allow(k, now)
+		require.True(t, ok)
+	}
+	ok, wait := l.allow("a", now)
+	require.False(t, ok)
+	require.Equal(t, time.Second, wait)
+	ok, _ = l.allow("d", now) // evicts b, the least recently used
+	require.True(t, ok)
+	require.Equal(t, 3, l.len())
+	ok, _ = l.allow("b", now) // a fresh bucket
+	require.True(t, ok)
+	ok, _ = l.allow("a", now) // a was kept: still empty
+	require.False(t, ok)
+	require.Nil(t, newKeyedLimiter(0, 10), "rate 0: no limit")
+	ok, _ = (*keyedLimiter)(nil).allow("x", now)
+	require.True(t, ok)
 }

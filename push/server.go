@@ -60,6 +60,10 @@ type Config struct {
 	PingTimeout      time.Duration
 	HandshakeTimeout time.Duration
 	BroadcastPoll    time.Duration
+	// Limits caps stored messages, channels, registers and sends (zero
+	// fields: no cap; herald serve passes DefaultLimits unless flags say
+	// otherwise).
+	Limits Limits
 	// HTTPClient calls other nodes' internal listeners (default: a client
 	// of its own with keep-alive connections).
 	HTTPClient *http.Client
@@ -79,6 +83,8 @@ type Server struct {
 	// patterns are the public routes, as ServeMux patterns (Patterns).
 	patterns []string
 	internal *http.ServeMux // node-to-node routes
+	// sendLimit holds the token buckets of the endpoints (Limits.SendRate).
+	sendLimit *keyedLimiter
 }
 
 // New builds the push service of one node and starts its broadcast poller;
@@ -112,6 +118,7 @@ func New(cfg Config) (*Server, error) {
 		endpoint: strings.TrimRight(cfg.EndpointURL, "/"),
 		client:   cfg.HTTPClient,
 	}
+	s.sendLimit = newKeyedLimiter(cfg.Limits.SendRate, cfg.Limits.SendBurst)
 	if s.client == nil {
 		s.client = &http.Client{Transport: &http.Transport{
 			MaxIdleConnsPerHost: 64,
