@@ -214,7 +214,11 @@ func startPushChild(ctx context.Context, f *pushBenchFlags, stderr io.Writer) (*
 	}
 	addr := ln.Addr().String()
 	_ = ln.Close()
-	args := []string{"serve", "--listen", addr, "--data-dir", filepath.Join(dir, "data"), "--dev", "--api-token", "bench-token", "--log-level", "warn"}
+	args := []string{"serve", "--listen", addr, "--data-dir", filepath.Join(dir, "data"), "--dev", "--api-token", "bench-token", "--log-level", "warn",
+		// The scenarios drive one endpoint far beyond a fair sender's
+		// --push-send-rate and drain stores more than one channel's cap:
+		// the abuse caps are off unless --serve-flags sets them.
+		"--push-send-rate", "0", "--push-max-messages-per-channel", "0", "--push-max-messages-per-uaid", "0"}
 	if f.extraServe != "" {
 		args = append(args, strings.Fields(f.extraServe)...)
 	}
