@@ -403,11 +403,11 @@ func (c *conn) ping() error {
 	return c.write(pingReply)
 }
 
-// Register reply statuses beyond autopush's 200, 400 and 500 (Firefox
-// rejects the subscription on any status but 200 and keeps the session):
-// 429 when the user agent registers faster than Limits.RegisterRate
-// allows, 409 when it has Limits.MaxChannels already. Neither changes
-// anything.
+// Register reply statuses beyond autopush's 200, 400 and 500 (a user
+// agent takes any status but 200 as a failed subscription; the session
+// stays open): 429 when the user agent registers faster than
+// Limits.RegisterRate allows, 409 when it has Limits.MaxChannels already.
+// Neither changes anything.
 const (
 	registerTooMany     = 429
 	registerChannelsCap = 409
@@ -707,8 +707,8 @@ func (c *conn) checkLoop() {
 }
 
 // resetUAID drops a user agent that read more than MsgLimit stored
-// messages of its backlog at connect (autopush's msg_limit): it must get a new uaid and
-// re-register its channels.
+// messages of its backlog at connect (autopush's msg_limit): it must get a
+// new uaid and re-register its channels.
 func (c *conn) resetUAID() {
 	ctx, cancel := storeCtx()
 	err := c.h.store.PushUserDelete(ctx, c.uaid)
