@@ -111,6 +111,30 @@ func testPushLimits(t *testing.T, newStore NewStoreFunc) {
 		require.Len(t, listAll(t, b, ps, uaid, now), limit, "concurrent saves never pass the cap together")
 	})
 
+	t.Run("ChannelCapUnderConcurrency", func(t *testing.T) {
+		t.Parallel()
+		b, ps, uaid, _ := pushSetup(t, newStore) // one channel already
+		const registers, limit = 16, 5
+		var wg sync.WaitGroup
+		refused := make(chan error, registers)
+		for range registers {
+			wg.Go(func() {
+				err := ps.PushChannelAdd(b.ctx, &store.PushChannelAddParams{UAID: uaid, ChannelID: newChannelID(), Now: now, MaxChannels: limit})
+				if err != nil {
+					refused <- err
+				}
+			})
+		}
+		wg.Wait()
+		close(refused)
+		n := 0
+		for err := range refused {
+			require.ErrorIs(t, err, store.ErrPushChannelLimit)
+			n++
+		}
+		require.Equal(t, registers-(limit-1), n, "concurrent registers never pass the cap together")
+	})
+
 	t.Run("ChannelsPerUAID", func(t *testing.T) {
 		t.Parallel()
 		b, ps, uaid, chid := pushSetup(t, newStore) // one channel already
