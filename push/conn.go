@@ -729,7 +729,7 @@ func (c *conn) deliver(ctx context.Context, m *store.PushMessage, version string
 		c.mu.Unlock()
 		return NotConnected, nil
 	}
-	if m.TTL > 0 && len(c.direct) >= c.h.queueCap {
+	if m.TTL > 0 && len(c.direct) >= ClientChannelCapacity {
 		c.mu.Unlock()
 		return QueueFull, nil
 	}

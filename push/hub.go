@@ -94,7 +94,6 @@ type hub struct {
 	now      func() time.Time
 
 	msgLimit         int
-	queueCap         int // ClientChannelCapacity; a field so tests can lower it
 	ackWait          time.Duration
 	pingInterval     time.Duration
 	pingTimeout      time.Duration
@@ -137,7 +136,6 @@ func newHub(s *Server) *hub {
 		log:              cfg.Logger,
 		now:              cfg.Now,
 		msgLimit:         cfg.MsgLimit,
-		queueCap:         ClientChannelCapacity,
 		ackWait:          orDuration(cfg.AckWait, DefaultAckWait),
 		pingInterval:     orDuration(cfg.PingInterval, DefaultPingInterval),
 		pingTimeout:      orDuration(cfg.PingTimeout, DefaultPingTimeout),
