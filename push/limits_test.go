@@ -393,3 +393,39 @@ func TestKeyedLimiterBounded(t *testing.T) {
 	ok, _ = (*keyedLimiter)(nil).allow("x", now)
 	require.True(t, ok)
 }
+
+// TestQueueFullThroughHandoff: a send through another node to a user
+// agent whose queue is full on its node is answered 429 too, and stored
+// nowhere (the hand-off answers 429, not "not here").
+func TestQueueFullThroughHandoff(t *testing.T) {
+	t.Parallel()
+	shared := newTestStore(t)
+	keys := GenerateKey()
+	withStore := func(c *Config) {
+		c.Store = shared
+		k, err := ParseKeys(keys)
+		if err == nil {
+			c.Keys = k
+		}
+		c.AckWait = 10 * time.Second
+	}
+	a := setupHTTP(t, withStore)
+	b := setupHTTP(t, withStore)
+	c, uaid, _ := a.connected(t)
+	ep := a.endpointOf(t, c)
+	// Fill the queue on A: the user agent reads and never acks.
+	pending := make(chan sendResult, ClientChannelCapacity)
+	for i := range ClientChannelCapacity {
+		sendTo(ep, fmt.Sprintf("fill %d", i), pending)
+	}
+	for range ClientChannelCapacity {
+		c.readType("notification")
+	}
+	resp := b.post(t, strings.Replace(ep, a.base, b.base, 1), sendOpts{ttl: "60", body: []byte("via B")})
+	require.NotEmpty(t, resp.Header.Get("Retry-After"))
+	requireErr(t, resp, http.StatusTooManyRequests, ErrnoRetry)
+	require.Empty(t, b.stored(t, uaid))
+	u, err := shared.PushUserGet(context.Background(), uaid)
+	require.NoError(t, err)
+	require.Equal(t, a.internal, u.NodeID, "the live session's router record stays")
+}
