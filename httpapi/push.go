@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/push"
 )
 
 // PushBroadcaster is the Web Push service's broadcast source (megaphone):
@@ -13,13 +14,6 @@ type PushBroadcaster interface {
 	BroadcastPut(ctx context.Context, id, version string) error
 	BroadcastList(ctx context.Context) (map[string]string, error)
 }
-
-// Broadcast limits: ids look like "remote-settings/monitor_changes";
-// versions are opaque text the user agent compares for equality.
-const (
-	maxBroadcastIDLen      = 128
-	maxBroadcastVersionLen = 256
-)
 
 type broadcastsJSON struct {
 	Broadcasts map[string]string `json:"broadcasts"`
@@ -33,7 +27,9 @@ type broadcastJSON struct {
 // pushBroadcastPut serves PUT /v1/push/broadcasts/{id} {"version": "…"}.
 func (s *server) pushBroadcastPut(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
-	if err := checkBroadcastID(id); err != nil {
+	// Checked before the body is read; an id is valid with any valid
+	// version.
+	if err := push.CheckBroadcast(id, "v"); err != nil {
 		return err
 	}
 	body, err := readBody(w, r, s.smallLimit(SmallBodyBytes))
@@ -55,9 +51,8 @@ func (s *server) pushBroadcastPut(w http.ResponseWriter, r *http.Request) error 
 	if !set {
 		return herald.FieldErrorf(herald.CodeMissingField, "version", "version is required")
 	}
-	if version == "" || len(version) > maxBroadcastVersionLen || !herald.IsCleanText(version) || hasControl(version) {
-		return herald.FieldErrorf(herald.CodeInvalidField, "version",
-			"version must be 1 to %d printable characters", maxBroadcastVersionLen)
+	if err := push.CheckBroadcast(id, version); err != nil {
+		return err
 	}
 	if err := s.cfg.Push.BroadcastPut(r.Context(), id, version); err != nil {
 		return err
@@ -75,28 +70,4 @@ func (s *server) pushBroadcastList(w http.ResponseWriter, r *http.Request) error
 		v = map[string]string{}
 	}
 	return s.reply(w, http.StatusOK, &broadcastsJSON{Broadcasts: v})
-}
-
-// checkBroadcastID allows letters, digits and - _ . / (1 to 128).
-func checkBroadcastID(id string) error {
-	if id == "" || len(id) > maxBroadcastIDLen {
-		return herald.FieldErrorf(herald.CodeInvalidField, "id", "broadcast id must be 1 to %d characters", maxBroadcastIDLen)
-	}
-	for _, c := range id {
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_', c == '.', c == '/':
-		default:
-			return herald.FieldErrorf(herald.CodeInvalidField, "id", "broadcast id may hold only letters, digits and - _ . /")
-		}
-	}
-	return nil
-}
-
-func hasControl(s string) bool {
-	for _, c := range s {
-		if c < 0x20 || c == 0x7f {
-			return true
-		}
-	}
-	return false
 }

@@ -5,15 +5,63 @@ import (
 	"maps"
 	"sync"
 	"time"
+
+	"github.com/heraldhq/herald"
 )
 
 // broadcastNotFound is the value of an unknown id under "errors" in a
 // broadcast reply (autopush's wording, which Firefox logs).
 const broadcastNotFound = "Broadcast not found"
 
-// maxSessionBroadcasts bounds the broadcast ids one session follows
-// (Firefox follows one); more are answered but not followed.
-const maxSessionBroadcasts = 64
+// What one session keeps of its broadcast subscriptions is bounded: at
+// most maxSessionBroadcasts ids (Firefox follows one) holding at most
+// maxSessionBroadcastBytes of id bytes; ids past either bound are answered
+// but not followed. Versions cost a session nothing of its own: a known
+// id's version is the registry's string, and an unknown id keeps none.
+const (
+	maxSessionBroadcasts     = 64
+	maxSessionBroadcastBytes = 2048
+)
+
+// Broadcast limits, the same for the admin API and for user agents: ids
+// look like "remote-settings/monitor_changes"; versions are opaque text
+// the user agent compares for equality.
+const (
+	MaxBroadcastIDLen      = 128
+	MaxBroadcastVersionLen = 256
+)
+
+// CheckBroadcast validates a broadcast id (1 to MaxBroadcastIDLen letters,
+// digits and - _ . /) and version (1 to MaxBroadcastVersionLen printable
+// characters). The admin API answers its error (400 invalid_field, naming
+// the field); a user agent that sends such an id or version in hello or
+// broadcast_subscribe is closed with 1002.
+func CheckBroadcast(id, version string) error {
+	if id == "" || len(id) > MaxBroadcastIDLen {
+		return herald.FieldErrorf(herald.CodeInvalidField, "id", "broadcast id must be 1 to %d characters", MaxBroadcastIDLen)
+	}
+	for _, c := range id {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_', c == '.', c == '/':
+		default:
+			return herald.FieldErrorf(herald.CodeInvalidField, "id", "broadcast id may hold only letters, digits and - _ . /")
+		}
+	}
+	if version == "" || len(version) > MaxBroadcastVersionLen || !herald.IsCleanText(version) || hasControl(version) {
+		return herald.FieldErrorf(herald.CodeInvalidField, "version",
+			"version must be 1 to %d printable characters", MaxBroadcastVersionLen)
+	}
+	return nil
+}
+
+func hasControl(s string) bool {
+	for _, c := range s {
+		if c < 0x20 || c == 0x7f {
+			return true
+		}
+	}
+	return false
+}
 
 // broadcastRegistry holds the broadcast versions (autopush's megaphone) of
 // the store, reloaded every BroadcastPoll and whenever an operator sets one
@@ -44,13 +92,18 @@ func (r *broadcastRegistry) set(v map[string]string) bool {
 // current version; unknown ids under "errors" as "Broadcast not found". It
 // also returns the changes of subs' earlier ids not yet sent (so a
 // broadcast_subscribe flushes what the next ping tick would have sent).
-// subs may be nil; the (possibly new) map is returned.
+// subs may be nil; the (possibly new) map is returned. client's entries
+// were checked with CheckBroadcast.
 func (r *broadcastRegistry) subscribe(subs map[string]string, gen *uint64, client map[string]string) (map[string]string, map[string]any) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	reply := map[string]any{}
 	r.deltaLocked(subs, gen, reply)
 	var errs map[string]any
+	idBytes := 0
+	for id := range subs {
+		idBytes += len(id)
+	}
 	for id, known := range client {
 		cur, ok := r.versions[id]
 		if !ok {
@@ -62,14 +115,17 @@ func (r *broadcastRegistry) subscribe(subs map[string]string, gen *uint64, clien
 		if subs == nil {
 			subs = map[string]string{}
 		}
-		if _, already := subs[id]; !already && len(subs) >= maxSessionBroadcasts {
-			continue
+		if _, already := subs[id]; !already {
+			if len(subs) >= maxSessionBroadcasts || idBytes+len(id) > maxSessionBroadcastBytes {
+				continue
+			}
+			idBytes += len(id)
 		}
 		if !ok {
-			// Unlike autopush, an id unknown now stays subscribed with the
-			// version the user agent knows: an operator who creates it
-			// later reaches the user agents that asked for it.
-			subs[id] = known
+			// Unlike autopush, an id unknown now stays subscribed, with no
+			// version (the user agent's is not kept): an operator who
+			// creates it later reaches the user agents that asked for it.
+			subs[id] = ""
 			continue
 		}
 		subs[id] = cur

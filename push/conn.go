@@ -51,10 +51,12 @@ type conn struct {
 	// checking: a storage check (list and send) is running; recheck: a
 	// nudge came meanwhile, so list again before stopping.
 	checking, recheck bool
-	// sentFromStorage counts messages sent from storage since storage was
-	// last found empty (autopush's sent_from_storage): more than MsgLimit
-	// resets the uaid.
-	sentFromStorage int
+	// backlogRead counts the stored messages read in this session that
+	// were created before its hello (autopush's sent_from_storage, less
+	// what arrived meanwhile): more than MsgLimit resets the uaid. A
+	// message stored while the session runs (unacked within AckWait) is
+	// not backlog, so a connected, acking user agent is never reset.
+	backlogRead int
 	// direct are the written, unacked direct messages (TTL > 0).
 	direct []*pendingDirect
 	// batch is the storage batch in flight: the next is read once all of
@@ -358,7 +360,7 @@ func (c *conn) fail(err error) error {
 		code, reason = fe.Code, fe.Reason
 	}
 	if code == closeError {
-		c.h.log.Warn("push: closing session", "uaid", c.uaid, "err", err)
+		c.h.log.Warn("push: closing session", "uaid_hash", uaidLog(c.uaid), "err", err)
 	}
 	c.closeWith(code, reason)
 	return err
@@ -418,6 +420,16 @@ func (c *conn) ping() error {
 	return c.write(pingReply)
 }
 
+// Register reply statuses beyond autopush's 200, 400 and 500 (a user
+// agent takes any status but 200 as a failed subscription; the session
+// stays open): 429 when the user agent registers faster than
+// Limits.RegisterRate allows, 409 when it has Limits.MaxChannels already.
+// Neither changes anything.
+const (
+	registerTooMany     = 429
+	registerChannelsCap = 409
+)
+
 // register answers a register: a new endpoint for the channel (v2 when the
 // user agent gave an application server key). A channel id that is not a
 // lower-case dashed UUID closes the session; a key that does not decode is
@@ -426,6 +438,9 @@ func (c *conn) register(msg *clientMessage) error {
 	chid := msg.ChannelID
 	if !isCanonicalUUID(chid) {
 		return protocolError("invalid channelID", nil)
+	}
+	if ok, _ := c.h.registerLimit.allow(c.uaid, c.h.now()); !ok {
+		return c.write(encodeRegister(chid, registerTooMany, ""))
 	}
 	ep := &Endpoint{UAID: c.uaid, ChannelID: chid}
 	if msg.Key != nil {
@@ -443,8 +458,10 @@ func (c *conn) register(msg *clientMessage) error {
 	}
 	// Forget it first: while it is being written, its key may change.
 	c.forgetChannel(chid)
-	if err := c.storeChannel(ep); err != nil {
-		c.h.log.Error("push: register", "uaid", c.uaid, "err", err)
+	if err := c.storeChannel(ep); errors.Is(err, store.ErrPushChannelLimit) {
+		return c.write(encodeRegister(chid, registerChannelsCap, ""))
+	} else if err != nil {
+		c.h.log.Error("push: register", "uaid_hash", uaidLog(c.uaid), "err", err)
 		return c.write(encodeRegister(chid, 500, ""))
 	}
 	c.rememberChannel(chid, ep.KeyHash)
@@ -472,7 +489,7 @@ func (c *conn) storeChannel(ep *Endpoint) error {
 		c.newUser = false
 	}
 	return h.store.PushChannelAdd(ctx, &store.PushChannelAddParams{
-		UAID: c.uaid, ChannelID: ep.ChannelID, KeyHash: ep.KeyHash, Now: now,
+		UAID: c.uaid, ChannelID: ep.ChannelID, KeyHash: ep.KeyHash, Now: now, MaxChannels: h.maxChannels,
 	})
 }
 
@@ -490,7 +507,7 @@ func (c *conn) unregisterChannel(msg *clientMessage) error {
 		_, err := c.h.store.PushChannelRemove(ctx, &store.PushChannelRemoveParams{UAID: c.uaid, ChannelID: chid})
 		cancel()
 		if err != nil {
-			c.h.log.Error("push: unregister", "uaid", c.uaid, "err", err)
+			c.h.log.Error("push: unregister", "uaid_hash", uaidLog(c.uaid), "err", err)
 			status = 500
 		}
 	}
@@ -658,12 +675,15 @@ func (c *conn) checkLoop() {
 				continue
 			}
 			c.checking = false
-			c.sentFromStorage = 0
 			c.mu.Unlock()
 			return
 		}
-		c.sentFromStorage += len(msgs)
-		if c.sentFromStorage > h.msgLimit {
+		for _, m := range msgs {
+			if m.CreatedAt.UnixMilli() <= c.connectedAt {
+				c.backlogRead++
+			}
+		}
+		if c.backlogRead > h.msgLimit {
 			c.reset = true
 			c.checking = false
 			c.mu.Unlock()
@@ -704,8 +724,8 @@ func (c *conn) checkLoop() {
 }
 
 // resetUAID drops a user agent that read more than MsgLimit stored
-// messages in one drain (autopush's msg_limit): it must get a new uaid and
-// re-register its channels.
+// messages of its backlog at connect (autopush's msg_limit): it must get a
+// new uaid and re-register its channels.
 func (c *conn) resetUAID() {
 	ctx, cancel := storeCtx()
 	err := c.h.store.PushUserDelete(ctx, c.uaid)
@@ -722,9 +742,13 @@ func (c *conn) deliver(ctx context.Context, m *store.PushMessage, version string
 	frame := encodeNotification(m, version)
 	var pd *pendingDirect
 	c.mu.Lock()
-	if !c.ready || c.closing || c.closed || c.reset || len(c.direct) >= ClientChannelCapacity {
+	if !c.ready || c.closing || c.closed || c.reset {
 		c.mu.Unlock()
 		return NotConnected, nil
+	}
+	if m.TTL > 0 && len(c.direct) >= ClientChannelCapacity {
+		c.mu.Unlock()
+		return QueueFull, nil
 	}
 	if m.TTL > 0 {
 		// Tracked before it is written, so an ack cannot outrun it.
@@ -787,13 +811,13 @@ func (c *conn) storeUnacked(pd *pendingDirect) (DeliverOutcome, error) {
 		// The caller stores it (or answers the sender with an error).
 		remove()
 		c.mu.Unlock()
-		c.h.log.Warn("push: storing unacked direct message", "uaid", c.uaid, "err", err)
+		c.h.log.Warn("push: storing unacked direct message", "uaid_hash", uaidLog(c.uaid), "err", err)
 		return NotConnected, nil
 	case pd.ackedWhileSaving:
 		remove()
 		c.mu.Unlock()
 		if err := c.deleteMessages([]string{pd.m.ID}); err != nil {
-			c.h.log.Warn("push: deleting acked message", "uaid", c.uaid, "err", err)
+			c.h.log.Warn("push: deleting acked message", "uaid_hash", uaidLog(c.uaid), "err", err)
 		}
 		return Delivered, nil
 	case c.closed:
@@ -912,7 +936,7 @@ func (c *conn) teardown() {
 	}
 	if len(acked) > 0 && !reset {
 		if err := c.deleteMessages(acked); err != nil {
-			h.log.Warn("push: deleting acked messages", "uaid", c.uaid, "err", err)
+			h.log.Warn("push: deleting acked messages", "uaid_hash", uaidLog(c.uaid), "err", err)
 		}
 	}
 	if !reset && !c.newUser {
@@ -939,7 +963,7 @@ func (c *conn) saveOnClose(save []*pendingDirect) (DeliverOutcome, error) {
 	_, err := c.h.store.PushMessageSave(ctx, &store.PushMessageSaveParams{UAID: c.uaid, Messages: msgs})
 	cancel()
 	if err != nil {
-		c.h.log.Error("push: storing unacked direct messages", "uaid", c.uaid, "count", len(msgs), "err", err)
+		c.h.log.Error("push: storing unacked direct messages", "uaid_hash", uaidLog(c.uaid), "count", len(msgs), "err", err)
 		// A waiting Deliver answers NotConnected: its caller stores it.
 		return NotConnected, nil
 	}
@@ -955,7 +979,7 @@ func (c *conn) disconnectRouter() {
 	if _, err := c.h.store.PushUserDisconnect(ctx, &store.PushUserDisconnectParams{
 		UAID: c.uaid, NodeID: c.h.nodeID, ConnectedAt: c.connectedAt,
 	}); err != nil {
-		c.h.log.Warn("push: clearing router record", "uaid", c.uaid, "err", err)
+		c.h.log.Warn("push: clearing router record", "uaid_hash", uaidLog(c.uaid), "err", err)
 	}
 }
 
@@ -1030,4 +1054,13 @@ func (c *conn) refreshLastConnect(now time.Time) {
 	if err != nil && !errors.Is(err, herald.ErrNotFound) && !errors.Is(err, herald.ErrConflict) {
 		c.h.log.Warn("push: refreshing last_connect", "err", err)
 	}
+}
+
+// uaidLog is how a uaid appears in logs (as uaid_hash): the first 8 hex
+// digits of its SHA-256, enough to follow one user agent through the logs.
+// The uaid itself is the bearer credential of its sessions (whoever sends
+// it in hello receives its messages), so it is never logged.
+func uaidLog(uaid string) string {
+	sum := sha256.Sum256([]byte(uaid))
+	return hex.EncodeToString(sum[:4])
 }

@@ -55,6 +55,11 @@ func (s *Server) accept(ctx context.Context, r *http.Request, version int, now t
 	if err != nil {
 		return nil, nil, err
 	}
+	// Before the body is read: a flood costs a token decrypt per request.
+	if ok, wait := s.sendLimit.allow(ep.UAID+"/"+ep.ChannelID, now); !ok {
+		return nil, nil, &Error{Status: http.StatusTooManyRequests, Errno: ErrnoRetry, RetryAfter: wait,
+			Message: "too many messages to this subscription; retry later"}
+	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
 	if err != nil {
 		return nil, nil, &Error{Status: http.StatusBadRequest, Errno: ErrnoInvalidCrypto, Message: "error reading the body", Err: err}
@@ -171,6 +176,10 @@ func (s *Server) route(ctx context.Context, m *store.PushMessage, rt *store.Push
 			return outcomeDirect, nil
 		case Stored:
 			return outcomeStored, nil
+		case QueueFull:
+			// Acks free the queue within AckWait.
+			return "", &Error{Status: http.StatusTooManyRequests, Errno: ErrnoRetry, RetryAfter: s.cfg.AckWait,
+				Message: "the user agent has too many messages awaiting its ack; retry later"}
 		}
 	}
 	if m.TTL == 0 {
@@ -178,7 +187,10 @@ func (s *Server) route(ctx context.Context, m *store.PushMessage, rt *store.Push
 		// discarded, and the sender still gets 201 (autopush does so).
 		return outcomeDropped, nil
 	}
-	res, err := s.cfg.Store.PushMessageSave(ctx, &store.PushMessageSaveParams{UAID: m.UAID, Messages: []*store.PushMessage{m}})
+	res, err := s.cfg.Store.PushMessageSave(ctx, &store.PushMessageSaveParams{
+		UAID: m.UAID, Messages: []*store.PushMessage{m},
+		MaxPerUAID: s.cfg.Limits.MaxMessagesPerUAID, MaxPerChannel: s.cfg.Limits.MaxMessagesPerChannel,
+	})
 	if err != nil {
 		if errors.Is(err, herald.ErrNotFound) {
 			return "", &Error{Status: http.StatusGone, Errno: ErrnoUserDeleted, Message: "the user agent was removed", Err: err}
@@ -187,6 +199,10 @@ func (s *Server) route(ctx context.Context, m *store.PushMessage, rt *store.Push
 	}
 	if len(res.Unregistered) > 0 {
 		return "", &Error{Status: http.StatusGone, Errno: ErrnoNoSubscription, Message: "subscription not found"}
+	}
+	if len(res.OverLimit) > 0 {
+		return "", &Error{Status: http.StatusTooManyRequests, Errno: ErrnoRetry, RetryAfter: storedFullRetryAfter,
+			Message: "the user agent has the most stored messages allowed; retry later"}
 	}
 	// The user agent may have connected (and checked storage) between the
 	// route read and the save: read the record again and nudge its node.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
+	"time"
 )
 
 // Error is an endpoint error as autopush answers it: an HTTP status, an
@@ -16,7 +18,10 @@ type Error struct {
 	Status  int
 	Errno   int
 	Message string
-	Err     error // cause, never shown to clients
+	// RetryAfter is sent as Retry-After (whole seconds, at least 1) when
+	// set; a 503 without it says 120.
+	RetryAfter time.Duration
+	Err        error // cause, never shown to clients
 }
 
 func (e *Error) Error() string {
@@ -36,14 +41,14 @@ const (
 	ErrnoInvalidTopic    = 113 // 400
 	ErrnoInvalidTTL      = 114 // 400: negative or malformed TTL
 	ErrnoVAPID           = 109 // 401: any VAPID problem
-	ErrnoRetry           = 201 // 503: store unavailable, retry later
+	ErrnoRetry           = 201 // 503: store unavailable; 429: rate or storage cap; retry later
 	ErrnoInternal        = 999 // 500
 )
 
 // WriteError writes err as autopush's JSON error body. Errors that are not
 // *Error answer 500 errno 999 (their text is not shown). 410 answers carry
-// Cache-Control: max-age=86400, 503 answers Retry-After: 120, 401 answers
-// WWW-Authenticate: vapid.
+// Cache-Control: max-age=86400, 429 and 503 answers Retry-After (503: 120
+// unless the error names another), 401 answers WWW-Authenticate: vapid.
 func WriteError(w http.ResponseWriter, err error) {
 	var e *Error
 	if !errors.As(err, &e) {
@@ -55,10 +60,13 @@ func WriteError(w http.ResponseWriter, err error) {
 	case http.StatusGone:
 		// Senders should drop the subscription; caches may remember that.
 		h.Set("Cache-Control", "max-age=86400")
-	case http.StatusServiceUnavailable:
+	case http.StatusServiceUnavailable, http.StatusTooManyRequests:
 		h.Set("Retry-After", "120")
 	case http.StatusUnauthorized:
 		h.Set("WWW-Authenticate", "vapid")
+	}
+	if e.RetryAfter > 0 {
+		h.Set("Retry-After", strconv.FormatInt(int64(max(time.Second, e.RetryAfter.Round(time.Second))/time.Second), 10))
 	}
 	w.WriteHeader(e.Status)
 	body, _ := json.Marshal(&errorBody{

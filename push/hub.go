@@ -27,6 +27,11 @@ const (
 	// Stored: it was written to the user agent but not acked within
 	// AckWait, so the hub stored it; the user agent's ack deletes it.
 	Stored
+	// QueueFull: the user agent is in session here but ClientChannelCapacity
+	// messages already await its ack. Nothing is stored (a message stored
+	// now would be read back and counted toward MsgLimit); the sender is
+	// answered 429 with Retry-After.
+	QueueFull
 )
 
 func (o DeliverOutcome) String() string {
@@ -35,6 +40,8 @@ func (o DeliverOutcome) String() string {
 		return "delivered"
 	case Stored:
 		return "stored"
+	case QueueFull:
+		return "queue_full"
 	default:
 		return "not_connected"
 	}
@@ -42,10 +49,11 @@ func (o DeliverOutcome) String() string {
 
 // Connection-side limits.
 const (
-	// maxFrameBytes is the largest client frame read (64 KiB); a larger
-	// one closes the session with 1009. Client frames are small JSON (an
-	// ack of a full batch is about 2 KB).
-	maxFrameBytes = 64 << 10
+	// maxFrameBytes is the largest client frame read (8 KiB); a larger
+	// one closes the session with 1009. Client frames are small JSON: an
+	// ack of a full batch is about 2 KB, a hello with broadcasts at the
+	// usual one or two ids well under 1 KB.
+	maxFrameBytes = 8 << 10
 	// readBufferSize is the per-connection read buffer. Client frames are
 	// rare and small; a larger frame is read in several fills.
 	readBufferSize = 512
@@ -98,6 +106,10 @@ type hub struct {
 	// (defaultRouterRefresh).
 	routerRefresh time.Duration
 
+	// maxChannels and registerLimit apply Limits to registers.
+	maxChannels   int
+	registerLimit *keyedLimiter
+
 	upgrader websocket.Upgrader
 
 	mu     sync.RWMutex
@@ -134,6 +146,8 @@ func newHub(s *Server) *hub {
 		broadcastPoll:    orDuration(cfg.BroadcastPoll, DefaultBroadcastPoll),
 		minPingInterval:  defaultMinPingInterval,
 		routerRefresh:    defaultRouterRefresh,
+		maxChannels:      cfg.Limits.MaxChannels,
+		registerLimit:    newKeyedLimiter(cfg.Limits.RegisterRate, cfg.Limits.RegisterBurst),
 		conns:            map[string]*conn{},
 		all:              map[*conn]struct{}{},
 		bcReady:          make(chan struct{}),

@@ -869,7 +869,8 @@ func TestDeliverCapacity(t *testing.T) {
 	}
 	out, err := e.h.Deliver(context.Background(), e.msg(uaid, chid, 60, "x", ""))
 	require.NoError(t, err)
-	require.Equal(t, NotConnected, out)
+	require.Equal(t, QueueFull, out)
+	require.Empty(t, e.stored(t, uaid), "a message beyond the queue is not stored")
 	require.NoError(t, c.ws.Close())
 	for _, r := range results {
 		require.Equal(t, Stored, wait(t, r).out)

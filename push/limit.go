@@ -1,110 +1,127 @@
 package push
 
 import (
-	"bufio"
-	"net"
-	"net/http"
-	"net/netip"
+	"container/list"
 	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
 )
 
-// DefaultMaxConnsPerIP is Config.MaxConnsPerIP when unset: a browser holds
-// one push socket, so 64 leaves room for a household or a small office
-// behind one NAT address while one client cannot take more than 64 of the
-// node's sessions. Nodes serving large NATs (or behind a proxy that does
-// not keep the client's address) raise it or turn it off.
-const DefaultMaxConnsPerIP = 64
-
-// sessionLimit counts push sessions (from the upgrade request until the
-// socket closes), in all and per client address, and refuses one over
-// either cap.
-type sessionLimit struct {
-	max, perIP int // 0: no cap
-	mu         sync.Mutex
-	total      int
-	byIP       map[netip.Addr]int
+// Limits caps what one user agent or endpoint may hold or do, so that no
+// anonymous client can fill a node's disk or keep its store busy (issue
+// 20). A zero field means no cap; herald serve passes its --push-max-* and
+// --push-*-rate flags, whose defaults are DefaultLimits.
+type Limits struct {
+	// MaxMessagesPerUAID caps the messages stored for one user agent;
+	// beyond it a send is answered 429. Messages past --push-msg-limit are
+	// dead weight anyway: reading them would reset the user agent.
+	MaxMessagesPerUAID int
+	// MaxMessagesPerChannel caps the messages stored for one channel, so
+	// one site cannot take a user agent's whole allowance.
+	MaxMessagesPerChannel int
+	// MaxChannels caps the channels one user agent registers; a register
+	// beyond it is answered with status 409.
+	MaxChannels int
+	// RegisterRate (per second) and RegisterBurst bound the registers of
+	// one user agent; a register beyond them is answered with status 429.
+	// The burst covers a browser that re-registers every subscription at
+	// once after a uaid reset.
+	RegisterRate  float64
+	RegisterBurst int
+	// SendRate (per second) and SendBurst bound the sends to one endpoint
+	// (user agent and channel); beyond them a send is answered 429 with
+	// Retry-After.
+	SendRate  float64
+	SendBurst int
 }
 
-func newSessionLimit(max, perIP int) *sessionLimit {
-	return &sessionLimit{max: max, perIP: perIP, byIP: map[netip.Addr]int{}}
+// DefaultLimits are herald serve's defaults.
+var DefaultLimits = Limits{
+	MaxMessagesPerUAID:    DefaultMsgLimit,
+	MaxMessagesPerChannel: 100,
+	MaxChannels:           200,
+	RegisterRate:          1,
+	RegisterBurst:         100,
+	SendRate:              10,
+	SendBurst:             100,
 }
 
-// acquire takes a session slot for the client at key; the release it
-// returns gives it back (safe to call more than once). ok is false, with
-// nothing taken, when a cap is reached.
-func (l *sessionLimit) acquire(key netip.Addr) (release func(), ok bool) {
+// storedFullRetryAfter is the Retry-After of a send refused because the
+// user agent's stored messages are at a cap: they go when it connects,
+// which nobody can predict; five minutes keeps a retrying sender's load
+// low.
+const storedFullRetryAfter = 5 * time.Minute
+
+// maxLimiterKeys bounds the buckets a keyedLimiter keeps (about 250 bytes
+// each: 16 MiB at most).
+const maxLimiterKeys = 1 << 16
+
+// keyedLimiter is a token bucket (golang.org/x/time/rate) per key with
+// bounded memory: at most maxKeys buckets, the least recently used one
+// evicted first. An evicted key starts again with a full bucket, which
+// only a client cycling through more than maxKeys keys can use. Limits
+// are per node: N nodes allow N times the rate. A nil *keyedLimiter
+// allows everything.
+type keyedLimiter struct {
+	limit   rate.Limit
+	burst   int
+	maxKeys int
+
+	mu   sync.Mutex
+	lru  *list.List // of *limiterEntry, most recently used first
+	keys map[string]*list.Element
+}
+
+type limiterEntry struct {
+	key string
+	lim *rate.Limiter
+}
+
+// newKeyedLimiter returns a limiter of perSecond with burst, or nil when
+// perSecond is not positive (no limit).
+func newKeyedLimiter(perSecond float64, burst int) *keyedLimiter {
+	if perSecond <= 0 {
+		return nil
+	}
+	return &keyedLimiter{
+		limit: rate.Limit(perSecond), burst: max(burst, 1), maxKeys: maxLimiterKeys,
+		lru: list.New(), keys: map[string]*list.Element{},
+	}
+}
+
+// allow takes a token of key at now; when there is none it takes nothing
+// and returns how long until there is one.
+func (l *keyedLimiter) allow(key string, now time.Time) (bool, time.Duration) {
+	if l == nil {
+		return true, 0
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.max > 0 && l.total >= l.max {
-		return nil, false
+	var e *limiterEntry
+	if el, ok := l.keys[key]; ok {
+		l.lru.MoveToFront(el)
+		e = el.Value.(*limiterEntry)
+	} else {
+		if l.lru.Len() >= l.maxKeys {
+			old := l.lru.Back()
+			l.lru.Remove(old)
+			delete(l.keys, old.Value.(*limiterEntry).key)
+		}
+		e = &limiterEntry{key: key, lim: rate.NewLimiter(l.limit, l.burst)}
+		l.keys[key] = l.lru.PushFront(e)
 	}
-	if l.perIP > 0 && l.byIP[key] >= l.perIP {
-		return nil, false
+	r := e.lim.ReserveN(now, 1)
+	if d := r.DelayFrom(now); d > 0 {
+		r.CancelAt(now)
+		return false, d
 	}
-	l.total++
-	l.byIP[key]++
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			l.mu.Lock()
-			defer l.mu.Unlock()
-			l.total--
-			if l.byIP[key]--; l.byIP[key] <= 0 {
-				delete(l.byIP, key)
-			}
-		})
-	}, true
+	return true, 0
 }
 
-// clientKey is the address a session counts against: the peer's IP, an
-// IPv6 address by its /64 (what one subscriber is usually given, so
-// rotating through it gains nothing). Behind a reverse proxy it is the
-// proxy's address.
-func clientKey(r *http.Request) netip.Addr {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	a, err := netip.ParseAddr(host)
-	if err != nil {
-		return netip.Addr{}
-	}
-	a = a.Unmap().WithZone("")
-	if a.Is6() {
-		p, _ := a.Prefix(64)
-		return p.Addr()
-	}
-	return a
+// len counts the buckets kept.
+func (l *keyedLimiter) len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lru.Len()
 }
-
-// releaseConn is a hijacked session socket that gives its slot back when
-// closed.
-type releaseConn struct {
-	net.Conn
-	release func()
-}
-
-func (c *releaseConn) Close() error {
-	c.release()
-	return c.Conn.Close()
-}
-
-// hijackWriter hands the upgrader a socket wrapped in releaseConn, so the
-// session's slot is released when the session closes it, wherever that
-// happens.
-type hijackWriter struct {
-	http.ResponseWriter
-	release  func()
-	hijacked bool
-}
-
-func (w *hijackWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	nc, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
-	if err != nil {
-		return nil, nil, err
-	}
-	w.hijacked = true
-	return &releaseConn{Conn: nc, release: w.release}, brw, nil
-}
-
-func (w *hijackWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

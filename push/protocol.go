@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/store"
 )
 
@@ -150,7 +151,7 @@ func decodeClientMessage(data []byte) (*clientMessage, error) {
 			if w.UAID != nil {
 				m.UAID = *w.UAID
 			}
-			m.Broadcasts = w.Broadcasts
+			m.Broadcasts, err = checkClientBroadcasts(w.Broadcasts)
 		}
 	case msgRegister:
 		var w wireRegister
@@ -189,15 +190,34 @@ func decodeClientMessage(data []byte) (*clientMessage, error) {
 	case msgBroadcastSubscribe:
 		var w wireBroadcastSubscribe
 		if err = json.Unmarshal(data, &w); err == nil {
-			m.Broadcasts = w.Broadcasts
+			m.Broadcasts, err = checkClientBroadcasts(w.Broadcasts)
 		}
 	default:
 		return nil, &frameError{Code: closeUnsupported, Reason: "unknown messageType"}
 	}
 	if err != nil {
+		if fe := (*frameError)(nil); errors.As(err, &fe) {
+			return nil, fe
+		}
 		return nil, protocolError("invalid "+m.Type, err)
 	}
 	return m, nil
+}
+
+// checkClientBroadcasts holds a user agent's broadcasts to the admin API's
+// rules (CheckBroadcast): an id or version no operator could set closes
+// the session with 1002 before anything is subscribed.
+func checkClientBroadcasts(b map[string]string) (map[string]string, error) {
+	for id, v := range b {
+		if err := CheckBroadcast(id, v); err != nil {
+			var he *herald.Error
+			if errors.As(err, &he) && he.Field == "version" {
+				return nil, protocolError("invalid broadcast version", err)
+			}
+			return nil, protocolError("invalid broadcast id", err)
+		}
+	}
+	return b, nil
 }
 
 func intOr0(p *int) int {

@@ -133,6 +133,9 @@ func (s *Server) handoffPush(ctx context.Context, rt *store.PushRoute, m *store.
 	case http.StatusNotFound:
 		s.cfg.Observer.ObserveHandoff("push", "not_here")
 		return NotConnected, nil
+	case http.StatusTooManyRequests:
+		s.cfg.Observer.ObserveHandoff("push", "ok")
+		return QueueFull, nil
 	}
 	s.cfg.Observer.ObserveHandoff("push", "error")
 	return NotConnected, fmt.Errorf("push: hand-off to %s answered %s", rt.NodeID, resp.Status)
@@ -225,6 +228,8 @@ func (s *Server) internalPush(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, &handoffResult{Outcome: "delivered"})
 	case Stored:
 		writeJSON(w, &handoffResult{Outcome: "stored"})
+	case QueueFull:
+		http.Error(w, "user agent's queue is full", http.StatusTooManyRequests)
 	default:
 		http.Error(w, "user agent not connected here", http.StatusNotFound)
 	}

@@ -30,9 +30,9 @@ const (
 	// BatchSize is how many stored messages are sent before waiting for
 	// all of them to be acked.
 	BatchSize = 10
-	// ClientChannelCapacity bounds the messages waiting to be written to
-	// one user agent (autopush-rs: 128); beyond it a hand-off answers "not
-	// here" and the message is stored.
+	// ClientChannelCapacity bounds the messages written to one connected
+	// user agent and awaiting its ack (autopush-rs: 128); beyond it the
+	// sender is answered 429 (QueueFull) and nothing is stored.
 	ClientChannelCapacity = 128
 	// handoffDialTimeout bounds connecting to another node: a node that
 	// accepts no connection within it is taken for gone (handoffTimeout
@@ -53,8 +53,10 @@ type Config struct {
 	// nodes call, made unique to this process. On a single node it may be
 	// any unique string.
 	NodeID string
-	// MsgLimit: more stored messages than this read in one session reset
-	// the uaid (default DefaultMsgLimit).
+	// MsgLimit: a session that reads more than this many stored messages
+	// of the backlog that existed when it connected (created before its
+	// hello) resets the uaid (default DefaultMsgLimit). Messages stored
+	// while it is connected never count.
 	MsgLimit int
 	// AckWait is how long a direct delivery waits for the user agent's ack
 	// before storing the message (and then answering the sender).
@@ -71,6 +73,10 @@ type Config struct {
 	// DefaultMaxConnsPerIP there.
 	MaxConns      int
 	MaxConnsPerIP int
+	// Limits caps stored messages, channels, registers and sends (zero
+	// fields: no cap; herald serve passes DefaultLimits unless flags say
+	// otherwise).
+	Limits Limits
 	// HTTPClient calls other nodes' internal listeners (default: a client
 	// of its own with keep-alive connections).
 	HTTPClient *http.Client
@@ -95,6 +101,8 @@ type Server struct {
 	patterns []string
 	internal *http.ServeMux // node-to-node routes
 	limit    *sessionLimit
+	// sendLimit holds the token buckets of the endpoints (Limits.SendRate).
+	sendLimit *keyedLimiter
 }
 
 // New builds the push service of one node and starts its broadcast poller;
@@ -129,6 +137,7 @@ func New(cfg Config) (*Server, error) {
 		client:   cfg.HTTPClient,
 		limit:    newSessionLimit(max(cfg.MaxConns, 0), max(cfg.MaxConnsPerIP, 0)),
 	}
+	s.sendLimit = newKeyedLimiter(cfg.Limits.SendRate, cfg.Limits.SendBurst)
 	if s.client == nil {
 		s.client = &http.Client{Transport: &http.Transport{
 			DialContext:         (&net.Dialer{Timeout: handoffDialTimeout}).DialContext,

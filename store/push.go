@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 )
 
@@ -41,7 +42,9 @@ type PushStore interface {
 
 	// PushChannelAdd registers a channel for a stored user agent.
 	// Registering a channel id again replaces its KeyHash. ErrNotFound when
-	// the uaid is not stored.
+	// the uaid is not stored; ErrPushChannelLimit (nothing changed) when
+	// MaxChannels is set, the channel is new and the user agent already
+	// has MaxChannels.
 	PushChannelAdd(ctx context.Context, params *PushChannelAddParams) error
 	// PushChannelRemove unregisters a channel and deletes its stored
 	// messages; it reports whether the channel was registered (unregister
@@ -57,6 +60,9 @@ type PushStore interface {
 	// Topic replaces the stored message of the same channel and topic. A
 	// message whose channel is not registered (any more) is not stored and
 	// its id is returned; ErrNotFound when the user agent is not stored.
+	// With MaxPerUAID or MaxPerChannel set, a message that would add a row
+	// beyond either cap is not stored and its id is returned in OverLimit
+	// (see PushMessageSaveParams).
 	PushMessageSave(ctx context.Context, params *PushMessageSaveParams) (*PushMessageSaveResult, error)
 	// PushMessageList returns up to Limit stored messages of a user agent
 	// that have not expired at Now: topic messages first, then the others
@@ -130,7 +136,14 @@ type PushChannelAddParams struct {
 	// registered with (a v2 endpoint), nil without one.
 	KeyHash []byte
 	Now     time.Time
+	// MaxChannels caps the channels of one user agent (0: no cap). A
+	// channel registered again is not a new one and always passes.
+	MaxChannels int
 }
+
+// ErrPushChannelLimit: PushChannelAdd refused a new channel because the
+// user agent has PushChannelAddParams.MaxChannels already.
+var ErrPushChannelLimit = errors.New("push: the user agent has the most channels allowed")
 
 // PushChannelRemoveParams are the arguments of PushChannelRemove.
 type PushChannelRemoveParams struct {
@@ -176,6 +189,15 @@ type PushMessage struct {
 type PushMessageSaveParams struct {
 	UAID     string
 	Messages []*PushMessage
+	// MaxPerUAID and MaxPerChannel cap the messages stored for the user
+	// agent and for each of its channels (0: no cap). Every stored row
+	// counts, expired ones not yet swept included, so the caps bound the
+	// disk a user agent can hold. A topic message that replaces a stored
+	// one of its channel and topic adds no row and always passes. The
+	// endpoint sets them; messages of a closing session (already written
+	// to the user agent) are saved without them.
+	MaxPerUAID    int
+	MaxPerChannel int
 }
 
 // PushMessageSaveResult answers PushMessageSave.
@@ -183,6 +205,18 @@ type PushMessageSaveResult struct {
 	// Unregistered names the messages not stored because their channel is
 	// not registered.
 	Unregistered []string
+	// OverLimit names the messages not stored because a cap of
+	// PushMessageSaveParams was reached.
+	OverLimit []string
+}
+
+// PushMessageCapped is the rule both backends apply to each new row: it
+// breaks a cap when the user agent holds uaidCount stored messages and
+// its channel chanCount, under caps maxUAID and maxChannel (0: none).
+// Backends count no further than a cap (a LIMIT in the counting query),
+// so a check reads at most cap index entries.
+func PushMessageCapped(uaidCount, chanCount, maxUAID, maxChannel int) bool {
+	return (maxUAID > 0 && uaidCount >= maxUAID) || (maxChannel > 0 && chanCount >= maxChannel)
 }
 
 // PushMessageListParams are the arguments of PushMessageList.

@@ -94,6 +94,8 @@ type config struct {
 	PushHandshakeTimeout time.Duration
 	PushBroadcastPoll    time.Duration
 	PushIdleExpiry       time.Duration
+	// PushLimits are the --push-max-* and --push-*-rate caps (push.go).
+	PushLimits push.Limits
 
 	UI bool
 	// PublicURL is the base URL links herald hands out point at (portal
@@ -178,12 +180,13 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.InternalTLSCert, "internal-tls-cert", "", "PEM certificate of this node for mutual TLS on the node-to-node listener and its hand-offs (with --internal-tls-key and --internal-tls-ca; off when empty)")
 	fs.StringVar(&c.InternalTLSKey, "internal-tls-key", "", "PEM private key of --internal-tls-cert")
 	fs.StringVar(&c.InternalTLSCA, "internal-tls-ca", "", "PEM CA certificates that sign every node's --internal-tls-cert: the only client and server certificates the node-to-node listener and hand-offs accept")
-	fs.IntVar(&c.PushMsgLimit, "push-msg-limit", 150, "more stored messages than this read in one session reset the user agent (it registers again)")
+	fs.IntVar(&c.PushMsgLimit, "push-msg-limit", 150, "a session that reads more than this many stored messages of the backlog it connected to resets the user agent (it registers again); messages stored while it is connected never count")
 	fs.DurationVar(&c.PushAckWait, "push-ack-wait", time.Second, "how long a message to a connected user agent waits for its ack before it is stored; the sender's 201 comes after either")
 	fs.DurationVar(&c.PushPingInterval, "push-ping-interval", 300*time.Second, "WebSocket ping interval; broadcast changes go out on these ticks")
 	fs.DurationVar(&c.PushHandshakeTimeout, "push-handshake-timeout", 5*time.Second, "how long a new WebSocket may take to send hello")
 	fs.DurationVar(&c.PushBroadcastPoll, "push-broadcast-poll", 30*time.Second, "how often a node reloads broadcast versions set through another node")
 	fs.DurationVar(&c.PushIdleExpiry, "push-idle-expiry", maintenance.DefaultPushIdleExpiry, "drop Web Push user agents that have not connected for this long; their endpoints then answer 410 (0: never)")
+	c.pushLimitFlags(fs)
 	fs.StringVar(&c.PublicURL, "public-url", "", "base URL users reach herald at, scheme://host[:port]; portal links point there (default http://<--listen address>)")
 	fs.StringVar(&c.PortalFrameAncestors, "portal-frame-ancestors", "", "origins allowed to embed the consumer portal (/portal/) in an iframe, space-separated, e.g. \"https://app.example.com\" (default: none, no framing)")
 	fs.BoolVar(&c.UI, "ui", true, "serve the web dashboard at /ui/ (and redirect GET / there) and the consumer portal at /portal/; they use the /v1 API with a token the user signs in with or a portal link")
@@ -343,6 +346,9 @@ func (c *config) validate() error {
 	}
 	if c.PushMsgLimit < 1 {
 		return fmt.Errorf("--push-msg-limit must be at least 1, got %d", c.PushMsgLimit)
+	}
+	if err := c.validatePushLimits(); err != nil {
+		return err
 	}
 	for name, d := range map[string]time.Duration{
 		"--push-ack-wait": c.PushAckWait, "--push-ping-interval": c.PushPingInterval,

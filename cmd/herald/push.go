@@ -3,8 +3,10 @@ package main
 import (
 	"crypto/tls"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -93,6 +95,7 @@ func startPush(c *config, s store.Store, ln net.Listener, limits connLimits, reg
 		TLSClientConfig:  clientTLS,
 		MaxConns:         limits.push,
 		MaxConnsPerIP:    limits.pushPerIP,
+		Limits:           c.PushLimits,
 		Observer:         metrics.NewPushObserver(reg),
 		Logger:           logger,
 	})
@@ -126,6 +129,42 @@ func (n *pushNode) close() {
 		_ = n.internal.Close()
 	}
 	_ = n.srv.Close()
+}
+
+// pushLimitFlags defines the caps on what one Web Push user agent or
+// endpoint may hold or do (push.Limits; defaults push.DefaultLimits).
+func (c *config) pushLimitFlags(fs *flag.FlagSet) {
+	l, d := &c.PushLimits, push.DefaultLimits
+	fs.IntVar(&l.MaxMessagesPerUAID, "push-max-messages-per-uaid", d.MaxMessagesPerUAID, "most messages stored for one offline user agent; a send beyond it is answered 429 with Retry-After (0: no cap)")
+	fs.IntVar(&l.MaxMessagesPerChannel, "push-max-messages-per-channel", d.MaxMessagesPerChannel, "most messages stored for one push subscription (channel); a send beyond it is answered 429 with Retry-After (0: no cap)")
+	fs.IntVar(&l.MaxChannels, "push-max-channels", d.MaxChannels, "most subscriptions (channels) one user agent registers; a register beyond it is answered with status 409 (0: no cap)")
+	fs.Float64Var(&l.RegisterRate, "push-register-rate", d.RegisterRate, "registers per second one user agent may make after --push-register-burst; beyond it a register is answered with status 429 (0: no limit)")
+	fs.IntVar(&l.RegisterBurst, "push-register-burst", d.RegisterBurst, "registers one user agent may make at once (a browser re-registers every subscription after a reset)")
+	fs.Float64Var(&l.SendRate, "push-send-rate", d.SendRate, "messages per second one push endpoint accepts after --push-send-burst; beyond it a send is answered 429 with Retry-After (0: no limit; per node)")
+	fs.IntVar(&l.SendBurst, "push-send-burst", d.SendBurst, "messages one push endpoint accepts at once")
+}
+
+func (c *config) validatePushLimits() error {
+	l := c.PushLimits
+	for name, n := range map[string]int{
+		"--push-max-messages-per-uaid": l.MaxMessagesPerUAID, "--push-max-messages-per-channel": l.MaxMessagesPerChannel,
+		"--push-max-channels": l.MaxChannels,
+	} {
+		if n < 0 {
+			return fmt.Errorf("%s must not be negative (0: no cap), got %d", name, n)
+		}
+	}
+	for name, r := range map[string]float64{"--push-register-rate": l.RegisterRate, "--push-send-rate": l.SendRate} {
+		if r < 0 || math.IsNaN(r) || math.IsInf(r, 0) {
+			return fmt.Errorf("%s must be a rate per second, 0 or more (0: no limit), got %v", name, r)
+		}
+	}
+	for name, n := range map[string]int{"--push-register-burst": l.RegisterBurst, "--push-send-burst": l.SendBurst} {
+		if n < 1 {
+			return fmt.Errorf("%s must be at least 1, got %d", name, n)
+		}
+	}
+	return nil
 }
 
 // pushKeys returns --push-crypto-keys, or the keys of <data-dir>/push.keys,

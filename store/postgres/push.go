@@ -104,17 +104,43 @@ func (s *Store) PushUserDelete(ctx context.Context, uaid string) error {
 }
 
 // PushChannelAdd registers a channel (again: replaces its key hash). The
-// foreign key refuses a channel of an absent user agent.
+// foreign key refuses a channel of an absent user agent. With MaxChannels
+// the user row is locked (FOR NO KEY UPDATE) while the channels are
+// counted, so concurrent registers cannot pass the cap together.
 func (s *Store) PushChannelAdd(ctx context.Context, p *store.PushChannelAddParams) error {
 	const op = "error registering a push channel"
+	const insert = `INSERT INTO push_channels (uaid, channel_id, key_hash, created_at)
+		SELECT $1, $2, $3, $4 FROM push_users WHERE uaid = $1
+		ON CONFLICT (uaid, channel_id) DO UPDATE SET key_hash = excluded.key_hash`
+	if p.MaxChannels > 0 {
+		return s.inTx(ctx, op, func(tx pgx.Tx) error {
+			var one int
+			err := tx.QueryRow(ctx, `SELECT 1 FROM push_users WHERE uaid = $1 FOR NO KEY UPDATE`, p.UAID).Scan(&one)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return herald.ErrNotFound
+			}
+			if err != nil {
+				return err
+			}
+			var exists bool
+			var n int
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM push_channels WHERE uaid = $1 AND channel_id = $2),
+				(SELECT count(*) FROM (SELECT 1 FROM push_channels WHERE uaid = $1 LIMIT $3) c)`,
+				p.UAID, p.ChannelID, p.MaxChannels).Scan(&exists, &n); err != nil {
+				return err
+			}
+			if !exists && n >= p.MaxChannels {
+				return store.ErrPushChannelLimit
+			}
+			_, err = tx.Exec(ctx, insert, p.UAID, p.ChannelID, store.NullIfEmpty(p.KeyHash), ms(p.Now))
+			return err
+		})
+	}
 	db, err := s.db(op)
 	if err != nil {
 		return err
 	}
-	tag, err := db.Exec(ctx, `INSERT INTO push_channels (uaid, channel_id, key_hash, created_at)
-		SELECT $1, $2, $3, $4 FROM push_users WHERE uaid = $1
-		ON CONFLICT (uaid, channel_id) DO UPDATE SET key_hash = excluded.key_hash`,
-		p.UAID, p.ChannelID, store.NullIfEmpty(p.KeyHash), ms(p.Now))
+	tag, err := db.Exec(ctx, insert, p.UAID, p.ChannelID, store.NullIfEmpty(p.KeyHash), ms(p.Now))
 	if err != nil {
 		if isForeignKeyViolation(err) {
 			return herald.ErrNotFound
@@ -168,23 +194,67 @@ func (s *Store) PushRouteGet(ctx context.Context, p *store.PushRouteGetParams) (
 // PushMessageSave stores messages of one user agent in one transaction.
 // The user row is locked FOR KEY SHARE (a concurrent PushUserDelete waits)
 // and each insert's foreign key locks its channel row, so no message can
-// outlive its channel or user.
+// outlive its channel or user. With a cap the lock is FOR NO KEY UPDATE:
+// saves of one user agent then run one at a time, so the counts stay
+// exact.
 func (s *Store) PushMessageSave(ctx context.Context, p *store.PushMessageSaveParams) (*store.PushMessageSaveResult, error) {
 	res := &store.PushMessageSaveResult{}
 	err := s.inTx(ctx, "error storing push messages", func(tx pgx.Tx) error {
-		res.Unregistered = nil
+		res.Unregistered, res.OverLimit = nil, nil
+		capped := p.MaxPerUAID > 0 || p.MaxPerChannel > 0
+		lock := `SELECT 1 FROM push_users WHERE uaid = $1 FOR KEY SHARE`
+		if capped {
+			lock = `SELECT 1 FROM push_users WHERE uaid = $1 FOR NO KEY UPDATE`
+		}
 		var one int
-		err := tx.QueryRow(ctx, `SELECT 1 FROM push_users WHERE uaid = $1 FOR KEY SHARE`, p.UAID).Scan(&one)
+		err := tx.QueryRow(ctx, lock, p.UAID).Scan(&one)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return herald.ErrNotFound
 		}
 		if err != nil {
 			return err
 		}
+		uaidCount := 0
+		if p.MaxPerUAID > 0 {
+			if err := tx.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM push_messages WHERE uaid = $1 LIMIT $2) m`,
+				p.UAID, p.MaxPerUAID).Scan(&uaidCount); err != nil {
+				return err
+			}
+		}
+		chanCount := map[string]int{}
 		for _, m := range p.Messages {
 			headers, err := store.PushHeadersEncode(m.Headers)
 			if err != nil {
 				return err
+			}
+			if capped {
+				// Unregistered first (410 beats 429); then whether the
+				// message adds a row (a topic replacement does not).
+				var registered, replaces bool
+				if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM push_channels WHERE uaid = $1 AND channel_id = $2),
+					$3 <> '' AND EXISTS (SELECT 1 FROM push_messages WHERE uaid = $1 AND channel_id = $2 AND topic = $3)`,
+					p.UAID, m.ChannelID, m.Topic).Scan(&registered, &replaces); err != nil {
+					return err
+				}
+				if !registered {
+					res.Unregistered = append(res.Unregistered, m.ID)
+					continue
+				}
+				if !replaces {
+					cc, seen := chanCount[m.ChannelID]
+					if !seen && p.MaxPerChannel > 0 {
+						if err := tx.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM push_messages
+							WHERE uaid = $1 AND channel_id = $2 LIMIT $3) m`, p.UAID, m.ChannelID, p.MaxPerChannel).Scan(&cc); err != nil {
+							return err
+						}
+					}
+					if store.PushMessageCapped(uaidCount, cc, p.MaxPerUAID, p.MaxPerChannel) {
+						res.OverLimit = append(res.OverLimit, m.ID)
+						continue
+					}
+					uaidCount++
+					chanCount[m.ChannelID] = cc + 1
+				}
 			}
 			var q string
 			if m.Topic != "" {

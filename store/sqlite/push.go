@@ -119,6 +119,21 @@ func (s *Store) PushChannelAdd(ctx context.Context, p *store.PushChannelAddParam
 		if err != nil {
 			return err
 		}
+		if p.MaxChannels > 0 {
+			err := tx.QueryRowContext(ctx, `SELECT 1 FROM push_channels WHERE uaid = ? AND channel_id = ?`, p.UAID, p.ChannelID).Scan(&one)
+			switch {
+			case errors.Is(err, sql.ErrNoRows):
+				n, err := countCapped(ctx, tx, p.MaxChannels, `SELECT 1 FROM push_channels WHERE uaid = ?`, p.UAID)
+				if err != nil {
+					return err
+				}
+				if n >= p.MaxChannels {
+					return store.ErrPushChannelLimit
+				}
+			case err != nil:
+				return err
+			}
+		}
 		_, err = tx.ExecContext(ctx, `INSERT INTO push_channels (uaid, channel_id, key_hash, created_at) VALUES (?, ?, ?, ?)
 			ON CONFLICT (uaid, channel_id) DO UPDATE SET key_hash = excluded.key_hash`,
 			p.UAID, p.ChannelID, store.NullIfEmpty(p.KeyHash), ms(p.Now))
@@ -166,7 +181,7 @@ func (s *Store) PushRouteGet(ctx context.Context, p *store.PushRouteGetParams) (
 func (s *Store) PushMessageSave(ctx context.Context, p *store.PushMessageSaveParams) (*store.PushMessageSaveResult, error) {
 	res := &store.PushMessageSaveResult{}
 	err := s.writeTx(ctx, "push message save", func(tx *sql.Tx) error {
-		res.Unregistered = nil
+		res.Unregistered, res.OverLimit = nil, nil
 		var one int
 		err := tx.QueryRowContext(ctx, `SELECT 1 FROM push_users WHERE uaid = ?`, p.UAID).Scan(&one)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -175,6 +190,16 @@ func (s *Store) PushMessageSave(ctx context.Context, p *store.PushMessageSavePar
 		if err != nil {
 			return err
 		}
+		// Rows counted toward the caps: the user agent's, then each
+		// channel's on first use (writes are serialised, so the counts
+		// stay exact through the transaction).
+		uaidCount := 0
+		if p.MaxPerUAID > 0 {
+			if uaidCount, err = countCapped(ctx, tx, p.MaxPerUAID, `SELECT 1 FROM push_messages WHERE uaid = ?`, p.UAID); err != nil {
+				return err
+			}
+		}
+		chanCount := map[string]int{}
 		registered := map[string]bool{}
 		for _, m := range p.Messages {
 			ok, seen := registered[m.ChannelID]
@@ -198,11 +223,29 @@ func (s *Store) PushMessageSave(ctx context.Context, p *store.PushMessageSavePar
 			if err != nil {
 				return err
 			}
+			replaced := int64(0)
 			if m.Topic != "" {
-				if _, err := tx.ExecContext(ctx, `DELETE FROM push_messages WHERE uaid = ? AND channel_id = ? AND topic = ?`,
-					p.UAID, m.ChannelID, m.Topic); err != nil {
+				r, err := tx.ExecContext(ctx, `DELETE FROM push_messages WHERE uaid = ? AND channel_id = ? AND topic = ?`,
+					p.UAID, m.ChannelID, m.Topic)
+				if err != nil {
 					return err
 				}
+				replaced, _ = r.RowsAffected()
+			}
+			if replaced == 0 && (p.MaxPerUAID > 0 || p.MaxPerChannel > 0) {
+				cc, seen := chanCount[m.ChannelID]
+				if !seen && p.MaxPerChannel > 0 {
+					if cc, err = countCapped(ctx, tx, p.MaxPerChannel, `SELECT 1 FROM push_messages WHERE uaid = ? AND channel_id = ?`,
+						p.UAID, m.ChannelID); err != nil {
+						return err
+					}
+				}
+				if store.PushMessageCapped(uaidCount, cc, p.MaxPerUAID, p.MaxPerChannel) {
+					res.OverLimit = append(res.OverLimit, m.ID)
+					continue
+				}
+				uaidCount++
+				chanCount[m.ChannelID] = cc + 1
 			}
 			if _, err := tx.ExecContext(ctx, `INSERT INTO push_messages
 				(uaid, id, channel_id, topic, data, headers, ttl, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -217,6 +260,14 @@ func (s *Store) PushMessageSave(ctx context.Context, p *store.PushMessageSavePar
 		return nil, err
 	}
 	return res, nil
+}
+
+// countCapped counts the rows of query (a SELECT 1 …) up to limit: a
+// cap's check reads no more than the cap's worth of index entries.
+func countCapped(ctx context.Context, tx *sql.Tx, limit int, query string, args ...any) (int, error) {
+	var n int
+	err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM (`+query+` LIMIT ?)`, append(args, limit)...).Scan(&n)
+	return n, err
 }
 
 // PushMessageList returns unexpired stored messages, topic ones first.

@@ -59,6 +59,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Tiers", testTiers},
 		{"Counts", testCounts},
 		{"Push", testPush},
+		{"PushLimits", testPushLimits},
 		{"Operator", testOperator},
 	}
 	for _, area := range areas {
