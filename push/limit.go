@@ -41,8 +41,8 @@ type Limits struct {
 	RegisterIPBurst int
 	// RegisterNodeRate (per second, with a burst of as many) bounds the
 	// registers of this node, whatever the number of addresses they come
-	// from: each is a store transaction, and at a few hundred a second
-	// they delay the node's webhook deliveries. Beyond it: status 429.
+	// from: each is a store transaction, on the store the node's webhook
+	// deliveries use. Beyond it: status 429.
 	RegisterNodeRate float64
 	// SendRate (per second) and SendBurst bound the sends to one endpoint
 	// (user agent and channel); beyond them a send is answered 429 with
@@ -67,9 +67,10 @@ var DefaultLimits = Limits{
 
 // registerLimit applies the register limits of Limits in turn: the user
 // agent's, its client address's, then the node's. A register refused by a
-// later one gives back the tokens the earlier ones took, so that the
-// node's bucket never refuses a client on behalf of another and is only
-// spent by registers the narrower limits allowed.
+// later one gives back the tokens the earlier ones took, so a refusal by
+// the node costs the client nothing, and the node's bucket is spent only
+// by registers the narrower limits allowed (a client over its own limit
+// cannot drain it).
 type registerLimit struct {
 	uaid *keyedLimiter[string]
 	addr *keyedLimiter[netip.Addr]
