@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"slices"
 	"sync"
 	"time"
@@ -28,6 +29,10 @@ import (
 type conn struct {
 	h  *hub
 	ws *websocket.Conn
+	// addr is the client's address as the session caps count it
+	// (clientKey): the register limit of Limits.RegisterIPRate is kept
+	// by it.
+	addr netip.Addr
 
 	wmu sync.Mutex // serialises text frames
 
@@ -422,8 +427,9 @@ func (c *conn) ping() error {
 
 // Register reply statuses beyond autopush's 200, 400 and 500 (a user
 // agent takes any status but 200 as a failed subscription; the session
-// stays open): 429 when the user agent registers faster than
-// Limits.RegisterRate allows, 409 when it has Limits.MaxChannels already.
+// stays open): 429 when the user agent, its client address or the node
+// registers faster than Limits.RegisterRate, RegisterIPRate or
+// RegisterNodeRate allow, 409 when it has Limits.MaxChannels already.
 // Neither changes anything.
 const (
 	registerTooMany     = 429
@@ -439,7 +445,7 @@ func (c *conn) register(msg *clientMessage) error {
 	if !isCanonicalUUID(chid) {
 		return protocolError("invalid channelID", nil)
 	}
-	if ok, _ := c.h.registerLimit.allow(c.uaid, c.h.now()); !ok {
+	if !c.h.registerLimit.allow(c.uaid, c.addr, c.h.now()) {
 		return c.write(encodeRegister(chid, registerTooMany, ""))
 	}
 	ep := &Endpoint{UAID: c.uaid, ChannelID: chid}

@@ -108,7 +108,7 @@ type hub struct {
 
 	// maxChannels and registerLimit apply Limits to registers.
 	maxChannels   int
-	registerLimit *keyedLimiter
+	registerLimit *registerLimit
 
 	upgrader websocket.Upgrader
 
@@ -147,7 +147,7 @@ func newHub(s *Server) *hub {
 		minPingInterval:  defaultMinPingInterval,
 		routerRefresh:    defaultRouterRefresh,
 		maxChannels:      cfg.Limits.MaxChannels,
-		registerLimit:    newKeyedLimiter(cfg.Limits.RegisterRate, cfg.Limits.RegisterBurst),
+		registerLimit:    newRegisterLimit(cfg.Limits),
 		conns:            map[string]*conn{},
 		all:              map[*conn]struct{}{},
 		bcReady:          make(chan struct{}),
@@ -275,7 +275,7 @@ func (h *hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.wg.Done()
 		return // the upgrader answered the request
 	}
-	c := &conn{h: h, ws: ws, checking: true}
+	c := &conn{h: h, ws: ws, addr: clientKey(r), checking: true}
 	if !h.track(c) {
 		c.closeWith(closeGoingAway, "shutting down")
 		c.finish(nil)

@@ -2,6 +2,8 @@ package push
 
 import (
 	"container/list"
+	"math"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -29,6 +31,19 @@ type Limits struct {
 	// once after a uaid reset.
 	RegisterRate  float64
 	RegisterBurst int
+	// RegisterIPRate (per second) and RegisterIPBurst bound the registers
+	// of all user agents at one client address (an IPv6 /64, as
+	// MaxConnsPerIP counts it): a client that reconnects without its uaid
+	// gets a new user agent and a fresh RegisterBurst each time, but not a
+	// fresh address. The burst covers the browsers behind one office NAT
+	// re-registering after a reset. Beyond them: status 429.
+	RegisterIPRate  float64
+	RegisterIPBurst int
+	// RegisterNodeRate (per second, with a burst of as many) bounds the
+	// registers of this node, whatever the number of addresses they come
+	// from: each is a store transaction, on the store the node's webhook
+	// deliveries use. Beyond it: status 429.
+	RegisterNodeRate float64
 	// SendRate (per second) and SendBurst bound the sends to one endpoint
 	// (user agent and channel); beyond them a send is answered 429 with
 	// Retry-After.
@@ -43,8 +58,62 @@ var DefaultLimits = Limits{
 	MaxChannels:           200,
 	RegisterRate:          1,
 	RegisterBurst:         100,
+	RegisterIPRate:        5,
+	RegisterIPBurst:       200,
+	RegisterNodeRate:      100,
 	SendRate:              10,
 	SendBurst:             100,
+}
+
+// registerLimit applies the register limits of Limits in turn: the user
+// agent's, its client address's, then the node's. A register refused by a
+// later one gives back the tokens the earlier ones took, so a refusal by
+// the node costs the client nothing, and the node's bucket is spent only
+// by registers the narrower limits allowed (a client over its own limit
+// cannot drain it).
+type registerLimit struct {
+	uaid *keyedLimiter[string]
+	addr *keyedLimiter[netip.Addr]
+	node *rate.Limiter // nil: no node-wide limit
+}
+
+func newRegisterLimit(l Limits) *registerLimit {
+	r := &registerLimit{
+		uaid: newKeyedLimiter[string](l.RegisterRate, l.RegisterBurst),
+		addr: newKeyedLimiter[netip.Addr](l.RegisterIPRate, l.RegisterIPBurst),
+	}
+	if l.RegisterNodeRate > 0 {
+		r.node = rate.NewLimiter(rate.Limit(l.RegisterNodeRate), max(int(math.Ceil(l.RegisterNodeRate)), 1))
+	}
+	return r
+}
+
+// allow takes a register token of the user agent uaid at the client
+// address addr; when any limit has none it takes nothing.
+func (l *registerLimit) allow(uaid string, addr netip.Addr, now time.Time) bool {
+	ru, ok, _ := l.uaid.take(uaid, now)
+	if !ok {
+		return false
+	}
+	ra, ok, _ := l.addr.take(addr, now)
+	if ok && l.node != nil {
+		if rn := l.node.ReserveN(now, 1); rn.DelayFrom(now) > 0 {
+			rn.CancelAt(now)
+			giveBack(ra, now)
+			ok = false
+		}
+	}
+	if !ok {
+		giveBack(ru, now)
+	}
+	return ok
+}
+
+// giveBack returns the token of r (nil: none was taken).
+func giveBack(r *rate.Reservation, now time.Time) {
+	if r != nil {
+		r.CancelAt(now)
+	}
 }
 
 // storedFullRetryAfter is the Retry-After of a send refused because the
@@ -63,64 +132,72 @@ const maxLimiterKeys = 1 << 16
 // only a client cycling through more than maxKeys keys can use. Limits
 // are per node: N nodes allow N times the rate. A nil *keyedLimiter
 // allows everything.
-type keyedLimiter struct {
+type keyedLimiter[K comparable] struct {
 	limit   rate.Limit
 	burst   int
 	maxKeys int
 
 	mu   sync.Mutex
-	lru  *list.List // of *limiterEntry, most recently used first
-	keys map[string]*list.Element
+	lru  *list.List // of *limiterEntry[K], most recently used first
+	keys map[K]*list.Element
 }
 
-type limiterEntry struct {
-	key string
+type limiterEntry[K comparable] struct {
+	key K
 	lim *rate.Limiter
 }
 
 // newKeyedLimiter returns a limiter of perSecond with burst, or nil when
 // perSecond is not positive (no limit).
-func newKeyedLimiter(perSecond float64, burst int) *keyedLimiter {
+func newKeyedLimiter[K comparable](perSecond float64, burst int) *keyedLimiter[K] {
 	if perSecond <= 0 {
 		return nil
 	}
-	return &keyedLimiter{
+	return &keyedLimiter[K]{
 		limit: rate.Limit(perSecond), burst: max(burst, 1), maxKeys: maxLimiterKeys,
-		lru: list.New(), keys: map[string]*list.Element{},
+		lru: list.New(), keys: map[K]*list.Element{},
 	}
 }
 
 // allow takes a token of key at now; when there is none it takes nothing
 // and returns how long until there is one.
-func (l *keyedLimiter) allow(key string, now time.Time) (bool, time.Duration) {
+func (l *keyedLimiter[K]) allow(key K, now time.Time) (bool, time.Duration) {
+	_, ok, d := l.take(key, now)
+	return ok, d
+}
+
+// take is allow that also returns the token taken (nil when l is nil or
+// nothing was taken), so that a caller refused by a later limit can give
+// it back with CancelAt.
+func (l *keyedLimiter[K]) take(key K, now time.Time) (*rate.Reservation, bool, time.Duration) {
 	if l == nil {
-		return true, 0
+		return nil, true, 0
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var e *limiterEntry
+	var e *limiterEntry[K]
 	if el, ok := l.keys[key]; ok {
 		l.lru.MoveToFront(el)
-		e = el.Value.(*limiterEntry)
+		e = el.Value.(*limiterEntry[K])
 	} else {
 		if l.lru.Len() >= l.maxKeys {
 			old := l.lru.Back()
 			l.lru.Remove(old)
-			delete(l.keys, old.Value.(*limiterEntry).key)
+			delete(l.keys, old.Value.(*limiterEntry[K]).key)
 		}
-		e = &limiterEntry{key: key, lim: rate.NewLimiter(l.limit, l.burst)}
+		e = &limiterEntry[K]{key: key, lim: rate.NewLimiter(l.limit, l.burst)}
 		l.keys[key] = l.lru.PushFront(e)
 	}
 	r := e.lim.ReserveN(now, 1)
 	if d := r.DelayFrom(now); d > 0 {
 		r.CancelAt(now)
-		return false, d
+		return nil, false, d
 	}
-	return true, 0
+	return r, true, 0
 }
 
 // len counts the buckets kept.
-func (l *keyedLimiter) len() int {
+func (l *keyedLimiter[K]) len() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.lru.Len()

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -372,7 +373,7 @@ func TestRegisterLimits(t *testing.T) {
 // recently used goes first.
 func TestKeyedLimiterBounded(t *testing.T) {
 	t.Parallel()
-	l := newKeyedLimiter(1, 1)
+	l := newKeyedLimiter[string](1, 1)
 	l.maxKeys = 3
 	now := time.Now()
 	for _, k := range []string{"a", "b", "c"} {
@@ -389,8 +390,8 @@ func TestKeyedLimiterBounded(t *testing.T) {
 	require.True(t, ok)
 	ok, _ = l.allow("a", now) // a was kept: still empty
 	require.False(t, ok)
-	require.Nil(t, newKeyedLimiter(0, 10), "rate 0: no limit")
-	ok, _ = (*keyedLimiter)(nil).allow("x", now)
+	require.Nil(t, newKeyedLimiter[string](0, 10), "rate 0: no limit")
+	ok, _ = (*keyedLimiter[string])(nil).allow("x", now)
 	require.True(t, ok)
 }
 
@@ -428,4 +429,90 @@ func TestQueueFullThroughHandoff(t *testing.T) {
 	u, err := shared.PushUserGet(context.Background(), uaid)
 	require.NoError(t, err)
 	require.Equal(t, a.internal, u.NodeID, "the live session's router record stays")
+}
+
+// dialFromAddr opens a session of e from the local address ip and says
+// hello with a new uaid.
+func (e *testEnv) dialFromAddr(t *testing.T, ip string) *client {
+	t.Helper()
+	ws, resp, err := dialFrom(t, e.url, ip)
+	require.NoError(t, err)
+	c := &client{t: t, ws: ws, resp: resp}
+	c.hello("", nil)
+	return c
+}
+
+// registerStatus registers a new channel and returns the reply's status.
+func (c *client) registerStatus() int {
+	c.t.Helper()
+	c.send(map[string]any{"messageType": "register", "channelID": newChid()})
+	r := c.readType("register")
+	if r["status"] != 200.0 {
+		require.Empty(c.t, r["pushEndpoint"], r)
+	}
+	return int(r["status"].(float64))
+}
+
+// TestRegisterLimitPerAddress: the registers of every user agent at one
+// client address share Limits.RegisterIPBurst, so a client that
+// reconnects without its uaid (a new user agent, a fresh per-uaid burst)
+// gains nothing; another address has its own (issue 20, item 5).
+func TestRegisterLimitPerAddress(t *testing.T) {
+	t.Parallel()
+	e := setup(t, func(c *Config) {
+		c.Limits = Limits{RegisterRate: 1, RegisterBurst: 100, RegisterIPRate: 1, RegisterIPBurst: 3}
+	})
+	a := e.dialFromAddr(t, "127.0.0.1")
+	for range 2 {
+		require.Equal(t, 200, a.registerStatus())
+	}
+	b := e.dialFromAddr(t, "127.0.0.1") // a new uaid, the same address
+	require.Equal(t, 200, b.registerStatus())
+	require.Equal(t, registerTooMany, b.registerStatus())
+	require.Equal(t, registerTooMany, a.registerStatus())
+	other := e.dialFromAddr(t, "127.0.0.2")
+	require.Equal(t, 200, other.registerStatus())
+	b.sync() // the session stays
+	e.clock.Advance(time.Second)
+	require.Equal(t, 200, b.registerStatus())
+	require.Equal(t, registerTooMany, a.registerStatus())
+}
+
+// TestRegisterLimitNode: Limits.RegisterNodeRate bounds the registers of
+// the node across addresses, with a burst of as many; a register it
+// refuses gives back the token its address's limit took (issue 20,
+// item 5).
+func TestRegisterLimitNode(t *testing.T) {
+	t.Parallel()
+	e := setup(t, func(c *Config) {
+		// An address's bucket refills only after 1,000 s: a token not
+		// given back would show.
+		c.Limits = Limits{RegisterIPRate: 0.001, RegisterIPBurst: 1, RegisterNodeRate: 2}
+	})
+	a := e.dialFromAddr(t, "127.0.0.2")
+	b := e.dialFromAddr(t, "127.0.0.3")
+	c := e.dialFromAddr(t, "127.0.0.4")
+	require.Equal(t, 200, a.registerStatus())
+	require.Equal(t, 200, b.registerStatus())
+	require.Equal(t, registerTooMany, c.registerStatus()) // the node's burst is spent
+	// A second later the node's bucket is full again.
+	e.clock.Advance(time.Second)
+	require.Equal(t, 200, c.registerStatus(), "c's address kept its token")
+	require.Equal(t, registerTooMany, c.registerStatus(), "c's address's token is spent")
+	d := e.dialFromAddr(t, "127.0.0.5")
+	require.Equal(t, 200, d.registerStatus(), "c's refusal left the node's token")
+	require.Equal(t, registerTooMany, d.registerStatus())
+}
+
+// TestRegisterLimitDefaults: every Limits default is on in herald serve;
+// the node's bucket holds one second of its rate.
+func TestRegisterLimitDefaults(t *testing.T) {
+	t.Parallel()
+	l := newRegisterLimit(DefaultLimits)
+	require.NotNil(t, l.uaid)
+	require.NotNil(t, l.addr)
+	require.NotNil(t, l.node)
+	require.Equal(t, int(DefaultLimits.RegisterNodeRate), l.node.Burst())
+	off := newRegisterLimit(Limits{})
+	require.True(t, off.allow("u", netip.Addr{}, time.Now()))
 }

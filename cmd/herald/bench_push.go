@@ -215,11 +215,13 @@ func startPushChild(ctx context.Context, f *pushBenchFlags, stderr io.Writer) (*
 	addr := ln.Addr().String()
 	_ = ln.Close()
 	// The bench's clients come from eight loopback addresses (no
-	// per-address session cap), drive one endpoint far beyond a fair
-	// sender's --push-send-rate and drain stores more than one channel's
-	// cap: the abuse caps are off unless --serve-flags sets them.
+	// per-address session cap), register all at once (no per-address or
+	// node register limit), drive one endpoint far beyond a fair sender's
+	// --push-send-rate and drain stores more than one channel's cap: the
+	// abuse caps are off unless --serve-flags sets them.
 	args := []string{"serve", "--listen", addr, "--data-dir", filepath.Join(dir, "data"), "--dev", "--api-token", "bench-token", "--log-level", "warn",
-		"--push-max-conns-per-ip", "0", "--push-send-rate", "0", "--push-max-messages-per-channel", "0", "--push-max-messages-per-uaid", "0"}
+		"--push-max-conns-per-ip", "0", "--push-register-ip-rate", "0", "--push-register-node-rate", "0",
+		"--push-send-rate", "0", "--push-max-messages-per-channel", "0", "--push-max-messages-per-uaid", "0"}
 	if f.extraServe != "" {
 		args = append(args, strings.Fields(f.extraServe)...)
 	}

@@ -140,6 +140,9 @@ func (c *config) pushLimitFlags(fs *flag.FlagSet) {
 	fs.IntVar(&l.MaxChannels, "push-max-channels", d.MaxChannels, "most subscriptions (channels) one user agent registers; a register beyond it is answered with status 409 (0: no cap)")
 	fs.Float64Var(&l.RegisterRate, "push-register-rate", d.RegisterRate, "registers per second one user agent may make after --push-register-burst; beyond it a register is answered with status 429 (0: no limit)")
 	fs.IntVar(&l.RegisterBurst, "push-register-burst", d.RegisterBurst, "registers one user agent may make at once (a browser re-registers every subscription after a reset)")
+	fs.Float64Var(&l.RegisterIPRate, "push-register-ip-rate", d.RegisterIPRate, "registers per second all user agents at one client address (an IPv6 /64) may make after --push-register-ip-burst; beyond it a register is answered with status 429 (0: no limit; per node)")
+	fs.IntVar(&l.RegisterIPBurst, "push-register-ip-burst", d.RegisterIPBurst, "registers the user agents at one client address may make at once (the browsers behind an office NAT re-registering after a reset)")
+	fs.Float64Var(&l.RegisterNodeRate, "push-register-node-rate", d.RegisterNodeRate, "registers per second this node accepts from all user agents, with a burst of as many; beyond it a register is answered with status 429 (0: no limit)")
 	fs.Float64Var(&l.SendRate, "push-send-rate", d.SendRate, "messages per second one push endpoint accepts after --push-send-burst; beyond it a send is answered 429 with Retry-After (0: no limit; per node)")
 	fs.IntVar(&l.SendBurst, "push-send-burst", d.SendBurst, "messages one push endpoint accepts at once")
 }
@@ -154,12 +157,17 @@ func (c *config) validatePushLimits() error {
 			return fmt.Errorf("%s must not be negative (0: no cap), got %d", name, n)
 		}
 	}
-	for name, r := range map[string]float64{"--push-register-rate": l.RegisterRate, "--push-send-rate": l.SendRate} {
+	for name, r := range map[string]float64{
+		"--push-register-rate": l.RegisterRate, "--push-register-ip-rate": l.RegisterIPRate,
+		"--push-register-node-rate": l.RegisterNodeRate, "--push-send-rate": l.SendRate,
+	} {
 		if r < 0 || math.IsNaN(r) || math.IsInf(r, 0) {
 			return fmt.Errorf("%s must be a rate per second, 0 or more (0: no limit), got %v", name, r)
 		}
 	}
-	for name, n := range map[string]int{"--push-register-burst": l.RegisterBurst, "--push-send-burst": l.SendBurst} {
+	for name, n := range map[string]int{
+		"--push-register-burst": l.RegisterBurst, "--push-register-ip-burst": l.RegisterIPBurst, "--push-send-burst": l.SendBurst,
+	} {
 		if n < 1 {
 			return fmt.Errorf("%s must be at least 1, got %d", name, n)
 		}
