@@ -89,15 +89,17 @@ func newRegisterLimit(l Limits) *registerLimit {
 }
 
 // allow takes a register token of the user agent uaid at the client
-// address addr; when any limit has none it takes nothing.
-func (l *registerLimit) allow(uaid string, addr netip.Addr, now time.Time) bool {
-	ru, ok, _ := l.uaid.take(uaid, now)
+// address addr; when any limit has none it takes nothing and returns how
+// long until the limit that refused has one again.
+func (l *registerLimit) allow(uaid string, addr netip.Addr, now time.Time) (bool, time.Duration) {
+	ru, ok, wait := l.uaid.take(uaid, now)
 	if !ok {
-		return false
+		return false, wait
 	}
-	ra, ok, _ := l.addr.take(addr, now)
+	ra, ok, wait := l.addr.take(addr, now)
 	if ok && l.node != nil {
 		if rn := l.node.ReserveN(now, 1); rn.DelayFrom(now) > 0 {
+			wait = rn.DelayFrom(now)
 			rn.CancelAt(now)
 			giveBack(ra, now)
 			ok = false
@@ -106,8 +108,12 @@ func (l *registerLimit) allow(uaid string, addr netip.Addr, now time.Time) bool 
 	if !ok {
 		giveBack(ru, now)
 	}
-	return ok
+	return ok, wait
 }
+
+// maxRefusedPause bounds how long a session's reads pause after a
+// register refused for its rate (see conn.pauseReads).
+const maxRefusedPause = time.Second
 
 // giveBack returns the token of r (nil: none was taken).
 func giveBack(r *rate.Reservation, now time.Time) {

@@ -514,5 +514,25 @@ func TestRegisterLimitDefaults(t *testing.T) {
 	require.NotNil(t, l.node)
 	require.Equal(t, int(DefaultLimits.RegisterNodeRate), l.node.Burst())
 	off := newRegisterLimit(Limits{})
-	require.True(t, off.allow("u", netip.Addr{}, time.Now()))
+	ok, _ := off.allow("u", netip.Addr{}, time.Now())
+	require.True(t, ok)
+}
+
+// TestRefusedRegisterPausesReads: after a register refused for its rate the
+// session's next frame is read only when the limit could allow it again
+// (at most maxRefusedPause later), so a client that ignores the refusal
+// gets one answer per refill instead of one per round trip.
+func TestRefusedRegisterPausesReads(t *testing.T) {
+	t.Parallel()
+	e := setup(t, func(c *Config) {
+		c.Limits = Limits{RegisterRate: 2, RegisterBurst: 1} // a token every 500 ms
+	})
+	a := e.dialFromAddr(t, "127.0.0.1")
+	require.Equal(t, 200, a.registerStatus())
+	require.Equal(t, registerTooMany, a.registerStatus())
+	// The test's clock stands still, so the limit still refuses; what is
+	// measured is when the node read the frame, on the real clock.
+	start := time.Now()
+	require.Equal(t, registerTooMany, a.registerStatus())
+	require.GreaterOrEqual(t, time.Since(start), 450*time.Millisecond, "the frame after a refusal was read at once")
 }
