@@ -33,9 +33,16 @@ import (
 // push endpoint. It proves, on both stores, that every acknowledged event is
 // delivered, that /healthz answered throughout, that the node's RSS and open
 // files stayed under the bounds below, and that the healthy webhook p99
-// during the attack stayed within 2× of the same run's p99 without it.
+// during the attack stayed within 2× of the same run's p99 without it, or
+// at most exSlack above it: the baselines here are 4–10 ms, and the
+// attacker's connections are processed by the same two cores' kernel, so a
+// few milliseconds of its share would otherwise decide the ratio. The
+// figures are logged; docs/benchmarks.md keeps them.
 //
 // It is not parallel: a latency comparison needs the machine to itself.
+// To see where latency comes from, EX_DEBUG=1 logs the healthy latency per
+// half second, and EX_SKIP leaves parts of the attack out (a comma list of
+// sessions, dials, bcast, register, trickle, flood).
 func TestResourceExhaustion(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
@@ -152,7 +159,7 @@ func runExhaustion(t *testing.T, backend string) {
 	require.Positive(t, att.Flood429, "the offline endpoint's flood must be refused past its caps")
 	require.Positive(t, att.RegisterRefused, "registrations past the cap must be refused")
 	require.Equal(t, att.BroadcastSent, att.BroadcastCut, "every oversized broadcast frame must be refused")
-	require.LessOrEqual(t, p99a, max(2*p99b, p99b+exSlack), "healthy p99 with the attack within 2× of without (+%s for timer granularity)", exSlack)
+	require.LessOrEqual(t, p99a, max(2*p99b, p99b+exSlack), "healthy p99 with the attack within 2× of without (or %s above it)", exSlack)
 }
 
 // newLoopbackServer serves h on a loopback port and returns its base URL.
