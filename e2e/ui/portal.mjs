@@ -260,7 +260,8 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
   await page.goto(BASE + '/portal/');
   await page.getByRole('heading', { name: 'Subscriptions' }).waitFor();
   await page.getByRole('button', { name: 'End session' }).click();
-  await page.locator('[data-portal-expired]').getByText('Session ended.').waitFor();
+  await page.locator('[data-portal-expired]').getByRole('heading', { name: 'Session ended' }).waitFor();
+  await page.locator('[data-portal-expired]').getByText('no longer works anywhere').waitFor();
   assert(await page.evaluate(() => sessionStorage.getItem('herald.portal.token')) === null, 'the session is still in sessionStorage');
   for (const path of ['/v1/subscriptions', '/v1/subscriptions/' + subA.id, '/v1/deliveries', '/v1/events']) {
     const r = await fetch(BASE + path, { headers: { Authorization: 'Bearer ' + session } });

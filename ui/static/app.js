@@ -121,12 +121,14 @@ function applyTheme() {
 }
 
 // expiredPage is all a portal shows without a session: no token field.
+// After "End session" (message set) it says the session ended rather than
+// that a link expired.
 function expiredPage(message) {
   const t = getTheme();
   const who = (t && t.name) || 'the service that sent it';
-  document.title = 'Link expired';
+  document.title = message ? 'Session ended' : 'Link expired';
   replace(app, h('div', { class: 'signin' }, h('div', { class: 'signin-card', 'data-portal-expired': '' },
-    h('h1', {}, 'This link has expired or was already used'),
+    h('h1', {}, message ? 'Session ended' : 'This link has expired or was already used'),
     h('p', {}, message || ('Portal links work once and for a limited time. Ask ' + who + ' for a new one.')))));
 }
 
@@ -202,7 +204,7 @@ async function route() {
       const ended = params.get('ended');
       expiredPage(ended === 'unrevoked'
         ? 'Session ended in this browser, but the server could not be reached to revoke it; it stops working when it expires. Open a new portal link to come back.'
-        : ended ? 'Session ended. Open a new portal link to come back.' : null);
+        : ended ? 'You are signed out here and the session no longer works anywhere. Open a new portal link to come back.' : null);
       return;
     }
   } else if (path === 'sign-in' || !getToken()) {
