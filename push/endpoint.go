@@ -169,6 +169,14 @@ func (s *Server) route(ctx context.Context, m *store.PushMessage, rt *store.Push
 				// store or socket there): keep its record, store, and
 				// nudge it below so the session reads the message.
 				s.cfg.Logger.Warn("push: hand-off failed; storing", "node", rt.NodeID, "err", err)
+			case out == NotConnected:
+				// The node answered that no session of the user agent is
+				// there (it ended, or the record names an earlier process
+				// at the same URL: node ids differ per process): clear the
+				// record unless the user agent connected again since, as
+				// the local branch does. A session still connected there
+				// re-asserts its record (routerRefresh).
+				s.disconnect(rt)
 			}
 		}
 		switch out {

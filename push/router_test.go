@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -348,4 +349,26 @@ func TestInternalListenerRefusesReplayedBearer(t *testing.T) {
 	now := e.clock.Now()
 	require.Equal(t, http.StatusOK, notif(e.s.cfg.Keys.InternalToken(now)))
 	require.Equal(t, http.StatusUnauthorized, notif(e.s.cfg.Keys.InternalToken(now.Add(-2*InternalTokenWindow))))
+}
+
+// TestHandoffNotConnectedClearsRecord: a live node that answers "not
+// connected here" (here: the record names an earlier process at a node's
+// URL, as after a restart, since node ids differ per process) has its
+// record cleared, so later sends are stored without a hand-off.
+func TestHandoffNotConnectedClearsRecord(t *testing.T) {
+	t.Parallel()
+	b := setupHTTP(t)
+	uaid, chid := newUAID(), newChid()
+	ctx := context.Background()
+	live := httptest.NewServer(b.s.InternalHandler())
+	t.Cleanup(live.Close)
+	earlier := NewNodeID(live.URL)
+	require.NoError(t, b.st.PushUserCreate(ctx, &store.PushUserCreateParams{UAID: uaid, NodeID: earlier, ConnectedAt: 5, Now: time.Now()}))
+	require.NoError(t, b.st.PushChannelAdd(ctx, &store.PushChannelAddParams{UAID: uaid, ChannelID: chid, Now: time.Now()}))
+	tok, err := b.s.cfg.Keys.EndpointToken(&Endpoint{UAID: uaid, ChannelID: chid})
+	require.NoError(t, err)
+	resp := b.post(t, b.base+"/wpush/v1/"+tok, sendOpts{ttl: "60", body: []byte("x")})
+	require.Equal(t, http.StatusCreated, resp.StatusCode)
+	require.Empty(t, routerRecord(t, b.st, uaid).NodeID)
+	require.Len(t, b.stored(t, uaid), 1)
 }
