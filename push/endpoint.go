@@ -56,7 +56,7 @@ func (s *Server) accept(ctx context.Context, r *http.Request, version int, now t
 		return nil, nil, err
 	}
 	// Before the body is read: a flood costs a token decrypt per request.
-	if ok, wait := s.sendLimit.allow(ep.UAID+"/"+ep.ChannelID, now); !ok {
+	if ok, wait := s.sendLimit.allow(endpointKey{ep.UAID, ep.ChannelID}, now); !ok {
 		return nil, nil, &Error{Status: http.StatusTooManyRequests, Errno: ErrnoRetry, RetryAfter: wait,
 			Message: "too many messages to this subscription; retry later"}
 	}

@@ -60,13 +60,15 @@ func WriteError(w http.ResponseWriter, err error) {
 	case http.StatusGone:
 		// Senders should drop the subscription; caches may remember that.
 		h.Set("Cache-Control", "max-age=86400")
-	case http.StatusServiceUnavailable, http.StatusTooManyRequests:
-		h.Set("Retry-After", "120")
 	case http.StatusUnauthorized:
 		h.Set("WWW-Authenticate", "vapid")
 	}
-	if e.RetryAfter > 0 {
-		h.Set("Retry-After", strconv.FormatInt(int64(max(time.Second, e.RetryAfter.Round(time.Second))/time.Second), 10))
+	ra := e.RetryAfter
+	if ra <= 0 && (e.Status == http.StatusServiceUnavailable || e.Status == http.StatusTooManyRequests) {
+		ra = 120 * time.Second
+	}
+	if ra > 0 {
+		h.Set("Retry-After", strconv.FormatInt(int64(max(time.Second, ra.Round(time.Second))/time.Second), 10))
 	}
 	w.WriteHeader(e.Status)
 	body, _ := json.Marshal(&errorBody{

@@ -98,8 +98,9 @@ func (l *registerLimit) allow(uaid string, addr netip.Addr, now time.Time) (bool
 	}
 	ra, ok, wait := l.addr.take(addr, now)
 	if ok && l.node != nil {
-		if rn := l.node.ReserveN(now, 1); rn.DelayFrom(now) > 0 {
-			wait = rn.DelayFrom(now)
+		rn := l.node.ReserveN(now, 1)
+		if d := rn.DelayFrom(now); d > 0 {
+			wait = d
 			rn.CancelAt(now)
 			giveBack(ra, now)
 			ok = false
@@ -114,6 +115,10 @@ func (l *registerLimit) allow(uaid string, addr netip.Addr, now time.Time) (bool
 // maxRefusedPause bounds how long a session's reads pause after a
 // register refused for its rate (see conn.pauseReads).
 const maxRefusedPause = time.Second
+
+// endpointKey keys the send limit: one bucket per endpoint (user agent and
+// channel), without building a string per send.
+type endpointKey struct{ uaid, channelID string }
 
 // giveBack returns the token of r (nil: none was taken).
 func giveBack(r *rate.Reservation, now time.Time) {

@@ -102,7 +102,7 @@ type Server struct {
 	internal *http.ServeMux // node-to-node routes
 	limit    *sessionLimit
 	// sendLimit holds the token buckets of the endpoints (Limits.SendRate).
-	sendLimit *keyedLimiter[string]
+	sendLimit *keyedLimiter[endpointKey]
 }
 
 // New builds the push service of one node and starts its broadcast poller;
@@ -137,7 +137,7 @@ func New(cfg Config) (*Server, error) {
 		client:   cfg.HTTPClient,
 		limit:    newSessionLimit(max(cfg.MaxConns, 0), max(cfg.MaxConnsPerIP, 0)),
 	}
-	s.sendLimit = newKeyedLimiter[string](cfg.Limits.SendRate, cfg.Limits.SendBurst)
+	s.sendLimit = newKeyedLimiter[endpointKey](cfg.Limits.SendRate, cfg.Limits.SendBurst)
 	if s.client == nil {
 		s.client = &http.Client{Transport: &http.Transport{
 			DialContext:         (&net.Dialer{Timeout: handoffDialTimeout}).DialContext,

@@ -42,15 +42,19 @@ func (l *sessionLimit) acquire(key netip.Addr) (release func(), ok bool) {
 		return nil, false
 	}
 	l.total++
-	l.byIP[key]++
+	if l.perIP > 0 {
+		l.byIP[key]++
+	}
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			l.mu.Lock()
 			defer l.mu.Unlock()
 			l.total--
-			if l.byIP[key]--; l.byIP[key] <= 0 {
-				delete(l.byIP, key)
+			if l.perIP > 0 {
+				if l.byIP[key]--; l.byIP[key] <= 0 {
+					delete(l.byIP, key)
+				}
 			}
 		})
 	}, true

@@ -72,10 +72,10 @@ type eventBatch struct {
 	// first maps each input index to the index of the first input with the
 	// same event key (itself for a first occurrence).
 	first []int
-	// uniqueIDs and uniqueTenants are the keys of first occurrences, in
-	// input order.
-	uniqueIDs, uniqueTenants []string
-	args                     []any
+	// ids and tenants are the keys of first occurrences, in input order
+	// (the same slices args passes to the insert).
+	ids, tenants []string
+	args         []any
 }
 
 func newEventBatch(events []store.EventInsert, now time.Time) *eventBatch {
@@ -102,7 +102,6 @@ func newEventBatch(events []store.EventInsert, now time.Time) *eventBatch {
 		}
 		seen[k] = i
 		b.first[i] = i
-		b.uniqueIDs, b.uniqueTenants = append(b.uniqueIDs, ev.ID), append(b.uniqueTenants, ev.Tenant)
 		ids = append(ids, ev.ID)
 		types = append(types, ev.Type)
 		keys = append(keys, ev.Key)
@@ -124,6 +123,7 @@ func newEventBatch(events []store.EventInsert, now time.Time) *eventBatch {
 			}
 		}
 	}
+	b.ids, b.tenants = ids, tenants
 	b.args = []any{ids, types, keys, versions, datas, created, dIDs, dEvents, dSubs, ms(now), dNext,
 		dOwners, dUntil, tenants, dTenants}
 	return b
@@ -141,7 +141,7 @@ const readbackSQL = `SELECT id, tenant, delivery_count FROM events
 // queue adds the insert and its duplicate read-back to batch.
 func (b *eventBatch) queue(batch *pgx.Batch) {
 	batch.Queue(insertEventsSQL, b.args...)
-	batch.Queue(readbackSQL, b.uniqueIDs, b.uniqueTenants)
+	batch.Queue(readbackSQL, b.ids, b.tenants)
 }
 
 // read consumes the two results queue added and answers each input in order.

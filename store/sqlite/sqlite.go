@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -403,21 +404,21 @@ func padded(n int) int {
 
 // inList returns the placeholders and arguments of `IN (…)` over args,
 // padded (see padded) by repeating the last argument, which matches
-// nothing new. The arguments are a new slice: callers pass chunks of a
-// longer list (ids[lo:hi]), and padding by appending to a chunk wrote over
-// the ids that follow it in the shared array (issue 20: a retry of more
-// than 250 events failed on SQLite).
+// nothing new. Callers pass chunks of a longer list (ids[lo:hi]): the
+// chunk is clipped, so padding reallocates instead of writing over the ids
+// that follow it in the shared array (issue 20: a retry of more than 250
+// events failed on SQLite), and a chunk that needs no padding is used as
+// it is.
 func inList(args []any) (string, []any) {
 	if len(args) == 0 {
 		return "", args
 	}
 	n := padded(len(args))
-	out := make([]any, n)
-	copy(out, args)
-	for i := len(args); i < n; i++ {
-		out[i] = args[len(args)-1]
+	args = slices.Clip(args)
+	for len(args) < n {
+		args = append(args, args[len(args)-1])
 	}
-	return placeholders(n), out
+	return placeholders(n), args
 }
 
 // valuesRows writes the rows of a padded `SELECT * FROM (VALUES …) WHERE
