@@ -15,6 +15,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"strings"
@@ -501,15 +502,21 @@ type EventGetParams struct {
 	AnyTenant bool
 }
 
-// EventAmbiguousError is what EventGet answers with AnyTenant when more than one
-// tenant holds the ID.
-func EventAmbiguousError(id string, tenants []string) error {
-	for i, t := range tenants {
-		if t == "" {
-			tenants[i] = "(untenanted)"
-		}
+// EventOne is EventGet's rule for the events found under one id (one per
+// tenant at most; several only with AnyTenant): none is not found, one is
+// the answer, several is a conflict naming their tenants, never a pick.
+func EventOne(id string, found []*herald.Event) (*herald.Event, error) {
+	switch len(found) {
+	case 0:
+		return nil, herald.NotFoundf("event %s not found", id)
+	case 1:
+		return found[0], nil
 	}
-	return herald.Errorf(herald.CodeConflict, "event %s exists in more than one tenant (%s): name the tenant",
+	tenants := make([]string, len(found))
+	for i, ev := range found {
+		tenants[i] = cmp.Or(ev.Tenant, "(untenanted)")
+	}
+	return nil, herald.Errorf(herald.CodeConflict, "event %s exists in more than one tenant (%s): name the tenant",
 		id, strings.Join(tenants, ", "))
 }
 

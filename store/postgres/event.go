@@ -299,18 +299,9 @@ func (s *Store) EventGet(ctx context.Context, params *store.EventGetParams) (*st
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
-	var ev *herald.Event
-	switch len(found) {
-	case 0:
-		return nil, herald.NotFoundf("event %s not found", id)
-	case 1:
-		ev = found[0]
-	default:
-		tenants := make([]string, len(found))
-		for i, e := range found {
-			tenants[i] = e.Tenant
-		}
-		return nil, store.EventAmbiguousError(id, tenants)
+	ev, err := store.EventOne(id, found)
+	if err != nil {
+		return nil, err
 	}
 	rows, err = br.Query()
 	if err != nil {

@@ -363,15 +363,5 @@ func getEvent(ctx context.Context, q queryer, params *store.EventGetParams) (*he
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	switch len(found) {
-	case 0:
-		return nil, herald.NotFoundf("event %s not found", params.ID)
-	case 1:
-		return found[0], nil
-	}
-	tenants := make([]string, len(found))
-	for i, ev := range found {
-		tenants[i] = ev.Tenant
-	}
-	return nil, store.EventAmbiguousError(params.ID, tenants)
+	return store.EventOne(params.ID, found)
 }
