@@ -285,29 +285,17 @@ type eventJSON struct {
 func (s *server) eventGet(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	q := r.URL.Query()
-	params := &store.EventGetParams{ID: id}
-	if own := principalOf(r).Tenant; own != "" {
-		t, err := tenantFilter(r, q)
-		if err != nil {
-			return err
-		}
-		params.Tenant = t
-	} else if q.Has("tenant") {
-		t := q.Get("tenant")
-		if t != "" && !herald.ValidTenant(t) {
-			return invalid("tenant", "must be empty (untenanted) or 1 to %d characters of A-Z, a-z, 0-9, '.', '_' and '-'",
-				herald.MaxTenantLen)
-		}
-		params.Tenant = t
-	} else {
-		params.AnyTenant = true
+	// tenantFilter validates ?tenant= and forces a confined caller's own
+	// tenant, so the event found is always visible to the caller.
+	t, err := tenantFilter(r, q)
+	if err != nil {
+		return err
 	}
+	params := &store.EventGetParams{ID: id, Tenant: t,
+		AnyTenant: principalOf(r).Tenant == "" && !q.Has("tenant")}
 	res, err := s.store.EventGet(r.Context(), params)
 	if err != nil {
 		return notFound(err, "event", id)
-	}
-	if !visible(r, res.Event.Tenant) {
-		return notFound(herald.ErrNotFound, "event", id)
 	}
 	if own := principalOf(r).Tenant; own != "" {
 		// Only deliveries to the tenant's own subscriptions: those of an
