@@ -41,7 +41,7 @@ func TestAssignWorkersEdgeCases(t *testing.T) {
 	}
 }
 
-// The surplus goes to tiers in proportion to backlog+1 (seed 000's weighted
+// The surplus goes to tiers in proportion to backlog+1 (a weighted
 // choice): with backlogs 100 and 50 the second tier gets about half as many
 // extra workers as the first.
 func TestAssignWorkersSurplusWeighting(t *testing.T) {

@@ -1,17 +1,15 @@
 // Package delivery runs herald's retry tiers: it claims due deliveries from
 // the store, sends them through a webhook.Sender, and records the outcomes.
 //
-// Tiers (seed 000, made transactional): tier i has a maturity delay d[i]. A
-// delivery entering tier i becomes due at entered + d[i]; attempt n is made
-// from tier n-1. A failure moves the delivery to tier i+1, or to the dead
+// Tiers: tier i has a maturity delay d[i]. A delivery entering tier i
+// becomes due at entered + d[i]; attempt n is made from tier n-1. A failure moves the delivery to tier i+1, or to the dead
 // letters after the last tier, in the same transaction that records the
 // attempt, so a delivery is never visible in two tiers.
 //
 // Workers: Workers is the number of concurrent requests a node makes. Each
 // tier gets at least one slot (when there are at least as many slots as
 // tiers); the rest are spread over tiers weighted by their due backlog + 1
-// (seed 000's weighted random choice), re-evaluated every Rebalance
-// interval. New work therefore never waits behind a retry backlog.
+// (a weighted random choice), re-evaluated every Rebalance interval. New work therefore never waits behind a retry backlog.
 //
 // Leases: a claim leases deliveries until now + timeout + LeaseMargin. Every
 // node periodically rescues expired leases (a crashed node's work). On Stop a

@@ -1,6 +1,7 @@
 // Package httpapi serves herald's REST API (v1), its health probes and the
-// Prometheus endpoint. The contract is API.md; acceptance tests drive herald
-// through it, so response shapes and error codes here are stable.
+// Prometheus endpoint. The contract is docs/api.md and docs/openapi.json;
+// acceptance tests drive herald through it, so response shapes and error
+// codes here are stable.
 //
 // Layout: New builds one http.ServeMux with Go 1.22 method patterns. Every
 // /v1/ route sits behind bearer-token auth; /healthz, /readyz and /metrics

@@ -17,7 +17,7 @@ import (
 	"github.com/heraldhq/herald/webhook"
 )
 
-// Subscription limits. Ranges not fixed by API.md are generous bounds that
+// Subscription limits. Ranges not fixed by docs/api.md are generous bounds that
 // keep one subscription from holding unbounded data or a nonsense schedule.
 const (
 	maxURLBytes         = 2048

@@ -1,6 +1,6 @@
 // Package maintenance runs herald's background services that must run on
-// one node at a time: the queue staleness alarm (herald.queue.stale, seed
-// 002's alarms) and the retention sweeper.
+// one node at a time: the queue staleness alarm (herald.queue.stale) and
+// the retention sweeper.
 //
 // Leadership comes from the store (store.Store.LeaderAttempt): on
 // PostgreSQL a session advisory lock on a dedicated connection, so exactly

@@ -13,7 +13,7 @@ import (
 )
 
 // WebSocket close codes the connection side uses (RFC 6455 §7.4.1), chosen
-// as the reference (push-autopush-webpush.md §1.2) lists them: a uaid reset
+// as autopush uses them (its WebSocket session's close reasons): a uaid reset
 // is a normal close, protocol violations 1002, frames of a kind the protocol
 // does not have 1003, frames above maxFrameBytes 1009 (written by gorilla),
 // everything else (store failure, excessive pings, ghosting, takeover,

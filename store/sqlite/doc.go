@@ -1,8 +1,8 @@
 // Package sqlite is herald's embedded store: one node, one database file, no
 // server to run. It implements store.Store on github.com/mattn/go-sqlite3
 // (cgo), chosen by measurement: it had the best insert throughput of the
-// three database/sql drivers at the batch sizes ingest uses
-// (reference/performance-anchors.md §4.2).
+// three database/sql drivers at the batch sizes ingest uses (the figures
+// are in docs/adr/0001-sqlite-driver.md).
 //
 // # Durability and concurrency
 //

@@ -1,6 +1,6 @@
 // Package storetest is herald's storage conformance suite: the one set of
 // tests every store.Store backend must pass, so that "same code, two stores"
-// is proved rather than hoped (DESIGN.md, principle 4).
+// is proved rather than hoped.
 //
 // A backend's test calls Run with a factory that returns a fresh, migrated,
 // empty store for each test:
