@@ -1,4 +1,3 @@
-// Package testcert makes hostile TLS certificates for tests.
 package testcert
 
 import (

@@ -1,0 +1,2 @@
+// Package testcert makes hostile TLS certificates for tests.
+package testcert
