@@ -2,11 +2,8 @@ package httpapi
 
 import (
 	"io"
-	"log/slog"
 	"net/http"
 	"time"
-
-	"github.com/heraldhq/herald"
 )
 
 // DefaultReadTimeout is how long a request's headers, and then its body,
@@ -62,12 +59,4 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 		_ = b.rc.SetReadDeadline(time.Time{})
 	}
 	return n, err
-}
-
-// NotFound answers a request for a route that exists but is served on
-// another listener (herald serve --push-listen, --admin-listen) with the
-// API's JSON 404, exactly as for a route that does not exist.
-func NotFound(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusNotFound, errorBody{Error: errorJSON{Code: herald.CodeNotFound,
-		Message: "no route " + r.Method + " " + quote(r.URL.Path) + " on this listener"}}, slog.Default())
 }

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,6 +15,76 @@ import (
 
 	"github.com/heraldhq/herald"
 )
+
+// Reading a request: its body within a limit, then its JSON, field by
+// field, each error naming the field's path. The decoders of resources
+// (decodeEvent, decodeSubscription) live with their resource.
+
+// readBody reads r's body, at most limit bytes. A larger body is
+// body_too_large without being read further; a body that does not arrive
+// before the request's read deadline (ReadDeadline) is request_timeout.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
+	var (
+		b   []byte
+		err error
+	)
+	if n := r.ContentLength; n > 0 && n <= limit {
+		b, err = readAnnounced(r.Body, n)
+	} else {
+		b, err = io.ReadAll(r.Body)
+	}
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return nil, herald.Errorf(herald.CodeBodyTooLarge, "request body exceeds the limit of %d bytes", limit)
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil, &herald.Error{Code: herald.CodeRequestTimeout, Err: err,
+				Message: "the request body did not arrive in time; send it at once, or in smaller requests"}
+		}
+		return nil, &herald.Error{Code: herald.CodeInvalidJSON, Message: "error reading the request body", Err: err}
+	}
+	return b, nil
+}
+
+// preallocBodyBytes is the most readAnnounced allocates before the bytes
+// arrive (64 KiB): a body up to it (an ordinary event) is read in one
+// allocation of its announced size, instead of ReadAll's growing copies;
+// a larger one grows by doubling as it arrives, so a client that
+// announces 1 MiB and sends one byte holds 64 KiB, not 1 MiB, and memory
+// stays within twice what was received.
+const preallocBodyBytes = 64 << 10
+
+// readAnnounced reads a body of announced length n (net/http holds the
+// body to it: fewer bytes end in io.ErrUnexpectedEOF).
+func readAnnounced(body io.Reader, n int64) ([]byte, error) {
+	b := make([]byte, 0, min(n, preallocBodyBytes))
+	for int64(len(b)) < n {
+		if len(b) == cap(b) {
+			grown := make([]byte, len(b), min(n, 2*int64(cap(b))))
+			copy(grown, b)
+			b = grown
+		}
+		m, err := body.Read(b[len(b):cap(b)])
+		b = b[:len(b)+m]
+		if err == io.EOF {
+			if int64(len(b)) < n {
+				return nil, io.ErrUnexpectedEOF
+			}
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+// smallLimit is limit, or MaxBodyBytes when that is lower.
+func (s *server) smallLimit(limit int64) int64 {
+	return min(limit, s.cfg.MaxBodyBytes)
+}
 
 // object is one JSON object decoded a level deep, with its JSON path, so
 // that every error about one of its fields can name that field's path.

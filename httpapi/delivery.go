@@ -3,11 +3,16 @@ package httpapi
 import (
 	"errors"
 	"net/http"
-	"time"
+	"strconv"
+	"strings"
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/store"
+	"github.com/heraldhq/herald/webhook"
 )
+
+// Deliveries: GET /v1/deliveries, GET /v1/deliveries/{id} (with the request
+// each attempt sent, rebuilt) and POST /v1/deliveries/{id}/retry.
 
 type attemptJSON struct {
 	N               int               `json:"n"`
@@ -182,97 +187,42 @@ func isBareSentinel(err error, sentinel *herald.Error) bool {
 	return errors.As(err, &he) && he.Code == sentinel.Code && he.Message == sentinel.Message
 }
 
-// redriveJSON answers a redrive: Matched is how many dead letters matched
-// when the call began, Remaining how many of them are still dead after it
-// (so a client stepping with limit loops until it is 0).
-type redriveJSON struct {
-	Redriven  int `json:"redriven"`
-	Matched   int `json:"matched"`
-	Remaining int `json:"remaining"`
+type attemptRequestJSON struct {
+	Method  string            `json:"method"`
+	URL     string            `json:"url"`
+	Headers map[string]string `json:"headers"`
 }
 
-// maxRedriveLimit caps one step of a stepped redrive.
-const maxRedriveLimit = 10000
+// maskedSignature stands in for webhook-signature in an attempt's request:
+// the value would let a reader forge nothing, but it is derived from the
+// secret and the API never shows what a secret signs.
+const maskedSignature = "v1,****"
 
-// deadLetterRedrive puts a subscription's dead deliveries that died in
-// [since, until) back in tier 0. since and until are optional RFC 3339
-// times; an unknown subscription is 404 rather than "0 redriven", so a
-// typo in the id is not mistaken for an empty dead-letter queue.
-func (s *server) deadLetterRedrive(w http.ResponseWriter, r *http.Request) error {
-	body, err := readBody(w, r, s.smallLimit(SmallBodyBytes))
-	if err != nil {
-		return err
-	}
-	o, err := parseBody(body)
-	if err != nil {
-		return err
-	}
-	if err := o.allow("subscription_id", "since", "until", "error", "limit", "dry_run"); err != nil {
-		return err
-	}
-	params := &store.DeadLetterRedriveParams{Now: s.now()}
-	set, err := o.str("subscription_id", &params.SubscriptionID)
-	if err != nil {
-		return err
-	}
-	if !set || params.SubscriptionID == "" {
-		return herald.FieldErrorf(herald.CodeMissingField, "subscription_id", "subscription_id is required")
-	}
-	for _, f := range []struct {
-		name string
-		dst  *time.Time
-	}{{"since", &params.Since}, {"until", &params.Until}} {
-		var v string
-		set, err := o.str(f.name, &v)
-		if err != nil {
-			return err
+// attemptRequest rebuilds the request an attempt sent, from the
+// subscription as it is now (herald does not store request headers per
+// attempt: that would double the write per delivery).
+func attemptRequest(sub *herald.Subscription, d *herald.Delivery, eventType string, a *herald.Attempt, userAgent string) *attemptRequestJSON {
+	h := make(map[string]string, len(sub.Headers)+8)
+	for name, v := range sub.Headers {
+		if !webhook.ReservedHeader(name) {
+			h[strings.ToLower(name)] = v
 		}
-		if !set {
-			continue
-		}
-		t, err := time.Parse(time.RFC3339Nano, v)
-		if err != nil {
-			return invalid(f.name, "must be an RFC 3339 time such as 2025-01-02T15:04:05Z")
-		}
-		*f.dst = t.UTC()
 	}
-	if !params.Since.IsZero() && !params.Until.IsZero() && !params.Since.Before(params.Until) {
-		return invalid("until", "must be after since")
+	h["content-type"] = "application/json"
+	if _, ok := h["user-agent"]; !ok && userAgent != "" {
+		h["user-agent"] = userAgent
 	}
-	var class string
-	if _, err := o.str("error", &class); err != nil {
-		return err
+	h[webhook.HeaderID] = d.ID
+	h[webhook.HeaderTimestamp] = strconv.FormatInt(a.At.Unix(), 10)
+	h[webhook.HeaderSignature] = maskedSignature
+	h["herald-attempt"] = strconv.Itoa(max(a.N, 1))
+	if eventType != "" {
+		h["herald-event-type"] = eventType
 	}
-	params.Error = herald.ErrorClass(class)
-	var limit int64
-	if _, err := o.integer("limit", &limit); err != nil {
-		return err
+	h["herald-subscription-id"] = sub.ID
+	method := strings.ToUpper(sub.Method)
+	if method == "" {
+		method = http.MethodPost
 	}
-	if limit < 0 || limit > maxRedriveLimit {
-		return invalid("limit", "must be from 1 to %d (0 or absent: all at once)", maxRedriveLimit)
-	}
-	params.Limit = int(limit)
-	dryRun, err := o.boolean("dry_run")
-	if err != nil {
-		return err
-	}
-	if _, err := s.visibleSubscription(r, params.SubscriptionID); err != nil {
-		return err
-	}
-	matched, err := s.store.DeadLetterCount(r.Context(), params)
-	if err != nil {
-		return err
-	}
-	if dryRun {
-		return s.reply(w, http.StatusOK, redriveJSON{Matched: matched, Remaining: matched})
-	}
-	n, err := s.store.DeadLetterRedrive(r.Context(), params)
-	if err != nil {
-		return err
-	}
-	if n > 0 {
-		s.notify()
-	}
-	// Deliveries that died during the call may make n exceed the count.
-	return s.reply(w, http.StatusAccepted, redriveJSON{Redriven: n, Matched: max(matched, n), Remaining: max(matched-n, 0)})
+	return &attemptRequestJSON{Method: method, URL: sub.URL, Headers: h}
 }

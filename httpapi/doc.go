@@ -10,6 +10,16 @@
 // writeError is the only place that renders an error body or logs an
 // unexpected cause, so every failure is logged exactly once, at the edge.
 //
+// Files: server.go holds Config, New and the route table. Each resource
+// has one file with its decoders, views and handlers: event.go,
+// subscription.go (its secrets in subscription_secret.go), delivery.go,
+// deadletter.go, filter.go, stats.go, token.go, portal.go and push.go;
+// health.go and metrics.go serve the open endpoints. Shared by all:
+// decode.go and jsonvalid.go (reading a body and its JSON), page.go
+// (listing parameters), reply.go and errors.go (answers), tenant.go
+// (tenant confinement), auth.go and scope.go (tokens and scopes),
+// redact.go (receiver credentials) and deadline.go (ReadDeadline).
+//
 // Input is decoded field by field (decode.go) rather than into a struct with
 // encoding/json's DisallowUnknownFields: that way every error — a wrong type,
 // an unknown key, a failed validation — names its JSON path in "field"

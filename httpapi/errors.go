@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"slices"
@@ -104,4 +105,24 @@ func ErrorCodes() []string {
 	}
 	slices.Sort(codes)
 	return codes
+}
+
+// notFound turns a store ErrNotFound into a message naming what was missing;
+// other errors pass through.
+func notFound(err error, kind, id string) error {
+	if errors.Is(err, herald.ErrNotFound) {
+		return &herald.Error{Code: herald.CodeNotFound, Message: kind + " " + quote(id) + " not found", Err: err}
+	}
+	return err
+}
+
+// quote renders an id for a message, shortened so a huge path value cannot
+// bloat the answer.
+func quote(s string) string {
+	const max = 300
+	if len(s) > max {
+		s = s[:max] + "…"
+	}
+	b, _ := json.Marshal(s)
+	return string(b)
 }

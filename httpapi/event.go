@@ -1,16 +1,22 @@
 package httpapi
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/store"
 )
+
+// Events: the event body decoder, POST /v1/events and /v1/events/batch,
+// GET /v1/events (search) and GET /v1/events/{id}.
 
 // Event limits.
 const (
@@ -332,4 +338,81 @@ func (s *server) eventGet(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	return s.reply(w, http.StatusOK, out)
+}
+
+type eventListItemJSON struct {
+	ID        string          `json:"id"`
+	Type      string          `json:"type"`
+	Key       string          `json:"key,omitempty"`
+	Version   *int64          `json:"version,omitempty"`
+	Tenant    string          `json:"tenant,omitempty"`
+	Data      json.RawMessage `json:"data"`
+	Timestamp string          `json:"timestamp"`
+}
+
+// eventList answers GET /v1/events: newest first, filtered by exact type
+// and key and a time window. The cursor holds (created_at, id) because
+// producers may choose event ids.
+func (s *server) eventList(w http.ResponseWriter, r *http.Request) error {
+	q, err := query(r)
+	if err != nil {
+		return err
+	}
+	limit, err := limitParam(q)
+	if err != nil {
+		return err
+	}
+	params := &store.EventListParams{Type: q.Get("type"), Key: q.Get("key"), Limit: limit}
+	if params.Tenant, err = tenantFilter(r, q); err != nil {
+		return err
+	}
+	if params.Since, params.Until, err = timeWindow(q); err != nil {
+		return err
+	}
+	if c := q.Get("cursor"); c != "" {
+		cur, ok := decodeEventCursor(c)
+		if !ok {
+			return herald.FieldErrorf(herald.CodeInvalidCursor, "cursor",
+				"cursor is not one this API returned; pass next_cursor from the previous page unchanged")
+		}
+		params.After = cur
+	}
+	res, err := s.store.EventList(r.Context(), params)
+	if err != nil {
+		return err
+	}
+	out := listJSON[eventListItemJSON]{Data: make([]eventListItemJSON, len(res.Events))}
+	for i, ev := range res.Events {
+		data := ev.Data
+		if len(data) == 0 {
+			data = json.RawMessage("null")
+		}
+		out.Data[i] = eventListItemJSON{ID: ev.ID, Type: ev.Type, Key: ev.Key, Version: ev.Version, Tenant: ev.Tenant,
+			Data: data, Timestamp: timestamp(ev.CreatedAt)}
+	}
+	if n := len(res.Events); n > 0 && res.More {
+		c := encodeEventCursor(res.Events[n-1])
+		out.NextCursor = &c
+	}
+	return s.reply(w, http.StatusOK, out)
+}
+
+func encodeEventCursor(ev *herald.Event) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(ev.CreatedAt.UnixMilli(), 10) + ":" + ev.ID))
+}
+
+func decodeEventCursor(c string) (*store.EventCursor, bool) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return nil, false
+	}
+	msStr, id, ok := strings.Cut(string(b), ":")
+	if !ok || id == "" || len(id) > maxCursorID {
+		return nil, false
+	}
+	ms, err := strconv.ParseInt(msStr, 10, 64)
+	if err != nil {
+		return nil, false
+	}
+	return &store.EventCursor{CreatedAt: time.UnixMilli(ms).UTC(), ID: id}, true
 }

@@ -6,9 +6,13 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/heraldhq/herald"
 )
+
+// Query parameters of listings: paging (limit, cursor), time windows, and
+// the list answer.
 
 // Paging limits.
 const (
@@ -106,4 +110,36 @@ func nextCursor(more bool, lastID string) *string {
 	}
 	c := encodeCursor(lastID)
 	return &c
+}
+
+// timeParam reads an optional RFC 3339 query parameter.
+func timeParam(q url.Values, name string) (time.Time, error) {
+	v := q.Get(name)
+	if v == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}, invalid(name, "must be an RFC 3339 time such as 2025-01-02T15:04:05Z")
+	}
+	return t.UTC(), nil
+}
+
+// timeWindow reads ?since= and ?until=; until must be after since.
+func timeWindow(q url.Values) (since, until time.Time, err error) {
+	if since, err = timeParam(q, "since"); err != nil {
+		return
+	}
+	if until, err = timeParam(q, "until"); err != nil {
+		return
+	}
+	if !since.IsZero() && !until.IsZero() && !since.Before(until) {
+		err = invalid("until", "must be after since")
+	}
+	return
+}
+
+type listJSON[T any] struct {
+	Data       []T     `json:"data"`
+	NextCursor *string `json:"next_cursor"`
 }

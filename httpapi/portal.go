@@ -16,6 +16,9 @@ import (
 	"github.com/heraldhq/herald/store"
 )
 
+// The consumer portal: POST /v1/tenants/{tenant}/portal (a link), POST
+// /v1/portal/sessions (the exchange) and DELETE /v1/portal/sessions/current.
+
 // Consumer-portal limits (ADR 0015).
 const (
 	// DefaultPortalTTL is how long a portal link (and the session it is

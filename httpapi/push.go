@@ -8,6 +8,9 @@ import (
 	"github.com/heraldhq/herald/push"
 )
 
+// Web Push broadcasts: PUT /v1/push/broadcasts/{id} and GET
+// /v1/push/broadcasts.
+
 // PushBroadcaster is the Web Push service's broadcast source (megaphone):
 // *push.Server implements it.
 type PushBroadcaster interface {

@@ -2,14 +2,10 @@ package httpapi
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"io"
 	"log/slog"
 	"maps"
 	"math"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -336,114 +332,16 @@ func (s *server) allowedMethods(r *http.Request) []string {
 	return allow
 }
 
-// writeJSON answers v as JSON with status.
-func writeJSON(w http.ResponseWriter, status int, v any, logger *slog.Logger) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		// Only a programming error (an unencodable type) gets here.
-		logger.Error("error encoding response", "err", err)
-		status = http.StatusInternalServerError
-		b, _ = json.Marshal(errorBody{Error: errorJSON{Code: herald.CodeInternal, Message: msgInternal}})
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
-}
-
-func (s *server) reply(w http.ResponseWriter, status int, v any) error {
-	writeJSON(w, status, v, s.logger)
-	return nil
-}
-
-// readBody reads r's body, at most limit bytes. A larger body is
-// body_too_large without being read further; a body that does not arrive
-// before the request's read deadline (ReadDeadline) is request_timeout.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	r.Body = http.MaxBytesReader(w, r.Body, limit)
-	var (
-		b   []byte
-		err error
-	)
-	if n := r.ContentLength; n > 0 && n <= limit {
-		b, err = readAnnounced(r.Body, n)
-	} else {
-		b, err = io.ReadAll(r.Body)
-	}
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return nil, herald.Errorf(herald.CodeBodyTooLarge, "request body exceeds the limit of %d bytes", limit)
-		}
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return nil, &herald.Error{Code: herald.CodeRequestTimeout, Err: err,
-				Message: "the request body did not arrive in time; send it at once, or in smaller requests"}
-		}
-		return nil, &herald.Error{Code: herald.CodeInvalidJSON, Message: "error reading the request body", Err: err}
-	}
-	return b, nil
-}
-
-// preallocBodyBytes is the most readAnnounced allocates before the bytes
-// arrive (64 KiB): a body up to it (an ordinary event) is read in one
-// allocation of its announced size, instead of ReadAll's growing copies;
-// a larger one grows by doubling as it arrives, so a client that
-// announces 1 MiB and sends one byte holds 64 KiB, not 1 MiB, and memory
-// stays within twice what was received.
-const preallocBodyBytes = 64 << 10
-
-// readAnnounced reads a body of announced length n (net/http holds the
-// body to it: fewer bytes end in io.ErrUnexpectedEOF).
-func readAnnounced(body io.Reader, n int64) ([]byte, error) {
-	b := make([]byte, 0, min(n, preallocBodyBytes))
-	for int64(len(b)) < n {
-		if len(b) == cap(b) {
-			grown := make([]byte, len(b), min(n, 2*int64(cap(b))))
-			copy(grown, b)
-			b = grown
-		}
-		m, err := body.Read(b[len(b):cap(b)])
-		b = b[:len(b)+m]
-		if err == io.EOF {
-			if int64(len(b)) < n {
-				return nil, io.ErrUnexpectedEOF
-			}
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	return b, nil
-}
-
-// smallLimit is limit, or MaxBodyBytes when that is lower.
-func (s *server) smallLimit(limit int64) int64 {
-	return min(limit, s.cfg.MaxBodyBytes)
-}
-
-// notFound turns a store ErrNotFound into a message naming what was missing;
-// other errors pass through.
-func notFound(err error, kind, id string) error {
-	if errors.Is(err, herald.ErrNotFound) {
-		return &herald.Error{Code: herald.CodeNotFound, Message: kind + " " + quote(id) + " not found", Err: err}
-	}
-	return err
-}
-
-// quote renders an id for a message, shortened so a huge path value cannot
-// bloat the answer.
-func quote(s string) string {
-	const max = 300
-	if len(s) > max {
-		s = s[:max] + "…"
-	}
-	b, _ := json.Marshal(s)
-	return string(b)
-}
-
 func (s *server) notify() {
 	if s.cfg.Notify != nil {
 		s.cfg.Notify()
 	}
+}
+
+// NotFound answers a request for a route that exists but is served on
+// another listener (herald serve --push-listen, --admin-listen) with the
+// API's JSON 404, exactly as for a route that does not exist.
+func NotFound(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusNotFound, errorBody{Error: errorJSON{Code: herald.CodeNotFound,
+		Message: "no route " + r.Method + " " + quote(r.URL.Path) + " on this listener"}}, slog.Default())
 }

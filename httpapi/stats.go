@@ -1,13 +1,19 @@
 package httpapi
 
 import (
-	"context"
+	"cmp"
 	"net/http"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/metrics"
 	"github.com/heraldhq/herald/store"
 )
+
+// Statistics under /v1/stats: queue-wide, per subscription, per tenant, and
+// this node's recent history.
 
 type tierJSON struct {
 	Tier int `json:"tier"`
@@ -70,25 +76,220 @@ func (s *server) statsGet(w http.ResponseWriter, r *http.Request) error {
 	return s.reply(w, http.StatusOK, out)
 }
 
-type statusJSON struct {
-	Status string `json:"status"`
+// defaultStatsWindow is the window of GET /v1/stats/subscriptions without
+// ?since=.
+const defaultStatsWindow = 24 * time.Hour
+
+type subscriptionStatsJSON struct {
+	SubscriptionID string   `json:"subscription_id"`
+	Delivered      int      `json:"delivered"`
+	Dead           int      `json:"dead"`
+	Pending        int      `json:"pending"`
+	InFlight       int      `json:"in_flight"`
+	SuccessRate    *float64 `json:"success_rate"`
 }
 
-// healthz answers 200 while the process serves HTTP; it reads nothing, so
-// a database outage does not get the process restarted.
-func (s *server) healthz(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, statusJSON{Status: "ok"}, s.logger)
-}
-
-// readyz answers 200 when the store answers a ping within readyTimeout,
-// else 503 store_unavailable, so a load balancer stops sending traffic to a
-// node that could not commit it.
-func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
-	defer cancel()
-	if err := s.store.Ping(ctx); err != nil {
-		s.writeError(w, r, &herald.Error{Code: herald.CodeStoreUnavailable, Message: "store unavailable", Err: err})
-		return
+// subscriptionStats answers GET /v1/stats/subscriptions.
+func (s *server) subscriptionStats(w http.ResponseWriter, r *http.Request) error {
+	q, err := query(r)
+	if err != nil {
+		return err
 	}
-	writeJSON(w, http.StatusOK, statusJSON{Status: "ok"}, s.logger)
+	since, err := timeParam(q, "since")
+	if err != nil {
+		return err
+	}
+	if since.IsZero() {
+		since = s.now().Add(-defaultStatsWindow)
+	}
+	tenant, err := tenantFilter(r, q)
+	if err != nil {
+		return err
+	}
+	stats, err := s.store.SubscriptionStatsList(r.Context(), &store.SubscriptionStatsListParams{Since: since, Tenant: tenant})
+	if err != nil {
+		return err
+	}
+	out := struct {
+		Since string                  `json:"since"`
+		Data  []subscriptionStatsJSON `json:"data"`
+	}{Since: timestamp(since), Data: make([]subscriptionStatsJSON, len(stats))}
+	for i, st := range stats {
+		v := subscriptionStatsJSON{SubscriptionID: st.SubscriptionID, Delivered: st.Delivered, Dead: st.Dead,
+			Pending: st.Pending, InFlight: st.InFlight}
+		if n := st.Delivered + st.Dead; n > 0 {
+			rate := float64(st.Delivered) / float64(n)
+			v.SuccessRate = &rate
+		}
+		out.Data[i] = v
+	}
+	return s.reply(w, http.StatusOK, out)
+}
+
+type historyPointJSON struct {
+	At           string   `json:"at"`
+	Published    int      `json:"published"`
+	Delivered    int      `json:"delivered"`
+	Failed       int      `json:"failed"`
+	Dead         int      `json:"dead"`
+	LatencyP50MS *float64 `json:"latency_p50_ms"`
+	LatencyP99MS *float64 `json:"latency_p99_ms"`
+}
+
+// statsHistory answers GET /v1/stats/history: this node's last hour. A node
+// built without a history answers an empty list.
+func (s *server) statsHistory(w http.ResponseWriter, _ *http.Request) error {
+	out := struct {
+		IntervalS int                `json:"interval_s"`
+		Points    []historyPointJSON `json:"points"`
+	}{IntervalS: int(metrics.HistoryInterval / time.Second), Points: []historyPointJSON{}}
+	if s.cfg.History != nil {
+		msPtr := func(d *time.Duration) *float64 {
+			if d == nil {
+				return nil
+			}
+			v := float64(*d) / float64(time.Millisecond)
+			return &v
+		}
+		for _, p := range s.cfg.History.Points() {
+			out.Points = append(out.Points, historyPointJSON{At: timestamp(p.At), Published: p.Published,
+				Delivered: p.Delivered, Failed: p.Failed, Dead: p.Dead,
+				LatencyP50MS: msPtr(p.LatencyP50), LatencyP99MS: msPtr(p.LatencyP99)})
+		}
+	}
+	return s.reply(w, http.StatusOK, out)
+}
+
+// Limits of GET /v1/stats/tenants.
+const (
+	// defaultTenantStats is how many tenants are listed by default; the
+	// rest are summed into "other", so the answer stays small however many
+	// tenants there are.
+	defaultTenantStats = 20
+	// maxTenantStats caps ?limit=.
+	maxTenantStats = 1000
+)
+
+type tenantStatsJSON struct {
+	// Tenant is null for untenanted subscriptions.
+	Tenant        *string  `json:"tenant"`
+	Subscriptions int      `json:"subscriptions"`
+	Delivered     int      `json:"delivered"`
+	Dead          int      `json:"dead"`
+	Pending       int      `json:"pending"`
+	InFlight      int      `json:"in_flight"`
+	SuccessRate   *float64 `json:"success_rate"`
+}
+
+func (t *tenantStatsJSON) add(st *store.SubscriptionStats) {
+	t.Delivered += st.Delivered
+	t.Dead += st.Dead
+	t.Pending += st.Pending
+	t.InFlight += st.InFlight
+}
+
+func (t *tenantStatsJSON) rate() {
+	if n := t.Delivered + t.Dead; n > 0 {
+		r := float64(t.Delivered) / float64(n)
+		t.SuccessRate = &r
+	}
+}
+
+// tenantStats answers GET /v1/stats/tenants (admin): the outcomes since
+// `since` and the queue now, summed per tenant from the per-subscription
+// counts. The `limit` tenants with the most work queued (then the most
+// dead) are listed; the others are summed in `other`, so the answer, like
+// the /metrics labels (--metrics-tenants), stays bounded.
+func (s *server) tenantStats(w http.ResponseWriter, r *http.Request) error {
+	q, err := query(r)
+	if err != nil {
+		return err
+	}
+	since, err := timeParam(q, "since")
+	if err != nil {
+		return err
+	}
+	if since.IsZero() {
+		since = s.now().Add(-defaultStatsWindow)
+	}
+	limit := defaultTenantStats
+	if v := q.Get("limit"); v != "" {
+		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > maxTenantStats {
+			return herald.FieldErrorf(herald.CodeInvalidField, "limit",
+				"limit must be an integer from 1 to %d, got %s", maxTenantStats, quote(v))
+		}
+	}
+	subs, err := s.store.SubscriptionListAll(r.Context())
+	if err != nil {
+		return err
+	}
+	stats, err := s.store.SubscriptionStatsList(r.Context(), &store.SubscriptionStatsListParams{Since: since})
+	if err != nil {
+		return err
+	}
+	// Every live subscription counts toward its tenant, with or without
+	// deliveries; a deleted one's counts stay out (its tenant is no longer
+	// known here, and its queued deliveries are never sent).
+	tenantOf := make(map[string]string, len(subs.Subscriptions))
+	byTenant := map[string]*tenantStatsJSON{}
+	get := func(tenant string) *tenantStatsJSON {
+		t := byTenant[tenant]
+		if t == nil {
+			t = &tenantStatsJSON{}
+			if tenant != "" {
+				t.Tenant = &tenant
+			}
+			byTenant[tenant] = t
+		}
+		return t
+	}
+	for _, sub := range subs.Subscriptions {
+		tenantOf[sub.ID] = sub.Tenant
+		get(sub.Tenant).Subscriptions++
+	}
+	for _, st := range stats {
+		if tenant, ok := tenantOf[st.SubscriptionID]; ok {
+			get(tenant).add(st)
+		}
+	}
+	all := make([]*tenantStatsJSON, 0, len(byTenant))
+	for _, t := range byTenant {
+		t.rate()
+		all = append(all, t)
+	}
+	slices.SortFunc(all, func(a, b *tenantStatsJSON) int {
+		if c := cmp.Compare(b.Pending+b.InFlight, a.Pending+a.InFlight); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(b.Dead, a.Dead); c != 0 {
+			return c
+		}
+		// Untenanted (null) first, then by name: a stable order.
+		return cmp.Compare(tenantName(a), tenantName(b))
+	})
+	out := struct {
+		Since string             `json:"since"`
+		Data  []*tenantStatsJSON `json:"data"`
+		Other *tenantStatsJSON   `json:"other"`
+	}{Since: timestamp(since), Data: all[:min(limit, len(all))]}
+	if len(all) > limit {
+		other := &tenantStatsJSON{}
+		for _, t := range all[limit:] {
+			other.Subscriptions += t.Subscriptions
+			other.Delivered += t.Delivered
+			other.Dead += t.Dead
+			other.Pending += t.Pending
+			other.InFlight += t.InFlight
+		}
+		other.rate()
+		out.Other = other
+	}
+	return s.reply(w, http.StatusOK, out)
+}
+
+func tenantName(t *tenantStatsJSON) string {
+	if t.Tenant == nil {
+		return ""
+	}
+	return "\x01" + *t.Tenant
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -14,8 +15,13 @@ import (
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/filter"
+	"github.com/heraldhq/herald/store"
 	"github.com/heraldhq/herald/webhook"
 )
+
+// Subscriptions: the body decoder with each field's rules, the view, the
+// handlers of /v1/subscriptions and /v1/subscriptions/{id}, and the test
+// event (POST /v1/subscriptions/{id}/test). Secrets: subscription_secret.go.
 
 // Subscription limits. Ranges not fixed by docs/api.md are generous bounds that
 // keep one subscription from holding unbounded data or a nonsense schedule.
@@ -490,4 +496,294 @@ func subscriptionView(s *herald.Subscription, secret string) subscriptionJSON {
 		v.Metadata = json.RawMessage("{}")
 	}
 	return v
+}
+
+func (s *server) subscriptionCreate(w http.ResponseWriter, r *http.Request) error {
+	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
+	if err != nil {
+		return err
+	}
+	in, err := decodeSubscription(body)
+	if err != nil {
+		return err
+	}
+	if own := principalOf(r).Tenant; own != "" {
+		if in.sub.Tenant != "" && in.sub.Tenant != own {
+			return errOtherTenant(own)
+		}
+		if in.sub.AllTenants {
+			return herald.Errorf(herald.CodeForbidden, "a token confined to a tenant cannot create an all_tenants subscription")
+		}
+		in.sub.Tenant = own
+	}
+	secret := in.secret
+	if secret == "" {
+		secret = webhook.NewSecret()
+	}
+	now := s.now()
+	sub := in.sub
+	sub.ID = herald.NewID(herald.PrefixSubscription)
+	sub.State = herald.SubscriptionEnabled
+	if in.state == herald.SubscriptionDisabled {
+		sub.State, sub.DisabledReason = herald.SubscriptionDisabled, disabledByAPI
+	}
+	sub.CreatedAt, sub.UpdatedAt = now, now
+	created, err := s.store.SubscriptionCreate(r.Context(), &store.SubscriptionCreateParams{
+		Subscription: &sub, Secret: secret, Now: now,
+	})
+	if err != nil {
+		return err
+	}
+	noStore(w)
+	w.Header().Set("Location", "/v1/subscriptions/"+created.ID)
+	return s.reply(w, http.StatusCreated, subscriptionView(created, secret))
+}
+
+func (s *server) subscriptionList(w http.ResponseWriter, r *http.Request) error {
+	p, err := pageParams(r, herald.PrefixSubscription)
+	if err != nil {
+		return err
+	}
+	q, err := query(r)
+	if err != nil {
+		return err
+	}
+	tenant, err := tenantFilter(r, q)
+	if err != nil {
+		return err
+	}
+	res, err := s.store.SubscriptionList(r.Context(), &store.SubscriptionListParams{Limit: p.limit, After: p.key, Tenant: tenant})
+	if err != nil {
+		return err
+	}
+	out := listJSON[subscriptionJSON]{Data: make([]subscriptionJSON, len(res.Subscriptions))}
+	for i, sub := range res.Subscriptions {
+		out.Data[i] = subscriptionView(receiverAsSeenBy(r, sub), "")
+	}
+	if n := len(res.Subscriptions); n > 0 {
+		out.NextCursor = nextCursor(res.More, res.Subscriptions[n-1].ID)
+	}
+	return s.reply(w, http.StatusOK, out)
+}
+
+func (s *server) subscriptionGet(w http.ResponseWriter, r *http.Request) error {
+	sub, err := s.visibleSubscription(r, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return s.reply(w, http.StatusOK, subscriptionView(receiverAsSeenBy(r, sub), ""))
+}
+
+// subscriptionPatch applies a JSON merge patch (RFC 7396) to the current
+// subscription and validates the result as a whole, exactly like a create
+// body: a patch cannot produce a subscription a create would refuse. One
+// deviation from RFC 7396: "filter" is replaced, not merged, because it
+// holds exactly one kind and merging {"jmespath": …} into a CEL filter
+// could only fail.
+//
+// Two concurrent patches of one subscription are last-writer-wins.
+func (s *server) subscriptionPatch(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
+	if err != nil {
+		return err
+	}
+	patch, err := parseBody(body)
+	if err != nil {
+		return err
+	}
+	for _, f := range readOnlySubscriptionFields {
+		if patch.has(f) {
+			msg := "%s cannot be changed"
+			if f == "secret" {
+				msg += "; rotate it with POST /v1/subscriptions/{id}/secret/rotate"
+			}
+			return herald.FieldErrorf(herald.CodeInvalidField, f, msg, f)
+		}
+	}
+	if err := patch.allow(subscriptionFields...); err != nil {
+		return err
+	}
+	cur, err := s.visibleSubscription(r, id)
+	if err != nil {
+		return err
+	}
+	merged, err := mergeSubscription(cur, body)
+	if err != nil {
+		return err
+	}
+	in, err := decodeSubscription(merged)
+	if err != nil {
+		return err
+	}
+	upd := in.sub
+	upd.ID, upd.CreatedAt = cur.ID, cur.CreatedAt
+	upd.Tenant, upd.AllTenants = cur.Tenant, cur.AllTenants
+	upd.State, upd.DisabledReason = cur.State, cur.DisabledReason
+	switch in.state {
+	case herald.SubscriptionEnabled:
+		upd.State, upd.DisabledReason = herald.SubscriptionEnabled, ""
+	case herald.SubscriptionDisabled:
+		// Keep the reason of an earlier disable (e.g. a 410 from the
+		// endpoint): it says more than "disabled by API".
+		if cur.State != herald.SubscriptionDisabled {
+			upd.State, upd.DisabledReason = herald.SubscriptionDisabled, disabledByAPI
+		}
+	}
+	now := s.now()
+	upd.UpdatedAt = now
+	res, err := s.store.SubscriptionUpdate(r.Context(), &store.SubscriptionUpdateParams{Subscription: &upd, Now: now})
+	if err != nil {
+		return notFound(err, "subscription", id)
+	}
+	return s.reply(w, http.StatusOK, subscriptionView(res, ""))
+}
+
+// mergeSubscription applies the merge patch body to cur and returns the
+// merged document, ready for decodeSubscription.
+func mergeSubscription(cur *herald.Subscription, body []byte) ([]byte, error) {
+	curJSON, err := marshalVerbatim(subscriptionView(cur, ""))
+	if err != nil {
+		return nil, err
+	}
+	var doc, patch map[string]any
+	if err := decodeNumbers(curJSON, &doc); err != nil {
+		return nil, err
+	}
+	if err := decodeNumbers(body, &patch); err != nil {
+		return nil, &herald.Error{Code: herald.CodeInvalidJSON, Message: "malformed JSON", Err: err}
+	}
+	for _, f := range readOnlySubscriptionFields {
+		delete(doc, f)
+	}
+	for k, v := range patch {
+		switch {
+		case v == nil:
+			delete(doc, k)
+		case k == "filter":
+			doc[k] = v
+		default:
+			doc[k] = mergePatch(doc[k], v)
+		}
+	}
+	return marshalVerbatim(doc)
+}
+
+// marshalVerbatim is json.Marshal without HTML escaping: json.Marshal
+// rewrites "&", "<" and ">" inside strings (and inside a RawMessage such as
+// an es_query filter) as \u0026…, so a PATCH that does not touch the
+// filter would still store it with different bytes than were given.
+func marshalVerbatim(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// decodeNumbers unmarshals keeping numbers as json.Number, so that a merge
+// neither rounds large integers nor turns 5 into 5.0.
+func decodeNumbers(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	return dec.Decode(v)
+}
+
+// mergePatch is RFC 7396 MergePatch(target, patch).
+func mergePatch(target, patch any) any {
+	p, ok := patch.(map[string]any)
+	if !ok {
+		return patch
+	}
+	t, ok := target.(map[string]any)
+	if !ok {
+		t = map[string]any{}
+	}
+	out := make(map[string]any, len(t)+len(p))
+	for k, v := range t {
+		out[k] = v
+	}
+	for k, v := range p {
+		if v == nil {
+			delete(out, k)
+			continue
+		}
+		out[k] = mergePatch(out[k], v)
+	}
+	return out
+}
+
+func (s *server) subscriptionDelete(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	if err := s.confineSubscription(r, id); err != nil {
+		return err
+	}
+	err := s.store.SubscriptionDelete(r.Context(), &store.SubscriptionDeleteParams{ID: id, Now: s.now()})
+	if err != nil {
+		return notFound(err, "subscription", id)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// TestEventType is the type of the events POST /v1/subscriptions/{id}/test
+// sends: in herald's reserved namespace, so no producer event is mistaken
+// for one.
+const TestEventType = "herald.test"
+
+// subscriptionTest answers POST /v1/subscriptions/{id}/test: an event of
+// type herald.test stored with one delivery, to this subscription only,
+// whatever its event types and filter. It goes through the queue like any
+// delivery (tier 0's delay, throttles, a disabled subscription waits).
+func (s *server) subscriptionTest(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
+	if err != nil {
+		return err
+	}
+	data := json.RawMessage(nil)
+	if len(strings.TrimSpace(string(body))) > 0 {
+		o, err := parseBody(body)
+		if err != nil {
+			return err
+		}
+		if err := o.allow("data"); err != nil {
+			return err
+		}
+		data, _ = o.get("data")
+	}
+	sub, err := s.visibleSubscription(r, id)
+	if err != nil {
+		return err
+	}
+	now := s.now()
+	if data == nil {
+		data, _ = json.Marshal(map[string]any{
+			"message": "test event sent from herald", "subscription_id": sub.ID, "sent_at": timestamp(now),
+		})
+	}
+	ev := &herald.Event{ID: herald.NewID(herald.PrefixEvent), Type: TestEventType, Data: data, CreatedAt: now, Tenant: sub.Tenant}
+	dlv := herald.NewID(herald.PrefixDelivery)
+	var tier0 time.Duration
+	if len(s.cfg.Tiers) > 0 {
+		tier0 = s.cfg.Tiers[0]
+	}
+	res, err := s.store.EventInsertMany(r.Context(), &store.EventInsertManyParams{Now: now, Events: []store.EventInsert{{
+		Event:      ev,
+		Deliveries: []store.DeliveryInsert{{ID: dlv, SubscriptionID: sub.ID, NextAttemptAt: now.Add(tier0)}},
+	}}})
+	if err != nil {
+		return err
+	}
+	if len(res) != 1 || res[0].DeliveryCount != 1 {
+		// The subscription was deleted between the read and the insert.
+		return herald.NotFoundf("subscription %s not found", quote(id))
+	}
+	s.notify()
+	return s.reply(w, http.StatusAccepted, struct {
+		EventID    string `json:"event_id"`
+		DeliveryID string `json:"delivery_id"`
+	}{ev.ID, dlv})
 }

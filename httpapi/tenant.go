@@ -7,6 +7,9 @@ import (
 	"github.com/heraldhq/herald"
 )
 
+// Tenant confinement, shared by every handler: what a tenant-confined
+// token may list, see and write.
+
 // tenantFilter is the tenant a listing is confined to: the caller's own
 // tenant for a tenant-confined token (a ?tenant= naming another one is
 // forbidden, so a typo is not mistaken for an empty tenant), else

@@ -12,6 +12,8 @@ import (
 	"github.com/heraldhq/herald/store"
 )
 
+// API tokens: POST and GET /v1/tokens, DELETE /v1/tokens/{id}.
+
 // maxTokenName bounds a token's name (characters).
 const maxTokenName = 200
 
