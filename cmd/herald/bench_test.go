@@ -183,3 +183,14 @@ func TestBenchPostgres(t *testing.T) {
 	// meanwhile, so compare as sets: nothing new is left behind).
 	require.Subset(t, before, benchSchemas())
 }
+
+// A --target that does not answer exits 3, as every command does when it
+// cannot connect (README, "Exit codes").
+func TestBenchCannotConnect(t *testing.T) {
+	t.Parallel()
+	var out, errOut bytes.Buffer
+	err := runBench(t.Context(), []string{"--target", "http://127.0.0.1:1", "--token", "x", "--progress=false"}, &out, &errOut)
+	require.ErrorContains(t, err, "error creating the bench subscription: cannot connect to http://127.0.0.1:1")
+	require.Equal(t, exitConnect, exitCode(err))
+	require.Empty(t, out.String())
+}
