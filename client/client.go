@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -44,6 +45,24 @@ func New(baseURL, token string) *Client {
 // do sends a request and decodes a 2xx answer into out (when non-nil). in,
 // when non-nil, is sent as JSON; a json.RawMessage or []byte is sent as is.
 func (c *Client) do(ctx context.Context, method, path string, q url.Values, in, out any) error {
+	resp, err := c.send(ctx, method, path, q, in, "application/json")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if out == nil || resp.StatusCode == http.StatusNoContent {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return c.readError(ctx, method, path, err)
+	}
+	return nil
+}
+
+// send sends a request and returns a 2xx answer, whose body the caller
+// closes; any other answer is an *APIError. in is sent as do says.
+func (c *Client) send(ctx context.Context, method, path string, q url.Values, in any, accept string) (*http.Response, error) {
 	u := c.BaseURL + path
 	if len(q) > 0 {
 		u += "?" + q.Encode()
@@ -59,19 +78,19 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, in, 
 		default:
 			var err error
 			if b, err = json.Marshal(in); err != nil {
-				return fmt.Errorf("encoding request: %w", err)
+				return nil, fmt.Errorf("encoding request: %w", err)
 			}
 		}
 		body = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u, body)
 	if err != nil {
-		return fmt.Errorf("building request: %w", err)
+		return nil, fmt.Errorf("building request: %w", err)
 	}
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Accept", accept)
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
@@ -85,25 +104,24 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, in, 
 	resp, err := hc.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return nil, ctx.Err()
 		}
-		return &ConnError{URL: c.BaseURL, Err: err}
+		return nil, &ConnError{URL: c.BaseURL, Err: err}
 	}
-	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return decodeError(resp)
+		defer resp.Body.Close()
+		return nil, decodeError(resp)
 	}
-	if out == nil || resp.StatusCode == http.StatusNoContent {
-		_, _ = io.Copy(io.Discard, resp.Body)
-		return nil
+	return resp, nil
+}
+
+// readError is the error of an answer whose body broke off or did not
+// decode: the context's error when it ended, else a *ConnError.
+func (c *Client) readError(ctx context.Context, method, path string, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
 	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return &ConnError{URL: c.BaseURL, Err: fmt.Errorf("reading the answer to %s %s: %w", method, path, err)}
-	}
-	return nil
+	return &ConnError{URL: c.BaseURL, Err: fmt.Errorf("reading the answer to %s %s: %w", method, path, err)}
 }
 
 // decodeError turns a non-2xx answer into an *APIError. An answer without
@@ -391,6 +409,49 @@ func (c *Client) TenantStats(ctx context.Context, since time.Time, limit int) (*
 	setPage(q, limit, "")
 	var out TenantStatsList
 	return &out, c.do(ctx, http.MethodGet, "/v1/stats/tenants", q, nil, &out)
+}
+
+// Metrics reads GET /metrics (Prometheus text format) and returns each
+// sample's value by its series as written: the name, with its labels when it
+// has some ({le="0.5"} and the like). Comment lines are left out. Token is
+// sent as the bearer, which a node with --metrics-token checks.
+func (c *Client) Metrics(ctx context.Context) (map[string]float64, error) {
+	resp, err := c.send(ctx, http.MethodGet, "/metrics", nil, nil, "text/plain")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		// A label value may hold spaces: the series ends at the closing
+		// brace when there is one.
+		end := strings.IndexByte(line, ' ')
+		if i := strings.IndexByte(line, '{'); i >= 0 && (end < 0 || i < end) {
+			end = strings.LastIndexByte(line, '}') + 1
+		}
+		if end <= 0 || end >= len(line) {
+			continue
+		}
+		fields := strings.Fields(line[end:]) // value, then an optional timestamp
+		if len(fields) == 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(fields[0], 64)
+		if err != nil {
+			continue
+		}
+		out[line[:end]] = v
+	}
+	if err := sc.Err(); err != nil {
+		return nil, c.readError(ctx, http.MethodGet, "/metrics", err)
+	}
+	return out, nil
 }
 
 // IsConnError reports whether err means no answer came back.

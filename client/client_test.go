@@ -134,3 +134,37 @@ func TestTokensAndTenantParams(t *testing.T) {
 		"GET /v1/deliveries?tenant=acme ",
 	}, got)
 }
+
+func TestMetrics(t *testing.T) {
+	t.Parallel()
+	c := setup(t, func(w http.ResponseWriter, r *http.Request) {
+		require.Equal(t, "GET /metrics", r.Method+" "+r.URL.Path)
+		require.Equal(t, "Bearer tok", r.Header.Get("Authorization"))
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		_, _ = io.WriteString(w, `# HELP herald_direct_dispatch_total Deliveries started without a claim.
+# TYPE herald_direct_dispatch_total counter
+herald_direct_dispatch_total 42
+process_cpu_seconds_total 1.25
+herald_claim_batch_size_bucket{le="+Inf"} 7
+herald_up{node="a b"} 1 1700000000000
+
+not_a_number x
+`)
+	})
+	m, err := c.Metrics(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, map[string]float64{
+		"herald_direct_dispatch_total":              42,
+		"process_cpu_seconds_total":                 1.25,
+		`herald_claim_batch_size_bucket{le="+Inf"}`: 7,
+		`herald_up{node="a b"}`:                     1,
+	}, m)
+
+	c = setup(t, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = io.WriteString(w, `{"error":{"code":"unauthorized","message":"invalid metrics token"}}`)
+	})
+	_, err = c.Metrics(context.Background())
+	require.ErrorIs(t, err, ErrUnauthorized)
+}

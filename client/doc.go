@@ -1,6 +1,7 @@
 // Package client is a small typed Go client for herald's /v1 HTTP API:
 // subscriptions, events (single, batch, search), deliveries, dead letters
-// (groups and redrive), filter and subscription tests, and stats.
+// (groups and redrive), filter and subscription tests, stats and the
+// Prometheus /metrics.
 //
 // Every method takes a context and returns either the decoded answer or an
 // error of one of two kinds:

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald/bench"
 )
 
 // TestBenchPush keeps `herald bench push` working: every scenario, tiny.
@@ -18,7 +20,7 @@ func TestBenchPush(t *testing.T) {
 	err := runBench(t.Context(), []string{"push", "--herald-binary", bin, "--idle-conns", "50", "--sources", "2",
 		"--user-agents", "4", "--rate", "200", "--duration", "500ms", "--drain", "25", "--ceiling-time", "200ms", "--json"}, &out, &errOut)
 	require.NoError(t, err, errOut.String())
-	var res pushBenchResult
+	var res bench.PushResult
 	require.NoError(t, json.Unmarshal(out.Bytes(), &res), out.String())
 	require.Equal(t, 50, res.Idle.Open, "every idle connection still open")
 	require.Positive(t, res.Rate.Sent)

@@ -8,16 +8,17 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/heraldhq/herald/bench"
 	"github.com/heraldhq/herald/internal/testdb"
 )
 
 // runBenchJSON runs herald bench with --json and decodes its output.
-func runBenchJSON(t *testing.T, args ...string) benchResult {
+func runBenchJSON(t *testing.T, args ...string) bench.Result {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	err := runBench(t.Context(), append([]string{"--json", "--progress=false"}, args...), &out, &errOut)
 	require.NoError(t, err, "stderr:\n%s", errOut.String())
-	var res benchResult
+	var res bench.Result
 	require.NoError(t, json.Unmarshal(out.Bytes(), &res), "output:\n%s", out.String())
 	// Every field the JSON promises is present (decoding into a map
 	// catches a renamed tag that the struct decode would hide).
@@ -36,7 +37,7 @@ func runBenchJSON(t *testing.T, args ...string) benchResult {
 
 // requireSane checks what any successful run must satisfy, whatever the
 // machine's speed: no timing thresholds.
-func requireSane(t *testing.T, res benchResult, events, fanout int64) {
+func requireSane(t *testing.T, res bench.Result, events, fanout int64) {
 	t.Helper()
 	require.Equal(t, events, res.Published)
 	require.Zero(t, res.PublishErrors)
@@ -181,4 +182,15 @@ func TestBenchPostgres(t *testing.T) {
 	// The run's schema is dropped afterwards (others' runs may come and go
 	// meanwhile, so compare as sets: nothing new is left behind).
 	require.Subset(t, before, benchSchemas())
+}
+
+// A --target that does not answer exits 3, as every command does when it
+// cannot connect (README, "Exit codes").
+func TestBenchCannotConnect(t *testing.T) {
+	t.Parallel()
+	var out, errOut bytes.Buffer
+	err := runBench(t.Context(), []string{"--target", "http://127.0.0.1:1", "--token", "x", "--progress=false"}, &out, &errOut)
+	require.ErrorContains(t, err, "error creating the bench subscription: cannot connect to http://127.0.0.1:1")
+	require.Equal(t, exitConnect, exitCode(err))
+	require.Empty(t, out.String())
 }
