@@ -53,9 +53,9 @@ type Store struct {
 	work workNotifier
 	// broken is when (unix nanos) a pooled connection last broke in use.
 	broken *atomic.Int64
-	// keysSwept and attemptsSwept are where the retention sweep's scans of
-	// delivery_keys and attempts stopped (store/retention.go).
-	keysSwept, attemptsSwept store.SweepCursor
+	// swept is where the retention sweep's scans of delivery_keys and
+	// attempts stopped (store/retention.go).
+	swept store.RetentionCursors
 	// keys seals subscription secrets (Config.Keys).
 	keys *seal.Ring
 	// resealHook, set by tests only, runs in SecretReseal between its read
