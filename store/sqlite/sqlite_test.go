@@ -68,7 +68,7 @@ func TestMigrateTwice(t *testing.T) {
 	require.NoError(t, err)
 	defer db.Close()
 	var rows, version int
-	require.NoError(t, db.QueryRow(`SELECT COUNT(*), MAX(version) FROM schema_migrations`).Scan(&rows, &version))
+	require.NoError(t, db.QueryRow(`SELECT COUNT(*), MAX(version) FROM herald_migrations`).Scan(&rows, &version))
 	require.Equal(t, sqlite.LatestSchemaVersion(), version)
 	// Versions run 1..N without a gap (store/migrate.go): one row each.
 	require.Equal(t, rows, version, "one row per migration, none applied twice")
@@ -83,7 +83,7 @@ func TestMigrateRefusesNewerSchema(t *testing.T) {
 	// A newer herald migrated this file.
 	db, err := sql.Open("sqlite3", path)
 	require.NoError(t, err)
-	_, err = db.Exec(`INSERT INTO schema_migrations (version, applied_at) VALUES (?, 0)`, sqlite.LatestSchemaVersion()+1)
+	_, err = db.Exec(`INSERT INTO herald_migrations (version, applied_at) VALUES (?, 0)`, sqlite.LatestSchemaVersion()+1)
 	require.NoError(t, err)
 	require.NoError(t, db.Close())
 
