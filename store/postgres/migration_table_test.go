@@ -17,11 +17,7 @@ import (
 func TestMigrateMigrationTable(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	schema := testdb.PostgresSchema(t)
-	s, err := postgres.Open(ctx, postgres.Config{URL: testdb.URL(), Schema: schema, MaxConns: 4})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Close() })
-	require.NoError(t, s.MigrateTo(ctx, 12))
+	s, schema := openAtVersion(ctx, t, 12)
 	seedOld(ctx, t, schema, "m", 1, t0, "sub_m")
 
 	require.NoError(t, s.Migrate(ctx))
@@ -33,6 +29,18 @@ func TestMigrateMigrationTable(t *testing.T) {
 	require.Equal(t, 13, rows)
 	require.Equal(t, postgres.LatestSchemaVersion(), latest)
 	require.Equal(t, "013_migration_table.sql", name)
-	_, err = s.SubscriptionGet(ctx, "sub_m")
+	_, err := s.SubscriptionGet(ctx, "sub_m")
 	require.NoError(t, err, "the rows are kept")
+}
+
+// openAtVersion opens a store on a new schema migrated up to version, for
+// a test that checks how a later migration treats the rows it seeds.
+func openAtVersion(ctx context.Context, t *testing.T, version int) (*postgres.Store, string) {
+	t.Helper()
+	schema := testdb.PostgresSchema(t)
+	s, err := postgres.Open(ctx, postgres.Config{URL: testdb.URL(), Schema: schema, MaxConns: 4})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	require.NoError(t, s.MigrateTo(ctx, version))
+	return s, schema
 }

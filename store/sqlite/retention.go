@@ -59,29 +59,30 @@ func (w sweeper) RetentionDeliveryDelete(ctx context.Context, p *store.Retention
 
 // RetentionEventDelete deletes old events no delivery names.
 func (w sweeper) RetentionEventDelete(ctx context.Context, p *store.RetentionEventDeleteParams) (int, error) {
-	var n int64
-	err := w.s.queueTx(ctx, "retention: events", func(tx *sql.Tx) (err error) {
-		n, err = affected(tx.ExecContext(ctx, `DELETE FROM events WHERE rowid IN (
-			SELECT e.rowid FROM events e
-			WHERE e.created_at < ?
-			  AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id AND d.event_tenant = e.tenant)
-			ORDER BY e.created_at LIMIT ?)`, ms(p.Before), p.Limit))
-		return err
-	})
-	return int(n), err
+	return w.delete(ctx, "retention: events", `DELETE FROM events WHERE rowid IN (
+		SELECT e.rowid FROM events e
+		WHERE e.created_at < ?
+		  AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id AND d.event_tenant = e.tenant)
+		ORDER BY e.created_at LIMIT ?)`, ms(p.Before), p.Limit)
 }
 
 // RetentionSecretDelete deletes rotated-out secrets, never a
 // subscription's last.
 func (w sweeper) RetentionSecretDelete(ctx context.Context, p *store.RetentionSecretDeleteParams) (int, error) {
+	return w.delete(ctx, "retention: secrets", `DELETE FROM subscription_secrets WHERE id IN (
+		SELECT x.id FROM subscription_secrets x
+		WHERE x.expires_at < ?1
+		  AND EXISTS (SELECT 1 FROM subscription_secrets n WHERE n.subscription_id = x.subscription_id
+			AND (n.expires_at IS NULL OR n.expires_at >= ?1))
+		LIMIT ?2)`, ms(p.Before), p.Limit)
+}
+
+// delete runs one DELETE statement in a write transaction and returns the
+// rows it deleted.
+func (w sweeper) delete(ctx context.Context, op, query string, args ...any) (int, error) {
 	var n int64
-	err := w.s.queueTx(ctx, "retention: secrets", func(tx *sql.Tx) (err error) {
-		n, err = affected(tx.ExecContext(ctx, `DELETE FROM subscription_secrets WHERE id IN (
-			SELECT x.id FROM subscription_secrets x
-			WHERE x.expires_at < ?1
-			  AND EXISTS (SELECT 1 FROM subscription_secrets n WHERE n.subscription_id = x.subscription_id
-				AND (n.expires_at IS NULL OR n.expires_at >= ?1))
-			LIMIT ?2)`, ms(p.Before), p.Limit))
+	err := w.s.queueTx(ctx, op, func(tx *sql.Tx) (err error) {
+		n, err = affected(tx.ExecContext(ctx, query, args...))
 		return err
 	})
 	return int(n), err
