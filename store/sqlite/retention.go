@@ -224,8 +224,8 @@ func (w sweeper) RetentionAttemptScan(ctx context.Context, p *store.RetentionAtt
 }
 
 // queryStrings runs a query returning one text column.
-func queryStrings(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]string, error) {
-	rows, err := tx.QueryContext(ctx, query, args...)
+func queryStrings(ctx context.Context, q queryer, query string, args ...any) ([]string, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
