@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -22,13 +23,14 @@ import (
 // merge) fails every start and every test instead of skipping a step on
 // some databases.
 //
-// A database records the versions applied to it. One whose newest version
-// is above the code's newest is refused with ErrSchemaTooNew: an older
-// binary must not write to a schema it does not understand. Otherwise the
-// backend applies MigrationsPending in order, all of them in one
-// transaction, under its own lock (PostgreSQL: an advisory lock, so nodes
-// booting together migrate once; SQLite: the data directory's lock and its
-// single writer), and records each version as it goes.
+// A database records the versions applied to it, in MigrationTable. One
+// whose newest version is above the code's newest is refused with
+// ErrSchemaTooNew: an older binary must not write to a schema it does not
+// understand. Otherwise MigrateApply applies MigrationsPending in order, all
+// of them in one transaction the backend opens under its own lock
+// (PostgreSQL: an advisory lock, so nodes booting together migrate once;
+// SQLite: the data directory's lock and its single writer), and records
+// each version as it goes.
 
 // Migration is one embedded schema step.
 type Migration struct {
@@ -116,4 +118,89 @@ func MigrationsPending(migrations []Migration, current int) ([]Migration, error)
 		}
 	}
 	return nil, nil
+}
+
+// MigrationTable is the bookkeeping table of every store: one row per
+// applied version. (SQLite's was schema_migrations up to version 12; its
+// MigrationTableEnsure renames it, see store/sqlite/migrate.go.)
+const MigrationTable = "herald_migrations"
+
+// MigrateBackend is what MigrateApply needs of a store: its migration
+// transaction.
+type MigrateBackend interface {
+	// MigrateTx runs fn in one transaction under the store's migration
+	// lock, committing when fn returns nil.
+	MigrateTx(ctx context.Context, fn func(tx MigrateTx) error) error
+}
+
+// MigrateTx is a store's open migration transaction, one statement per
+// method.
+type MigrateTx interface {
+	// MigrationTableEnsure creates MigrationTable when it does not exist.
+	// It runs before the version is read, so it is also where a store
+	// carries an older bookkeeping table over.
+	MigrationTableEnsure(ctx context.Context) error
+	// MigrationVersionGet returns the newest version recorded (0: none).
+	MigrationVersionGet(ctx context.Context) (int, error)
+	// MigrationExec runs m's script.
+	MigrationExec(ctx context.Context, m *Migration) error
+	// MigrationRecord records m as applied.
+	MigrationRecord(ctx context.Context, m *Migration) error
+	// MigrationGuard is called when migrations are pending, before the
+	// first runs. The check it returns (nil: none) is called after the
+	// last, before the commit; its error refuses the whole migration.
+	// SQLite uses it to refuse migrations that leave rows breaking a
+	// foreign key (they run with foreign keys off).
+	MigrationGuard(ctx context.Context) (check func(ctx context.Context) error, err error)
+}
+
+// MigrateApplyParams are the inputs of MigrateApply.
+type MigrateApplyParams struct {
+	// Migrations are every migration of the store, as MigrationsLoad
+	// returned them.
+	Migrations []Migration
+	// UpTo, when > 0, stops after that version (tests use it to build an
+	// older schema and check that a migration carries its rows over).
+	UpTo int
+}
+
+// MigrateApply brings a store's schema up to date (the rule at the top of
+// this file): in one transaction of b, it ensures the bookkeeping table,
+// reads the database's version, refuses a newer one (ErrSchemaTooNew), and
+// runs and records every pending migration in order. A failure rolls back
+// every migration of the call.
+func MigrateApply(ctx context.Context, b MigrateBackend, params *MigrateApplyParams) error {
+	return b.MigrateTx(ctx, func(tx MigrateTx) error {
+		if err := tx.MigrationTableEnsure(ctx); err != nil {
+			return err
+		}
+		current, err := tx.MigrationVersionGet(ctx)
+		if err != nil {
+			return err
+		}
+		pending, err := MigrationsPending(params.Migrations, current)
+		if err != nil || len(pending) == 0 {
+			return err
+		}
+		check, err := tx.MigrationGuard(ctx)
+		if err != nil {
+			return err
+		}
+		for i := range pending {
+			m := &pending[i]
+			if params.UpTo > 0 && m.Version > params.UpTo {
+				break
+			}
+			if err := tx.MigrationExec(ctx, m); err != nil {
+				return fmt.Errorf("migration %s: %w", m.Name, err)
+			}
+			if err := tx.MigrationRecord(ctx, m); err != nil {
+				return err
+			}
+		}
+		if check == nil {
+			return nil
+		}
+		return check(ctx)
+	})
 }

@@ -1,6 +1,9 @@
 package store_test
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"io/fs"
 	"testing"
 	"testing/fstest"
@@ -105,4 +108,103 @@ func TestMigrationsSameInBothStores(t *testing.T) {
 	require.NotZero(t, pg, "the PostgreSQL migrations load")
 	require.NotZero(t, lite, "the SQLite migrations load")
 	require.Equal(t, pg, lite, "both stores ship every version")
+}
+
+// fakeMigrator is a store.MigrateBackend over a list of applied versions,
+// recording the calls it gets; a failed transaction leaves applied as it
+// was.
+type fakeMigrator struct {
+	applied  []int
+	calls    []string
+	failExec int   // the version whose script fails
+	checkErr error // what the guard's check returns
+}
+
+type fakeMigrateTx struct {
+	f       *fakeMigrator
+	applied []int
+}
+
+func (f *fakeMigrator) MigrateTx(ctx context.Context, fn func(tx store.MigrateTx) error) error {
+	tx := &fakeMigrateTx{f: f, applied: append([]int(nil), f.applied...)}
+	if err := fn(tx); err != nil {
+		f.calls = append(f.calls, "rollback")
+		return err
+	}
+	f.applied = tx.applied
+	f.calls = append(f.calls, "commit")
+	return nil
+}
+
+func (tx *fakeMigrateTx) MigrationTableEnsure(context.Context) error {
+	tx.f.calls = append(tx.f.calls, "ensure")
+	return nil
+}
+
+func (tx *fakeMigrateTx) MigrationVersionGet(context.Context) (int, error) {
+	if len(tx.applied) == 0 {
+		return 0, nil
+	}
+	return tx.applied[len(tx.applied)-1], nil
+}
+
+func (tx *fakeMigrateTx) MigrationExec(_ context.Context, m *store.Migration) error {
+	tx.f.calls = append(tx.f.calls, fmt.Sprint("exec ", m.Version))
+	if m.Version == tx.f.failExec {
+		return errors.New("syntax error")
+	}
+	return nil
+}
+
+func (tx *fakeMigrateTx) MigrationRecord(_ context.Context, m *store.Migration) error {
+	tx.applied = append(tx.applied, m.Version)
+	return nil
+}
+
+func (tx *fakeMigrateTx) MigrationGuard(context.Context) (func(context.Context) error, error) {
+	tx.f.calls = append(tx.f.calls, "guard")
+	return func(context.Context) error {
+		tx.f.calls = append(tx.f.calls, "check")
+		return tx.f.checkErr
+	}, nil
+}
+
+// TestMigrateApply: the pending migrations run and are recorded in order in
+// one transaction, the guard around them only when some are pending; a
+// failing script or check rolls them all back; UpTo stops early; a newer
+// database is refused.
+func TestMigrateApply(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	migs := []store.Migration{{Version: 1, Name: "001_a.sql"}, {Version: 2, Name: "002_b.sql"}, {Version: 3, Name: "003_c.sql"}}
+	apply := func(f *fakeMigrator, upTo int) error {
+		return store.MigrateApply(ctx, f, &store.MigrateApplyParams{Migrations: migs, UpTo: upTo})
+	}
+
+	f := &fakeMigrator{}
+	require.NoError(t, apply(f, 2))
+	require.Equal(t, []int{1, 2}, f.applied)
+	require.Equal(t, []string{"ensure", "guard", "exec 1", "exec 2", "check", "commit"}, f.calls)
+
+	f.calls = nil
+	require.NoError(t, apply(f, 0))
+	require.Equal(t, []int{1, 2, 3}, f.applied)
+	require.Equal(t, []string{"ensure", "guard", "exec 3", "check", "commit"}, f.calls)
+
+	f.calls = nil
+	require.NoError(t, apply(f, 0))
+	require.Equal(t, []string{"ensure", "commit"}, f.calls, "nothing pending: no guard")
+
+	f = &fakeMigrator{failExec: 2}
+	err := apply(f, 0)
+	require.ErrorContains(t, err, "migration 002_b.sql: syntax error")
+	require.Empty(t, f.applied)
+	require.Equal(t, []string{"ensure", "guard", "exec 1", "exec 2", "rollback"}, f.calls)
+
+	f = &fakeMigrator{checkErr: errors.New("orphans")}
+	require.ErrorContains(t, apply(f, 0), "orphans")
+	require.Empty(t, f.applied)
+
+	f = &fakeMigrator{applied: []int{1, 2, 3, 4}}
+	require.ErrorIs(t, apply(f, 0), store.ErrSchemaTooNew)
 }

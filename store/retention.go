@@ -4,9 +4,12 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/heraldhq/herald"
 )
 
-// Retention: what RetentionSweep deletes, the same rules for every backend.
+// Retention: what RetentionSweep deletes, the same rules for every backend
+// (RetentionRun below runs them; a backend only supplies the statements).
 // Besides finished deliveries, dead letters and events (RetentionSweep),
 // these tables would otherwise grow for ever, so the sweep covers them
 // too, each under the retention whose rows could still need it:
@@ -132,4 +135,186 @@ func (c *SweepCursor) Scan(ctx context.Context, batch int, step SweepScanStep) (
 		seen += examined
 	}
 	return deleted, nil
+}
+
+// RetentionBatchDefault is the rows deleted per transaction when
+// RetentionSweepParams leave BatchSize at 0 (River's cleaner found ~1 s per
+// 1,000-row batch on a busy table; smaller batches keep locks, the SQLite
+// writer and WAL bursts short).
+const RetentionBatchDefault = 1000
+
+// RetentionCursors are where a store's scans of key rows and of attempts
+// stopped. A store keeps one for its lifetime; the zero value starts at the
+// beginning of both tables.
+type RetentionCursors struct {
+	Keys, Attempts SweepCursor
+}
+
+// RetentionBackend is what RetentionRun needs of a store: one method per
+// step of the sweep, each one statement (one transaction) over at most
+// Limit rows, returning how many rows it deleted. The order of the steps,
+// the batching and when to stop are RetentionRun's; the rule each
+// statement applies is the comment at the top of this file.
+type RetentionBackend interface {
+	// RetentionCursors returns the store's scan positions.
+	RetentionCursors() *RetentionCursors
+	// RetentionDeliveryDelete deletes up to Limit deliveries in States
+	// last updated before Before, with their attempts. A delivery that is
+	// pending or in flight (again) is never deleted.
+	RetentionDeliveryDelete(ctx context.Context, params *RetentionDeliveryDeleteParams) (int, error)
+	// RetentionEventDelete deletes up to Limit events created before
+	// Before that have no delivery left.
+	RetentionEventDelete(ctx context.Context, params *RetentionEventDeleteParams) (int, error)
+	// RetentionKeyScan is a SweepScanStep over key rows.
+	RetentionKeyScan(ctx context.Context, params *RetentionKeyScanParams) (*RetentionScanResult, error)
+	// RetentionSecretDelete deletes up to Limit secrets that expired
+	// before Before, never one whose subscription has no other secret
+	// outliving Before.
+	RetentionSecretDelete(ctx context.Context, params *RetentionSecretDeleteParams) (int, error)
+	// RetentionSubscriptionDelete removes up to Limit subscriptions
+	// deleted before Before that have no delivery left, with every row
+	// that names them (secrets, key and throttle state).
+	RetentionSubscriptionDelete(ctx context.Context, params *RetentionSubscriptionDeleteParams) (int, error)
+	// RetentionAttemptScan is a SweepScanStep over attempts in delivery-id
+	// order.
+	RetentionAttemptScan(ctx context.Context, params *RetentionAttemptScanParams) (*RetentionScanResult, error)
+}
+
+// RetentionDeliveryDeleteParams are the inputs of RetentionDeliveryDelete.
+type RetentionDeliveryDeleteParams struct {
+	States []herald.DeliveryState
+	Before time.Time
+	Limit  int
+}
+
+// RetentionEventDeleteParams are the inputs of RetentionEventDelete.
+type RetentionEventDeleteParams struct {
+	Before time.Time
+	Limit  int
+}
+
+// RetentionSecretDeleteParams are the inputs of RetentionSecretDelete.
+type RetentionSecretDeleteParams struct {
+	Before time.Time
+	Limit  int
+}
+
+// RetentionSubscriptionDeleteParams are the inputs of
+// RetentionSubscriptionDelete.
+type RetentionSubscriptionDeleteParams struct {
+	Before time.Time
+	Limit  int
+}
+
+// RetentionKeyScanParams are the inputs of RetentionKeyScan: the rows
+// after After (subscription id, key; nil: from the first), at most Limit.
+// A deleted subscription's rows always go; an idle key's go when IdleBefore
+// is set (its last send before IdleBefore and its key interval run out at
+// Now).
+type RetentionKeyScanParams struct {
+	After      []string
+	Limit      int
+	IdleBefore time.Time
+	Now        time.Time
+}
+
+// RetentionAttemptScanParams are the inputs of RetentionAttemptScan: the
+// rows after delivery id After[0] (nil: from the first), at most Limit.
+type RetentionAttemptScanParams struct {
+	After []string
+	Limit int
+}
+
+// RetentionScanResult is what one scan step did (SweepScanStep).
+type RetentionScanResult struct {
+	// Last is the primary key of the last row examined.
+	Last []string
+	// Examined and Deleted count rows.
+	Examined, Deleted int
+}
+
+// RetentionRun is RetentionSweep for every backend: it runs the steps in
+// order — finished deliveries, dead letters, events, key rows, secrets,
+// deleted subscriptions, orphan attempts — each delete step batch after
+// batch until a batch deletes fewer than BatchSize rows, and each scan
+// step through its cursor (SweepCursor.Scan). Events come after the
+// deliveries that kept them, subscriptions after the deliveries and secrets
+// that name them. A class whose cutoff is zero is skipped; key rows and
+// attempts are scanned every time (a deleted subscription's key rows and
+// orphan attempts go whatever the retention). The first error stops the
+// sweep, with what was deleted so far counted in the result.
+func RetentionRun(ctx context.Context, b RetentionBackend, params *RetentionSweepParams) (*RetentionSweepResult, error) {
+	batch := params.BatchSize
+	if batch <= 0 {
+		batch = RetentionBatchDefault
+	}
+	res := &RetentionSweepResult{}
+	cut := params.Cutoffs()
+	// drain runs a delete step until a batch comes back short: nothing
+	// due is left.
+	drain := func(before time.Time, count *int, step func(before time.Time) (int, error)) error {
+		if before.IsZero() {
+			return nil
+		}
+		for {
+			n, err := step(before)
+			if err != nil {
+				return err
+			}
+			*count += n
+			if n < batch {
+				return nil
+			}
+		}
+	}
+	deliveries := func(states ...herald.DeliveryState) func(time.Time) (int, error) {
+		return func(before time.Time) (int, error) {
+			return b.RetentionDeliveryDelete(ctx, &RetentionDeliveryDeleteParams{States: states, Before: before, Limit: batch})
+		}
+	}
+	if err := drain(cut.Delivered, &res.Deliveries, deliveries(RetentionStates...)); err != nil {
+		return res, err
+	}
+	if err := drain(cut.Dead, &res.Dead, deliveries(herald.DeliveryDead)); err != nil {
+		return res, err
+	}
+	err := drain(cut.Events, &res.Events, func(before time.Time) (int, error) {
+		return b.RetentionEventDelete(ctx, &RetentionEventDeleteParams{Before: before, Limit: batch})
+	})
+	if err != nil {
+		return res, err
+	}
+	cursors := b.RetentionCursors()
+	res.Keys, err = cursors.Keys.Scan(ctx, batch, func(ctx context.Context, after []string, limit int) ([]string, int, int, error) {
+		r, err := b.RetentionKeyScan(ctx, &RetentionKeyScanParams{After: after, Limit: limit, IdleBefore: cut.Keys, Now: params.Now})
+		return scanned(r, err)
+	})
+	if err != nil {
+		return res, err
+	}
+	err = drain(cut.Secrets, &res.Secrets, func(before time.Time) (int, error) {
+		return b.RetentionSecretDelete(ctx, &RetentionSecretDeleteParams{Before: before, Limit: batch})
+	})
+	if err != nil {
+		return res, err
+	}
+	err = drain(cut.Subscriptions, &res.Subscriptions, func(before time.Time) (int, error) {
+		return b.RetentionSubscriptionDelete(ctx, &RetentionSubscriptionDeleteParams{Before: before, Limit: batch})
+	})
+	if err != nil {
+		return res, err
+	}
+	res.Attempts, err = cursors.Attempts.Scan(ctx, batch, func(ctx context.Context, after []string, limit int) ([]string, int, int, error) {
+		r, err := b.RetentionAttemptScan(ctx, &RetentionAttemptScanParams{After: after, Limit: limit})
+		return scanned(r, err)
+	})
+	return res, err
+}
+
+// scanned unpacks a scan step's result for SweepCursor.Scan.
+func scanned(r *RetentionScanResult, err error) ([]string, int, int, error) {
+	if r == nil {
+		return nil, 0, 0, err
+	}
+	return r.Last, r.Examined, r.Deleted, err
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/store"
 )
 
@@ -107,4 +108,97 @@ func TestRetentionCutoffs(t *testing.T) {
 	// Zero or less keeps the class, and what follows it.
 	p = &store.RetentionSweepParams{Delivered: -time.Hour, Events: 0, Dead: time.Hour, Now: now}
 	require.Equal(t, store.RetentionCutoffs{Dead: now.Add(-time.Hour)}, p.Cutoffs())
+}
+
+// fakeSweeper is a store.RetentionBackend that records the steps it is
+// asked to run and deletes from counts of due rows per step.
+type fakeSweeper struct {
+	cursors store.RetentionCursors
+	due     map[string]int // rows each delete step still has
+	fail    string         // the step that fails
+	calls   []string
+}
+
+func (f *fakeSweeper) RetentionCursors() *store.RetentionCursors { return &f.cursors }
+
+func (f *fakeSweeper) step(name string, limit int) (int, error) {
+	f.calls = append(f.calls, name)
+	if name == f.fail {
+		return 0, errors.New(name + " failed")
+	}
+	n := min(f.due[name], limit)
+	f.due[name] -= n
+	return n, nil
+}
+
+func (f *fakeSweeper) RetentionDeliveryDelete(_ context.Context, p *store.RetentionDeliveryDeleteParams) (int, error) {
+	name := "deliveries"
+	if len(p.States) == 1 && p.States[0] == herald.DeliveryDead {
+		name = "dead"
+	}
+	return f.step(name, p.Limit)
+}
+
+func (f *fakeSweeper) RetentionEventDelete(_ context.Context, p *store.RetentionEventDeleteParams) (int, error) {
+	return f.step("events", p.Limit)
+}
+
+func (f *fakeSweeper) RetentionSecretDelete(_ context.Context, p *store.RetentionSecretDeleteParams) (int, error) {
+	return f.step("secrets", p.Limit)
+}
+
+func (f *fakeSweeper) RetentionSubscriptionDelete(_ context.Context, p *store.RetentionSubscriptionDeleteParams) (int, error) {
+	return f.step("subscriptions", p.Limit)
+}
+
+func (f *fakeSweeper) RetentionKeyScan(_ context.Context, p *store.RetentionKeyScanParams) (*store.RetentionScanResult, error) {
+	n, err := f.step("keys", p.Limit)
+	return &store.RetentionScanResult{Last: []string{"s", "k"}, Examined: n, Deleted: n}, err
+}
+
+func (f *fakeSweeper) RetentionAttemptScan(_ context.Context, p *store.RetentionAttemptScanParams) (*store.RetentionScanResult, error) {
+	n, err := f.step("attempts", p.Limit)
+	return &store.RetentionScanResult{Last: []string{"d"}, Examined: n, Deleted: n}, err
+}
+
+// TestRetentionRun: the steps run in their order, each delete step until a
+// batch comes back short, a class whose retention is zero is skipped (key
+// rows and attempts never are), and the first error stops the sweep with
+// what was deleted counted.
+func TestRetentionRun(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	params := &store.RetentionSweepParams{Delivered: time.Hour, Dead: time.Hour, Events: time.Hour, BatchSize: 10, Now: now}
+	due := func() map[string]int {
+		return map[string]int{"deliveries": 25, "dead": 10, "events": 3, "keys": 4, "secrets": 0, "subscriptions": 1, "attempts": 2}
+	}
+
+	f := &fakeSweeper{due: due()}
+	res, err := store.RetentionRun(t.Context(), f, params)
+	require.NoError(t, err)
+	require.Equal(t, &store.RetentionSweepResult{Deliveries: 25, Dead: 10, Events: 3, Keys: 4, Subscriptions: 1, Attempts: 2}, res)
+	require.Equal(t, []string{
+		"deliveries", "deliveries", "deliveries", // 10, 10, 5
+		"dead", "dead", // 10, then 0: a full batch asks again
+		"events", "keys", "secrets", "subscriptions", "attempts",
+	}, f.calls)
+
+	// Events retention zero: no event step; key rows are still scanned
+	// (a deleted subscription's go whatever the retention).
+	f = &fakeSweeper{due: due()}
+	_, err = store.RetentionRun(t.Context(), f, &store.RetentionSweepParams{Delivered: time.Hour, BatchSize: 10, Now: now})
+	require.NoError(t, err)
+	require.Equal(t, []string{"deliveries", "deliveries", "deliveries", "keys", "secrets", "subscriptions", "attempts"}, f.calls)
+
+	// BatchSize 0 is RetentionBatchDefault: one call takes 25.
+	f = &fakeSweeper{due: due()}
+	_, err = store.RetentionRun(t.Context(), f, &store.RetentionSweepParams{Delivered: time.Hour, Now: now})
+	require.NoError(t, err)
+	require.Equal(t, "keys", f.calls[1])
+
+	f = &fakeSweeper{due: due(), fail: "keys"}
+	res, err = store.RetentionRun(t.Context(), f, params)
+	require.ErrorContains(t, err, "keys failed")
+	require.Equal(t, &store.RetentionSweepResult{Deliveries: 25, Dead: 10, Events: 3}, res)
+	require.Equal(t, "keys", f.calls[len(f.calls)-1])
 }

@@ -8,9 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhq/herald"
-	"github.com/heraldhq/herald/internal/testdb"
 	"github.com/heraldhq/herald/store"
-	"github.com/heraldhq/herald/store/postgres"
 )
 
 // TestMigrateCountsSeeded: migration 007 starts its counters from the rows
@@ -18,16 +16,12 @@ import (
 func TestMigrateCountsSeeded(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	schema := testdb.PostgresSchema(t)
-	s, err := postgres.Open(ctx, postgres.Config{URL: testdb.URL(), Schema: schema, MaxConns: 4})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Close() })
-	require.NoError(t, s.MigrateTo(ctx, 5))
+	s, schema := openAtVersion(ctx, t, 5)
 
 	ids := seedOld(ctx, t, schema, "c", 5, t0, "sub_a")
 	conn := schemaConn(ctx, t, schema)
 	for i, state := range []string{"dead", "dead", "skipped", "superseded"} {
-		_, err = conn.Exec(ctx, "UPDATE deliveries SET state = $2 WHERE id = $1", ids[i], state)
+		_, err := conn.Exec(ctx, "UPDATE deliveries SET state = $2 WHERE id = $1", ids[i], state)
 		require.NoError(t, err)
 	}
 

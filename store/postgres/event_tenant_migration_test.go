@@ -7,9 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhq/herald"
-	"github.com/heraldhq/herald/internal/testdb"
 	"github.com/heraldhq/herald/store"
-	"github.com/heraldhq/herald/store/postgres"
 )
 
 // TestMigrateEventTenantKey: migration 012 gives the deliveries of a
@@ -18,15 +16,11 @@ import (
 func TestMigrateEventTenantKey(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	schema := testdb.PostgresSchema(t)
-	s, err := postgres.Open(ctx, postgres.Config{URL: testdb.URL(), Schema: schema, MaxConns: 4})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Close() })
-	require.NoError(t, s.MigrateTo(ctx, 11))
+	s, schema := openAtVersion(ctx, t, 11)
 
 	ids := seedOld(ctx, t, schema, "k", 2, t0, "sub_k")
 	conn := schemaConn(ctx, t, schema)
-	_, err = conn.Exec(ctx, "UPDATE events SET tenant = 'acme' WHERE id = 'k-evt-000000'")
+	_, err := conn.Exec(ctx, "UPDATE events SET tenant = 'acme' WHERE id = 'k-evt-000000'")
 	require.NoError(t, err)
 	_, err = conn.Exec(ctx, "UPDATE subscriptions SET all_tenants = true WHERE id = 'sub_k'")
 	require.NoError(t, err)

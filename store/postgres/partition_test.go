@@ -10,7 +10,6 @@ import (
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/internal/testdb"
 	"github.com/heraldhq/herald/store"
-	"github.com/heraldhq/herald/store/postgres"
 )
 
 // partitionCounts returns how many deliveries each partition holds.
@@ -28,15 +27,11 @@ func partitionCounts(ctx context.Context, t *testing.T, schema string) (active, 
 func TestMigratePartitionKeepsDeliveries(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	schema := testdb.PostgresSchema(t)
-	s, err := postgres.Open(ctx, postgres.Config{URL: testdb.URL(), Schema: schema, MaxConns: 4})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Close() })
-	require.NoError(t, s.MigrateTo(ctx, 4))
+	s, schema := openAtVersion(ctx, t, 4)
 
 	ids := seedOld(ctx, t, schema, "m", 3, t0, "sub_a")
 	conn := schemaConn(ctx, t, schema)
-	_, err = conn.Exec(ctx, "UPDATE deliveries SET state = 'delivered', attempt_count = 1 WHERE id = $1", ids[0])
+	_, err := conn.Exec(ctx, "UPDATE deliveries SET state = 'delivered', attempt_count = 1 WHERE id = $1", ids[0])
 	require.NoError(t, err)
 	_, err = conn.Exec(ctx, "UPDATE deliveries SET state = 'dead', attempt_count = 5 WHERE id = $1", ids[1])
 	require.NoError(t, err)

@@ -53,9 +53,9 @@ type Store struct {
 	work workNotifier
 	// broken is when (unix nanos) a pooled connection last broke in use.
 	broken *atomic.Int64
-	// keysSwept and attemptsSwept are where the retention sweep's scans of
-	// delivery_keys and attempts stopped (store/retention.go).
-	keysSwept, attemptsSwept store.SweepCursor
+	// swept is where the retention sweep's scans of delivery_keys and
+	// attempts stopped (store/retention.go).
+	swept store.RetentionCursors
 	// keys seals subscription secrets (Config.Keys).
 	keys *seal.Ring
 	// resealHook, set by tests only, runs in SecretReseal between its read
@@ -198,8 +198,8 @@ func LatestSchemaVersion() int {
 const migrateLockClass = 0x68726c64 // "hrld"
 
 // Migrate applies the embedded migrations not yet applied, all in one
-// transaction under an advisory lock. A schema newer than the code is
-// refused (store.ErrSchemaTooNew).
+// transaction under an advisory lock (store.MigrateApply). A schema newer
+// than the code is refused (store.ErrSchemaTooNew).
 func (s *Store) Migrate(ctx context.Context) error {
 	return s.migrateTo(ctx, 0)
 }
@@ -211,37 +211,57 @@ func (s *Store) migrateTo(ctx context.Context, upTo int) error {
 	if err != nil {
 		return err
 	}
-	return s.inTx(ctx, "error migrating", func(tx pgx.Tx) error {
+	return store.MigrateApply(ctx, migrator{s: s}, &store.MigrateApplyParams{Migrations: ms, UpTo: upTo})
+}
+
+// migrator is the store as a store.MigrateBackend and, inside its
+// transaction, a store.MigrateTx.
+type migrator struct {
+	s  *Store
+	tx pgx.Tx
+}
+
+// MigrateTx runs fn in a transaction holding the migration advisory lock
+// (released at commit), so nodes booting together migrate once.
+func (m migrator) MigrateTx(ctx context.Context, fn func(tx store.MigrateTx) error) error {
+	return m.s.inTx(ctx, "error migrating", func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, hashtext(current_schema()))", migrateLockClass); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS herald_migrations (
-			version    integer PRIMARY KEY,
-			name       text NOT NULL,
-			applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
-			return err
-		}
-		var current int
-		if err := tx.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM herald_migrations").Scan(&current); err != nil {
-			return err
-		}
-		pending, err := store.MigrationsPending(ms, current)
-		if err != nil {
-			return err
-		}
-		for _, m := range pending {
-			if upTo > 0 && m.Version > upTo {
-				break
-			}
-			if _, err := tx.Exec(ctx, m.SQL); err != nil {
-				return fmt.Errorf("migration %s: %w", m.Name, err)
-			}
-			if _, err := tx.Exec(ctx, "INSERT INTO herald_migrations (version, name) VALUES ($1, $2)", m.Version, m.Name); err != nil {
-				return err
-			}
-		}
-		return nil
+		return fn(migrator{s: m.s, tx: tx})
 	})
+}
+
+// MigrationTableEnsure creates store.MigrationTable (PostgreSQL's
+// bookkeeping table always had that name).
+func (m migrator) MigrationTableEnsure(ctx context.Context) error {
+	_, err := m.tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+store.MigrationTable+` (
+		version    integer PRIMARY KEY,
+		name       text NOT NULL,
+		applied_at timestamptz NOT NULL DEFAULT now())`)
+	return err
+}
+
+func (m migrator) MigrationVersionGet(ctx context.Context) (int, error) {
+	var v int
+	err := m.tx.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM "+store.MigrationTable).Scan(&v)
+	return v, err
+}
+
+func (m migrator) MigrationExec(ctx context.Context, mig *store.Migration) error {
+	_, err := m.tx.Exec(ctx, mig.SQL)
+	return err
+}
+
+func (m migrator) MigrationRecord(ctx context.Context, mig *store.Migration) error {
+	_, err := m.tx.Exec(ctx, "INSERT INTO "+store.MigrationTable+" (version, name) VALUES ($1, $2)", mig.Version, mig.Name)
+	return err
+}
+
+// MigrationGuard has nothing to check: PostgreSQL checks foreign keys as
+// the migrations run.
+func (m migrator) MigrationGuard(context.Context) (func(context.Context) error, error) {
+	return nil, nil
 }
 
 // querier is what pgx.Tx and *pgxpool.Pool share; helpers that run either

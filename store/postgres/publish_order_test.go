@@ -9,9 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhq/herald"
-	"github.com/heraldhq/herald/internal/testdb"
 	"github.com/heraldhq/herald/store"
-	"github.com/heraldhq/herald/store/postgres"
 )
 
 // publishAt stores one event of key with one delivery for sub, inserted
@@ -53,11 +51,7 @@ func claimDeliver(ctx context.Context, t *testing.T, s store.Store, at time.Time
 func TestMigratePublishOrder(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	schema := testdb.PostgresSchema(t)
-	s, err := postgres.Open(ctx, postgres.Config{URL: testdb.URL(), Schema: schema, MaxConns: 4})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Close() })
-	require.NoError(t, s.MigrateTo(ctx, 5))
+	s, schema := openAtVersion(ctx, t, 5)
 
 	// The rows a version-5 herald left, written as it wrote them (raw
 	// SQL: today's store code may need columns of later migrations).

@@ -3,14 +3,8 @@ package postgres
 import (
 	"context"
 
-	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/store"
 )
-
-// defaultRetentionBatch is the rows deleted per transaction when the params
-// leave BatchSize at 0 (River's cleaner found ~1 s per 1,000-row batch on a
-// busy table; smaller batches keep locks and WAL bursts short).
-const defaultRetentionBatch = 1000
 
 // sweepDeliveriesSQL deletes one batch of deliveries in the given states
 // last updated before $2, with their attempts, in one statement. The
@@ -150,95 +144,92 @@ WITH scan AS (
 )
 SELECT (SELECT count(*) FROM scan), coalesce((SELECT max(delivery_id) FROM scan), ''), (SELECT count(*) FROM gone)`
 
-// RetentionSweep deletes what retention no longer keeps (store/retention.go),
-// one short transaction (one statement) per batch.
+// RetentionSweep deletes what retention no longer keeps (store.RetentionRun
+// runs the steps below), one short transaction (one statement) per batch.
 func (s *Store) RetentionSweep(ctx context.Context, params *store.RetentionSweepParams) (*store.RetentionSweepResult, error) {
-	const op = "error sweeping retention"
-	batch := params.BatchSize
-	if batch <= 0 {
-		batch = defaultRetentionBatch
+	return store.RetentionRun(ctx, sweeper{s}, params)
+}
+
+// sweepOp names the sweep in its errors.
+const sweepOp = "error sweeping retention"
+
+// sweeper is the store as a store.RetentionBackend: one statement per step
+// (the rules: store/retention.go), run again on a serialization failure
+// (retryMoved).
+type sweeper struct{ s *Store }
+
+func (w sweeper) RetentionCursors() *store.RetentionCursors { return &w.s.swept }
+
+// count runs a statement that returns one count.
+func (w sweeper) count(ctx context.Context, sql string, args ...any) (int, error) {
+	db, err := w.s.db(sweepOp)
+	if err != nil {
+		return 0, err
 	}
-	db, err := s.db(op)
+	var n int
+	err = retryMoved(ctx, func() error { return db.QueryRow(ctx, sql, args...).Scan(&n) })
+	return n, mapErr(sweepOp, err)
+}
+
+// RetentionDeliveryDelete runs sweepDeliveriesSQL.
+func (w sweeper) RetentionDeliveryDelete(ctx context.Context, p *store.RetentionDeliveryDeleteParams) (int, error) {
+	states := make([]string, len(p.States))
+	for i, st := range p.States {
+		states[i] = string(st)
+	}
+	return w.count(ctx, sweepDeliveriesSQL, states, ms(p.Before), p.Limit)
+}
+
+// RetentionEventDelete runs sweepEventsSQL.
+func (w sweeper) RetentionEventDelete(ctx context.Context, p *store.RetentionEventDeleteParams) (int, error) {
+	return w.count(ctx, sweepEventsSQL, ms(p.Before), p.Limit)
+}
+
+// RetentionSecretDelete runs sweepSecretsSQL.
+func (w sweeper) RetentionSecretDelete(ctx context.Context, p *store.RetentionSecretDeleteParams) (int, error) {
+	return w.count(ctx, sweepSecretsSQL, ms(p.Before), p.Limit)
+}
+
+// RetentionSubscriptionDelete runs sweepSubscriptionsSQL.
+func (w sweeper) RetentionSubscriptionDelete(ctx context.Context, p *store.RetentionSubscriptionDeleteParams) (int, error) {
+	return w.count(ctx, sweepSubscriptionsSQL, ms(p.Before), p.Limit)
+}
+
+// RetentionKeyScan runs sweepKeysSQL; idle keys go only under Events
+// retention (IdleBefore set).
+func (w sweeper) RetentionKeyScan(ctx context.Context, p *store.RetentionKeyScanParams) (*store.RetentionScanResult, error) {
+	db, err := w.s.db(sweepOp)
 	if err != nil {
 		return nil, err
 	}
-	res := &store.RetentionSweepResult{}
-	loop := func(sql string, args func() []any, count *int) error {
-		for {
-			var n int
-			if err := retryMoved(ctx, func() error { return db.QueryRow(ctx, sql, args()...).Scan(&n) }); err != nil {
-				return mapErr(op, err)
-			}
-			*count += n
-			if n < batch {
-				return nil
-			}
-		}
+	after := p.After
+	if after == nil {
+		after = []string{"", ""}
 	}
-	cut := params.Cutoffs()
-	finished := make([]string, len(store.RetentionStates))
-	for i, st := range store.RetentionStates {
-		finished[i] = string(st)
-	}
-	if !cut.Delivered.IsZero() {
-		cutoff := ms(cut.Delivered)
-		if err := loop(sweepDeliveriesSQL, func() []any { return []any{finished, cutoff, batch} }, &res.Deliveries); err != nil {
-			return res, err
-		}
-	}
-	if !cut.Dead.IsZero() {
-		cutoff := ms(cut.Dead)
-		dead := []string{string(herald.DeliveryDead)}
-		if err := loop(sweepDeliveriesSQL, func() []any { return []any{dead, cutoff, batch} }, &res.Dead); err != nil {
-			return res, err
-		}
-	}
-	if !cut.Events.IsZero() {
-		cutoff := ms(cut.Events)
-		if err := loop(sweepEventsSQL, func() []any { return []any{cutoff, batch} }, &res.Events); err != nil {
-			return res, err
-		}
-	}
-	// Key state: a deleted subscription's always; an idle key's under
-	// Events retention.
-	idle, keyCutoff, now := !cut.Keys.IsZero(), ms(cut.Keys), ms(params.Now)
-	n, err := s.keysSwept.Scan(ctx, batch, func(ctx context.Context, after []string, limit int) (last []string, examined, deleted int, err error) {
-		if after == nil {
-			after = []string{"", ""}
-		}
-		var sub, key string
-		err = retryMoved(ctx, func() error {
-			return db.QueryRow(ctx, sweepKeysSQL, after[0], after[1], limit, idle, keyCutoff, now).
-				Scan(&examined, &sub, &key, &deleted)
-		})
-		return []string{sub, key}, examined, deleted, mapErr(op, err)
+	var sub, key string
+	res := &store.RetentionScanResult{}
+	err = retryMoved(ctx, func() error {
+		return db.QueryRow(ctx, sweepKeysSQL, after[0], after[1], p.Limit, !p.IdleBefore.IsZero(), ms(p.IdleBefore), ms(p.Now)).
+			Scan(&res.Examined, &sub, &key, &res.Deleted)
 	})
-	res.Keys = n
+	res.Last = []string{sub, key}
+	return res, mapErr(sweepOp, err)
+}
+
+// RetentionAttemptScan runs orphanAttemptsSQL.
+func (w sweeper) RetentionAttemptScan(ctx context.Context, p *store.RetentionAttemptScanParams) (*store.RetentionScanResult, error) {
+	db, err := w.s.db(sweepOp)
 	if err != nil {
-		return res, err
+		return nil, err
 	}
-	if !cut.Secrets.IsZero() {
-		cutoff := ms(cut.Secrets)
-		if err := loop(sweepSecretsSQL, func() []any { return []any{cutoff, batch} }, &res.Secrets); err != nil {
-			return res, err
-		}
+	from, id := "", ""
+	if p.After != nil {
+		from = p.After[0]
 	}
-	if !cut.Subscriptions.IsZero() {
-		cutoff := ms(cut.Subscriptions)
-		if err := loop(sweepSubscriptionsSQL, func() []any { return []any{cutoff, batch} }, &res.Subscriptions); err != nil {
-			return res, err
-		}
-	}
-	n, err = s.attemptsSwept.Scan(ctx, batch, func(ctx context.Context, after []string, limit int) (last []string, examined, deleted int, err error) {
-		from, id := "", ""
-		if after != nil {
-			from = after[0]
-		}
-		err = retryMoved(ctx, func() error {
-			return db.QueryRow(ctx, orphanAttemptsSQL, from, limit).Scan(&examined, &id, &deleted)
-		})
-		return []string{id}, examined, deleted, mapErr(op, err)
+	res := &store.RetentionScanResult{}
+	err = retryMoved(ctx, func() error {
+		return db.QueryRow(ctx, orphanAttemptsSQL, from, p.Limit).Scan(&res.Examined, &id, &res.Deleted)
 	})
-	res.Attempts = n
-	return res, err
+	res.Last = []string{id}
+	return res, mapErr(sweepOp, err)
 }

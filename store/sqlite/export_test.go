@@ -31,18 +31,5 @@ func (s *Store) AttemptPlantOrphan(ctx context.Context, deliveryID string) (err 
 
 // RawSecrets reads the secret column as stored (storetest.SecretsBackend).
 func (s *Store) RawSecrets(ctx context.Context) ([]string, error) {
-	rows, err := s.rdb.QueryContext(ctx, `SELECT secret FROM subscription_secrets ORDER BY id`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var v string
-		if err := rows.Scan(&v); err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, rows.Err()
+	return queryStrings(ctx, s.rdb, `SELECT secret FROM subscription_secrets ORDER BY id`)
 }

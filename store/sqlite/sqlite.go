@@ -113,9 +113,9 @@ type Store struct {
 	kindsMu sync.Mutex
 	kinds   subscriptionKinds
 
-	// keysSwept and attemptsSwept are where the retention sweep's scans of
-	// delivery_keys and attempts stopped (store/retention.go).
-	keysSwept, attemptsSwept store.SweepCursor
+	// swept is where the retention sweep's scans of delivery_keys and
+	// attempts stopped (store/retention.go).
+	swept store.RetentionCursors
 
 	// keys seals subscription secrets (Config.Keys).
 	keys *seal.Ring

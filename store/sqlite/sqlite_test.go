@@ -68,7 +68,7 @@ func TestMigrateTwice(t *testing.T) {
 	require.NoError(t, err)
 	defer db.Close()
 	var rows, version int
-	require.NoError(t, db.QueryRow(`SELECT COUNT(*), MAX(version) FROM schema_migrations`).Scan(&rows, &version))
+	require.NoError(t, db.QueryRow(`SELECT COUNT(*), MAX(version) FROM herald_migrations`).Scan(&rows, &version))
 	require.Equal(t, sqlite.LatestSchemaVersion(), version)
 	// Versions run 1..N without a gap (store/migrate.go): one row each.
 	require.Equal(t, rows, version, "one row per migration, none applied twice")
@@ -83,7 +83,7 @@ func TestMigrateRefusesNewerSchema(t *testing.T) {
 	// A newer herald migrated this file.
 	db, err := sql.Open("sqlite3", path)
 	require.NoError(t, err)
-	_, err = db.Exec(`INSERT INTO schema_migrations (version, applied_at) VALUES (?, 0)`, sqlite.LatestSchemaVersion()+1)
+	_, err = db.Exec(`INSERT INTO herald_migrations (version, applied_at) VALUES (?, 0)`, sqlite.LatestSchemaVersion()+1)
 	require.NoError(t, err)
 	require.NoError(t, db.Close())
 
@@ -190,20 +190,8 @@ func TestMigrateEventTenantKey(t *testing.T) {
 	db, err := sql.Open("sqlite3", path+"?_foreign_keys=on")
 	require.NoError(t, err)
 	db.SetMaxOpenConns(1) // the pragma below is per connection
-	files, err := filepath.Glob("migrations/*.sql")
-	require.NoError(t, err)
-	for _, f := range files {
-		if filepath.Base(f) >= "012" {
-			break
-		}
-		b, err := os.ReadFile(f)
-		require.NoError(t, err)
-		_, err = db.Exec(string(b))
-		require.NoError(t, err, f)
-	}
+	legacySchema(t, db, 11)
 	for _, q := range []string{
-		`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`,
-		`WITH RECURSIVE v(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM v WHERE n < 11) INSERT INTO schema_migrations SELECT n, 0 FROM v`,
 		`INSERT INTO subscriptions (id, url, method, ordering, state, created_at, updated_at, all_tenants)
 			VALUES ('sub_1', 'https://example.com/h', 'POST', 'none', 'enabled', 0, 0, 1)`,
 		`INSERT INTO events (id, type, data, delivery_count, created_at, tenant) VALUES ('e1', 't', '{}', 1, 0, 'acme')`,

@@ -1,0 +1,4 @@
+-- 013: one bookkeeping table name on every store (store.MigrationTable,
+-- herald_migrations). PostgreSQL's always had that name: nothing to do
+-- here (the file exists so that a version names the same step in both
+-- stores, store/migrate.go). SQLite renames its schema_migrations (its 013).

@@ -1,0 +1,12 @@
+-- 013: one bookkeeping table name on every store (store.MigrationTable,
+-- herald_migrations). SQLite's was schema_migrations; the migrator has
+-- already renamed it before this runs (MigrationTableEnsure in
+-- store/sqlite/migrate.go: the version is read from the table before any
+-- migration, so the rename cannot be one).
+--
+-- What is left for this version: a view under the old name, so that a
+-- herald of version 12 or older started on this database still reads the
+-- schema's version (13 and up) and refuses to touch it as too new, instead
+-- of finding no version and running 001 over the schema. Its
+-- CREATE TABLE IF NOT EXISTS schema_migrations is a no-op over the view.
+CREATE VIEW schema_migrations AS SELECT version, applied_at FROM herald_migrations;
