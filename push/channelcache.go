@@ -84,7 +84,7 @@ func (c *conn) learnChannel(gen uint64, chid string, keyHash []byte) {
 func (c *conn) knownChannel(chid string) (keyHash []byte, ok bool, gen uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.ready || c.closing || c.closed || c.reset {
+	if c.state != stateReady || c.reset {
 		return nil, false, c.channels.gen
 	}
 	kh, ok := c.channels.lookup(chid)

@@ -43,17 +43,16 @@ type conn struct {
 	lastPing time.Time // last protocol ping answered
 
 	mu sync.Mutex // guards everything below
-	// ready: hello was answered; direct deliveries may be written.
-	ready bool
-	// closing: a close frame was sent (or is being); closed: the read
-	// loop ended and the session is being torn down.
-	closing, closed bool
+	// state is the session's lifecycle (conn_state.go): whether hello was
+	// answered, and whether it is closing or torn down.
+	state sessionState
 	// reset: the uaid was dropped (msg limit); nothing more is written for
-	// it.
+	// it. Not a state of its own: it is set only in stateReady, the session
+	// starts closing at once, and teardown still needs it (the dropped
+	// uaid's messages are not stored or deleted).
 	reset bool
-	// checking: a storage check (list and send) is running; recheck: a
-	// nudge came meanwhile, so list again before stopping.
-	checking, recheck bool
+	// check is the storage check (conn_state.go).
+	check checkState
 	// backlogRead counts the stored messages read in this session that
 	// were created before its hello (autopush's sent_from_storage, less
 	// what arrived meanwhile): more than MsgLimit resets the uaid. A
@@ -66,7 +65,9 @@ type conn struct {
 	// it is acked.
 	batch []*storedEntry
 	// Keepalive: one timer, armed for the next ping (or broadcast), or
-	// for the pong deadline while awaitingPong.
+	// for the pong deadline while awaitingPong. awaitingPong is the
+	// keepalive's two-state machine on its own: it is read only while the
+	// session is not closing, and closing stops the timer.
 	timer        *time.Timer
 	awaitingPong bool
 	// Broadcast subscriptions: id → version the user agent was last told,
@@ -89,7 +90,7 @@ func (c *conn) serve() {
 			c.closeWith(closeError, "internal error")
 			c.finish(nil)
 			c.mu.Lock()
-			ready := c.ready
+			ready := c.state.answered()
 			c.mu.Unlock()
 			if ready {
 				c.teardown()
@@ -113,7 +114,7 @@ func (c *conn) serve() {
 func (c *conn) isClosed() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.closed
+	return c.state == stateClosed
 }
 
 // fail closes the session for err: a *frameError's code, else 1011.
@@ -148,11 +149,10 @@ func (c *conn) write(frame []byte) error {
 // answer. Only the first call counts.
 func (c *conn) closeWith(code int, reason string) {
 	c.mu.Lock()
-	if c.closing {
+	if !c.state.markClosing() {
 		c.mu.Unlock()
 		return
 	}
-	c.closing = true
 	if c.timer != nil {
 		c.timer.Stop()
 	}
@@ -175,11 +175,11 @@ func (c *conn) finish(err error) {
 	}
 	if errors.Is(err, websocket.ErrReadLimit) {
 		c.mu.Lock()
-		c.closing = true // gorilla sent 1009
+		c.state.markClosing() // gorilla sent 1009
 		c.mu.Unlock()
 	}
 	c.mu.Lock()
-	closing := c.closing
+	closing := c.state.closing()
 	c.mu.Unlock()
 	if closing {
 		nc := c.ws.UnderlyingConn()
@@ -195,11 +195,10 @@ func (c *conn) finish(err error) {
 func (c *conn) teardown() {
 	h := c.h
 	c.mu.Lock()
-	if c.closed {
+	if !c.state.markClosed() {
 		c.mu.Unlock()
 		return
 	}
-	c.closed = true
 	if c.timer != nil {
 		c.timer.Stop()
 	}

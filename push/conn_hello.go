@@ -128,10 +128,10 @@ func (c *conn) hello(msg *clientMessage) error {
 		return err
 	}
 	c.mu.Lock()
-	c.ready = true
+	c.state.markAnswered()
 	if c.newUser {
 		// Nothing can be stored for a uaid that is not in the store.
-		c.checking = false
+		c.check = checkIdle
 	}
 	c.mu.Unlock()
 	h.obs.ObserveConnected(1)

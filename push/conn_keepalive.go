@@ -20,7 +20,7 @@ import (
 func (c *conn) startKeepalive() {
 	c.ws.SetPongHandler(func(string) error {
 		c.mu.Lock()
-		if c.awaitingPong && !c.closing {
+		if c.awaitingPong && !c.state.closing() {
 			c.awaitingPong = false
 			c.timer.Reset(c.h.pingInterval)
 		}
@@ -28,7 +28,7 @@ func (c *conn) startKeepalive() {
 		return nil
 	})
 	c.mu.Lock()
-	if !c.closing {
+	if !c.state.closing() {
 		c.timer = time.AfterFunc(c.h.pingInterval, c.tick)
 	}
 	c.mu.Unlock()
@@ -36,7 +36,7 @@ func (c *conn) startKeepalive() {
 
 func (c *conn) tick() {
 	c.mu.Lock()
-	if c.closing || c.closed {
+	if c.state.closing() {
 		c.mu.Unlock()
 		return
 	}

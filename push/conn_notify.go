@@ -63,11 +63,11 @@ func (c *conn) afterAck() error {
 		}
 	}
 	c.batch = nil
-	c.checking = true
+	c.check = checkRunning
 	c.mu.Unlock()
 	if err := c.deleteMessages(ids); err != nil {
 		c.mu.Lock()
-		c.checking = false
+		c.check = checkIdle
 		c.mu.Unlock()
 		return &frameError{Code: closeError, Reason: "store error", Err: err}
 	}
@@ -89,16 +89,20 @@ func (c *conn) deleteMessages(ids []string) error {
 // or a batch is in flight (then the running work lists again when done).
 func (c *conn) notify() bool {
 	c.mu.Lock()
-	if c.closed || c.closing || c.reset {
+	if c.state.closing() || c.reset {
 		c.mu.Unlock()
 		return false
 	}
-	if c.checking || c.batch != nil {
-		c.recheck = true
+	if c.check != checkIdle || c.batch != nil {
+		// A running check lists again before it stops; a batch in
+		// flight is followed by a check once it is fully acked.
+		if c.check != checkIdle {
+			c.check = checkNudged
+		}
 		c.mu.Unlock()
 		return true
 	}
-	c.checking = true
+	c.check = checkRunning
 	// The session holds a count on wg until teardown, which marks closed
 	// under mu: this Add cannot race hub.Close's Wait at zero.
 	c.h.wg.Add(1)
@@ -112,21 +116,21 @@ func (c *conn) notify() bool {
 
 // checkLoop reads stored messages (topic ones first, BatchSize at a time)
 // and sends them as the batch in flight; with nothing stored it ends the
-// check. The caller has set checking.
+// check. The caller has set c.check to checkRunning.
 func (c *conn) checkLoop() {
 	h := c.h
 	for {
 		c.mu.Lock()
-		if !c.checking {
+		if c.check == checkIdle {
 			c.mu.Unlock()
 			return
 		}
-		if c.closing || c.closed {
-			c.checking = false
+		if c.state.closing() {
+			c.check = checkIdle
 			c.mu.Unlock()
 			return
 		}
-		c.recheck = false
+		c.check = checkRunning
 		c.mu.Unlock()
 
 		ctx, cancel := storeCtx()
@@ -134,24 +138,24 @@ func (c *conn) checkLoop() {
 		cancel()
 		if err != nil {
 			c.mu.Lock()
-			c.checking = false
+			c.check = checkIdle
 			c.mu.Unlock()
 			_ = c.fail(&frameError{Code: closeError, Reason: "store error", Err: fmt.Errorf("error listing messages: %w", err)})
 			return
 		}
 
 		c.mu.Lock()
-		if c.closing || c.closed {
-			c.checking = false
+		if c.state.closing() {
+			c.check = checkIdle
 			c.mu.Unlock()
 			return
 		}
 		if len(msgs) == 0 {
-			if c.recheck {
+			if c.check == checkNudged {
 				c.mu.Unlock()
 				continue
 			}
-			c.checking = false
+			c.check = checkIdle
 			c.mu.Unlock()
 			return
 		}
@@ -162,7 +166,7 @@ func (c *conn) checkLoop() {
 		}
 		if c.backlogRead > h.msgLimit {
 			c.reset = true
-			c.checking = false
+			c.check = checkIdle
 			c.mu.Unlock()
 			c.resetUAID()
 			return
@@ -178,7 +182,7 @@ func (c *conn) checkLoop() {
 			} else {
 				v, err := h.keys.MessageID(&MessageRef{UAID: c.uaid, ChannelID: m.ChannelID, ID: m.ID, Topic: m.Topic})
 				if err != nil {
-					c.checking = false
+					c.check = checkIdle
 					c.mu.Unlock()
 					_ = c.fail(fmt.Errorf("error making message id: %w", err))
 					return
@@ -189,7 +193,7 @@ func (c *conn) checkLoop() {
 			batch = append(batch, e)
 		}
 		c.batch = batch
-		c.checking = false
+		c.check = checkIdle
 		c.mu.Unlock()
 		for _, f := range frames {
 			if err := c.write(f); err != nil {
@@ -219,7 +223,7 @@ func (c *conn) deliver(ctx context.Context, m *store.PushMessage, version string
 	frame := encodeNotification(m, version)
 	var pd *pendingDirect
 	c.mu.Lock()
-	if !c.ready || c.closing || c.closed || c.reset {
+	if c.state != stateReady || c.reset {
 		c.mu.Unlock()
 		return NotConnected, nil
 	}
@@ -297,7 +301,7 @@ func (c *conn) storeUnacked(pd *pendingDirect) (DeliverOutcome, error) {
 			c.h.log.Warn("push: deleting acked message", "uaid_hash", uaidLog(c.uaid), "err", err)
 		}
 		return Delivered, nil
-	case c.closed:
+	case c.state == stateClosed:
 		remove()
 		c.mu.Unlock()
 		return Stored, nil
