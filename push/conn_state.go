@@ -2,16 +2,18 @@ package push
 
 // This file holds the states of a session that more than one goroutine
 // moves: its lifecycle (sessionState) and its storage check (checkState).
-// Both are guarded by conn.mu, and the methods here are their only
-// transitions.
+// Both are guarded by conn.mu. sessionState changes only through its
+// methods here; checkState is set by notify, checkLoop and afterAck
+// (conn_notify.go) and by hello.
 
 // sessionState is where a session is in its life. Two events move it from
 // any goroutine, hello answered (the read loop) and a close frame sent
 // (closeWith: the read loop, a check, the keepalive timer, a ghosting
 // hello, the hub's Close), then teardown ends it (the read loop). A close
 // can come before hello is answered and hello still completes (the hub
-// closes while a store call of hello runs), so closing has two states: a
-// session that panics must be torn down only if hello was answered.
+// closes, or a newer session of the uaid ghosts it, while hello runs), so
+// closing has two states: a session that panics is torn down only if hello
+// was answered, and otherwise only leaves the hub.
 //
 //	stateHello ──answered──▶ stateReady
 //	    │                        │
