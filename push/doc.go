@@ -4,8 +4,17 @@
 // those channels were given (RFC 8030, RFC 8291 payloads, RFC 8292 VAPID).
 //
 // Parts:
-//   - hub.go, conn.go: the connection side. One *conn per WebSocket; the
-//     hub maps uaids connected to this node to their conn.
+//   - hub.go: the connection side of a node; it maps uaids connected to
+//     this node to their *conn, one per WebSocket.
+//   - conn.go: a session's struct, lifecycle (serve, close, teardown) and
+//     frame writes; conn_state.go: its lifecycle and storage-check states.
+//     The session's phases, split as autopush-rs splits its state machine:
+//     conn_hello.go (unidentified: hello), conn_client.go (client messages:
+//     register, unregister, ack, nack, broadcast_subscribe, ping),
+//     conn_notify.go (server notifications: stored batches, direct
+//     messages, their acks), conn_keepalive.go (WebSocket ping, pong
+//     deadline, router record refresh); channelcache.go: the channels a
+//     session knows registered, which the endpoint routes by.
 //   - endpoint.go: POST /wpush/{v1,v2}/{token}, /wpush/{token} and
 //     DELETE /m/{id}.
 //   - router.go: node-to-node hand-off on the internal listener (PUT

@@ -275,7 +275,9 @@ func (h *hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.wg.Done()
 		return // the upgrader answered the request
 	}
-	c := &conn{h: h, ws: ws, addr: clientKey(r), checking: true}
+	// The first check runs once hello is answered (serve); a nudge
+	// meanwhile only marks it.
+	c := &conn{h: h, ws: ws, addr: clientKey(r), check: checkRunning}
 	if !h.track(c) {
 		c.closeWith(closeGoingAway, "shutting down")
 		c.finish(nil)

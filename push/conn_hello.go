@@ -1,0 +1,148 @@
+package push
+
+// This file holds the unidentified session: reading the first frame,
+// which must be hello, and identifying the user agent (a returning uaid or
+// a new one) before anything else is read or written.
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"net"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/store"
+)
+
+// handshake reads and answers hello. On failure the socket is closed and
+// false returned.
+func (c *conn) handshake() bool {
+	_ = c.ws.SetReadDeadline(time.Now().Add(c.h.handshakeTimeout))
+	mt, data, err := c.ws.ReadMessage()
+	if err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			c.closeWith(closeError, "handshake timeout")
+		}
+		c.finish(err)
+		return false
+	}
+	if mt != websocket.TextMessage {
+		err = &frameError{Code: closeUnsupported, Reason: "expected text", Err: errBinaryFrame}
+	} else {
+		var msg *clientMessage
+		msg, err = decodeClientMessage(data)
+		switch {
+		case err != nil:
+		case msg.Type != msgHello:
+			err = protocolError(`expected messageType "hello"`, nil)
+		default:
+			_ = c.ws.SetReadDeadline(time.Time{})
+			err = c.hello(msg)
+		}
+	}
+	if err != nil {
+		c.finish(c.fail(err))
+		return false
+	}
+	return true
+}
+
+// errAlreadyConnected: a newer connection of the uaid exists elsewhere.
+var errAlreadyConnected = errors.New("push: uaid already connected to another node")
+
+// hello identifies the user agent: an existing uaid reconnects (router
+// record updated, conditionally), anything else gets a new uaid that is
+// stored at its first register. The conn is in the hub before the router
+// record names this node, so a nudge racing the connect finds it.
+func (c *conn) hello(msg *clientMessage) error {
+	h := c.h
+	now := h.now()
+	c.connectedAt = now.UnixMilli()
+	c.mu.Lock()
+	c.touched = now
+	c.mu.Unlock()
+	existing := false
+	if uaid, ok := normalizeUAID(msg.UAID); ok {
+		ctx, cancel := storeCtx()
+		u, err := h.store.PushUserGet(ctx, uaid)
+		cancel()
+		switch {
+		case errors.Is(err, herald.ErrNotFound):
+		case err != nil:
+			return &frameError{Code: closeError, Reason: "store error", Err: err}
+		case u.NodeID != "" && u.ConnectedAt > c.connectedAt:
+			return &frameError{Code: closeError, Reason: "already connected", Err: errAlreadyConnected}
+		default:
+			if u.ConnectedAt >= c.connectedAt {
+				// No node holds the user agent, but its last connection
+				// was stamped later than our clock's now (a node whose
+				// clock is ahead): connect after it, or the optimistic
+				// lock would refuse the user agent everywhere until our
+				// clock caught up.
+				c.connectedAt = u.ConnectedAt + 1
+			}
+			c.uaid = uaid
+			old := h.register(c)
+			ctx, cancel := storeCtx()
+			err = h.store.PushUserConnect(ctx, &store.PushUserConnectParams{
+				UAID: uaid, NodeID: h.nodeID, ConnectedAt: c.connectedAt, Now: now,
+			})
+			cancel()
+			if err != nil {
+				// Refused: a session of the uaid here stays the uaid's.
+				h.restore(c, old)
+			}
+			switch {
+			case err == nil:
+				existing = true
+				h.ghost(old)
+			case errors.Is(err, herald.ErrConflict):
+				return &frameError{Code: closeError, Reason: "already connected", Err: errAlreadyConnected}
+			case errors.Is(err, herald.ErrNotFound):
+				// Dropped between the read and the update: a new uaid.
+			default:
+				return &frameError{Code: closeError, Reason: "store error", Err: err}
+			}
+		}
+	}
+	if !existing {
+		c.uaid = newUAID()
+		c.newUser = true
+		h.ghost(h.register(c))
+	}
+	select {
+	case <-h.bcReady:
+	case <-time.After(storeTimeout):
+	}
+	c.mu.Lock()
+	subs, reply := h.bc.subscribe(nil, &c.bgen, msg.Broadcasts)
+	c.subs = subs
+	c.mu.Unlock()
+	if err := c.write(encodeHello(c.uaid, reply)); err != nil {
+		h.unregister(c)
+		c.disconnectRouter()
+		return err
+	}
+	c.mu.Lock()
+	c.state.markAnswered()
+	if c.newUser {
+		// Nothing can be stored for a uaid that is not in the store.
+		c.check = checkIdle
+	}
+	c.mu.Unlock()
+	h.obs.ObserveConnected(1)
+	return nil
+}
+
+// newUAID returns a random version-4 UUID as 32 hex digits.
+func newUAID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return hex.EncodeToString(b[:])
+}
