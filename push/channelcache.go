@@ -54,6 +54,14 @@ func (cc *channelCache) stale(gen uint64) bool {
 	return cc.gen != gen
 }
 
+// learn is remember for a route read from the store that began at
+// generation gen: nothing is recorded when the read may be stale.
+func (cc *channelCache) learn(gen uint64, chid string, keyHash []byte) {
+	if !cc.stale(gen) {
+		cc.remember(chid, keyHash)
+	}
+}
+
 // rememberChannel records that chid is registered with keyHash.
 func (c *conn) rememberChannel(chid string, keyHash []byte) {
 	c.mu.Lock()
@@ -70,12 +78,12 @@ func (c *conn) forgetChannel(chid string) {
 // learnChannel is rememberChannel for a route read from the store that
 // began at generation gen.
 func (c *conn) learnChannel(gen uint64, chid string, keyHash []byte) {
+	// The check and the record share one critical section: with a lock
+	// release between them, an unregister landing there would be undone by
+	// the record, and the endpoint would route to a forgotten channel.
 	c.mu.Lock()
-	stale := c.channels.stale(gen)
-	c.mu.Unlock()
-	if !stale {
-		c.rememberChannel(chid, keyHash)
-	}
+	defer c.mu.Unlock()
+	c.channels.learn(gen, chid, keyHash)
 }
 
 // knownChannel reports whether chid is known registered, with its key
