@@ -225,7 +225,7 @@ func startPushChild(ctx context.Context, f *pushBenchFlags, stderr io.Writer) (*
 	if f.extraServe != "" {
 		args = append(args, strings.Fields(f.extraServe)...)
 	}
-	cmd := exec.Command(exe, args...)
+	cmd := exec.Command(exe, args...) //nolint:gosec // G204: runs herald's own binary with the bench's flags
 	logs := &tailBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
@@ -337,7 +337,7 @@ type benchUA struct {
 var benchDialer = &websocket.Dialer{HandshakeTimeout: 10 * time.Second, ReadBufferSize: 1024, WriteBufferSize: 1024}
 
 func dialBenchUA(ctx context.Context, addr, uaid string, register bool, d *websocket.Dialer) (*benchUA, error) {
-	ws, _, err := d.DialContext(ctx, "ws://"+addr+"/", nil)
+	ws, _, err := d.DialContext(ctx, "ws://"+addr+"/", nil) //nolint:bodyclose // the websocket dialer has already read and replaced the handshake body
 	if err != nil {
 		return nil, err
 	}
@@ -354,7 +354,7 @@ func dialBenchUA(ctx context.Context, addr, uaid string, register bool, d *webso
 	_ = ws.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if err := ws.ReadJSON(&r); err != nil || r["messageType"] != "hello" {
 		_ = ws.Close()
-		return nil, fmt.Errorf("hello: %v %v", r, err)
+		return nil, fmt.Errorf("hello: %v %v", r, err) //nolint:errorlint // err is nil when the answer was not a hello
 	}
 	ua.uaid, _ = r["uaid"].(string)
 	if register {
@@ -365,7 +365,7 @@ func dialBenchUA(ctx context.Context, addr, uaid string, register bool, d *webso
 		}
 		if err := ws.ReadJSON(&r); err != nil || r["messageType"] != "register" {
 			_ = ws.Close()
-			return nil, fmt.Errorf("register: %v %v", r, err)
+			return nil, fmt.Errorf("register: %v %v", r, err) //nolint:errorlint // err is nil when the answer was not a register
 		}
 		ua.endpoint, _ = r["pushEndpoint"].(string)
 	}
