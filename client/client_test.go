@@ -102,11 +102,11 @@ func TestTokensAndTenantParams(t *testing.T) {
 		b, _ := io.ReadAll(r.Body)
 		got = append(got, r.Method+" "+r.URL.RequestURI()+" "+string(b))
 		w.Header().Set("Content-Type", "application/json")
-		switch {
-		case r.Method == http.MethodPost:
+		switch r.Method {
+		case http.MethodPost:
 			w.WriteHeader(http.StatusCreated)
 			_, _ = io.WriteString(w, `{"id":"tok_1","token":"hrld_x","name":"n","scopes":["events:publish"],"tenant":"acme","expires_at":null,"created_at":"2026-01-01T00:00:00Z"}`)
-		case r.Method == http.MethodDelete:
+		case http.MethodDelete:
 			w.WriteHeader(http.StatusNoContent)
 		default:
 			_, _ = io.WriteString(w, `{"data":[],"next_cursor":null}`)

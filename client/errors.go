@@ -1,6 +1,7 @@
 package client
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 )
@@ -48,7 +49,7 @@ type ConnError struct {
 func (e *ConnError) Error() string {
 	// url.Error repeats method and URL; show the root cause once.
 	err := e.Err
-	if ue, ok := err.(*url.Error); ok {
+	if ue := (*url.Error)(nil); errors.As(err, &ue) {
 		err = ue.Err
 	}
 	return fmt.Sprintf("cannot connect to %s: %v", e.URL, err)

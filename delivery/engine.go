@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald"
-	"github.com/heraldhq/herald/ingest"
 	"github.com/heraldhq/herald/store"
 	"github.com/heraldhq/herald/webhook"
 )
@@ -20,6 +19,17 @@ import (
 // Sender makes one HTTP attempt; *webhook.Sender implements it.
 type Sender interface {
 	Send(ctx context.Context, r *webhook.Request) webhook.Result
+}
+
+// Router routes herald's own events to the subscriptions they match;
+// *ingest.Fanout implements it (delivery and ingest are siblings, joined in
+// cmd/herald).
+type Router interface {
+	// Refresh brings the routes up to the store's current subscriptions.
+	Refresh(ctx context.Context) error
+	// Inserts builds the store inserts for events, one pending tier-0
+	// delivery per matching subscription.
+	Inserts(events []*herald.Event, now time.Time, tier0Delay time.Duration) []store.EventInsert
 }
 
 // Defaults.
@@ -41,7 +51,7 @@ type Config struct {
 	Sender Sender
 	// Fanout routes herald's own events (dead letters, disabled
 	// subscriptions); nil disables them.
-	Fanout *ingest.Fanout
+	Fanout Router
 	Tiers  Tiers
 	// Workers is the number of concurrent requests (default 64).
 	Workers int

@@ -122,8 +122,7 @@ func TestShutdownReleases(t *testing.T) {
 		sub := createSub(t, s, srv.URL, 30*time.Second, nil, webhook.NewSecret())
 		ing := setupIngestOnly(t, s)
 
-		var engine *delivery.Engine
-		engine = delivery.New(delivery.Config{
+		engine := delivery.New(delivery.Config{
 			Store:           s,
 			Sender:          webhook.NewSender(webhook.Config{Guard: &webhook.Guard{AllowLoopback: true}}),
 			Tiers:           delivery.Tiers{0, time.Second},

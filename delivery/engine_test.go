@@ -87,7 +87,7 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 		r.mu.Unlock()
 	}
 	w.WriteHeader(st.Status)
-	_, _ = w.Write([]byte(fmt.Sprintf(`{"answer":%d}`, st.Status)))
+	_, _ = fmt.Fprintf(w, `{"answer":%d}`, st.Status)
 }
 
 func (r *receiver) acceptedCopy() map[string][]int {

@@ -9,9 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhq/herald"
-	"github.com/heraldhq/herald/delivery"
 	"github.com/heraldhq/herald/internal/testdb"
-	"github.com/heraldhq/herald/metrics"
 	"github.com/heraldhq/herald/store"
 )
 
@@ -257,17 +255,30 @@ func TestStatsHistory(t *testing.T) {
 	require.Empty(t, empty.Points, "no history configured")
 
 	clock := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
-	h := metrics.NewHistory(func() time.Time { return clock })
-	h.AddPublished(7)
-	h.ObserveAttempt(&delivery.AttemptObservation{Outcome: delivery.OutcomeDelivered, EventCreatedAt: clock.Add(-20 * time.Millisecond), FinishedAt: clock})
+	p50 := 20 * time.Millisecond
+	h := fakeHistory{interval: 30 * time.Second, points: []HistoryPoint{
+		{At: clock.Add(-30 * time.Second)},
+		{At: clock, Published: 7, Delivered: 1, LatencyP50: &p50, LatencyP99: &p50},
+	}}
 	b.handler = New(Config{Store: s, Publisher: failingPublisher{}, Auth: NewTokenAuth(s, testToken), History: h})
 	got := ok[answer](t, b.do(t, http.MethodGet, "/v1/stats/history", nil), http.StatusOK)
-	require.Len(t, got.Points, metrics.HistoryPoints)
+	require.Equal(t, 30, got.IntervalS)
+	require.Len(t, got.Points, 2)
 	last := got.Points[len(got.Points)-1]
 	require.Equal(t, "2026-11-24T10:00:00Z", last.At)
 	require.Equal(t, 7, last.Published)
 	require.Equal(t, 1, last.Delivered)
 	require.NotNil(t, last.LatencyP50MS)
-	require.InDelta(t, 20, *last.LatencyP50MS, 20*0.16)
+	require.InDelta(t, 20, *last.LatencyP50MS, 1e-9)
 	require.Nil(t, got.Points[0].LatencyP99MS)
 }
+
+// fakeHistory is a History with fixed points (metrics.History's own test
+// covers the counting).
+type fakeHistory struct {
+	interval time.Duration
+	points   []HistoryPoint
+}
+
+func (f fakeHistory) Interval() time.Duration { return f.interval }
+func (f fakeHistory) Points() []HistoryPoint  { return f.points }

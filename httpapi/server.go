@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald"
-	"github.com/heraldhq/herald/metrics"
 	"github.com/heraldhq/herald/store"
 )
 
@@ -89,7 +88,7 @@ type Config struct {
 	Push PushBroadcaster
 	// History, when set, serves GET /v1/stats/history (this node's last
 	// hour, for the dashboard's charts); without it the list is empty.
-	History *metrics.History
+	History History
 	// UserAgent is the User-Agent the sender uses, shown in the requests
 	// GET /v1/deliveries/{id} rebuilds for its attempts.
 	UserAgent string

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald"
-	"github.com/heraldhq/herald/metrics"
 	"github.com/heraldhq/herald/store"
 )
 
@@ -126,6 +125,29 @@ func (s *server) subscriptionStats(w http.ResponseWriter, r *http.Request) error
 	return s.reply(w, http.StatusOK, out)
 }
 
+// History is this node's recent publish and delivery counts, for the
+// dashboard's charts; cmd/herald adapts metrics.History to it.
+type History interface {
+	// Interval is the length of one point.
+	Interval() time.Duration
+	// Points returns the points, oldest first.
+	Points() []HistoryPoint
+}
+
+// HistoryPoint is one interval of History (fields as metrics.HistoryPoint).
+type HistoryPoint struct {
+	// At is the start of the interval.
+	At                                 time.Time
+	Published, Delivered, Failed, Dead int
+	// LatencyP50 and LatencyP99 estimate publish→delivery latency of the
+	// deliveries that succeeded in the interval; nil when none did.
+	LatencyP50, LatencyP99 *time.Duration
+}
+
+// noHistoryInterval is the interval_s a node without a History answers:
+// the dashboard's own default (ui/static/overview.js).
+const noHistoryInterval = 10 * time.Second
+
 type historyPointJSON struct {
 	At           string   `json:"at"`
 	Published    int      `json:"published"`
@@ -142,8 +164,9 @@ func (s *server) statsHistory(w http.ResponseWriter, _ *http.Request) error {
 	out := struct {
 		IntervalS int                `json:"interval_s"`
 		Points    []historyPointJSON `json:"points"`
-	}{IntervalS: int(metrics.HistoryInterval / time.Second), Points: []historyPointJSON{}}
+	}{IntervalS: int(noHistoryInterval / time.Second), Points: []historyPointJSON{}}
 	if s.cfg.History != nil {
+		out.IntervalS = int(s.cfg.History.Interval() / time.Second)
 		msPtr := func(d *time.Duration) *float64 {
 			if d == nil {
 				return nil

@@ -100,8 +100,8 @@ func TestGroupCommitBatches(t *testing.T) {
 		}
 		require.Eventually(t, func() bool { return len(ing.reqs) == n }, 10*time.Second, time.Millisecond)
 		select {
-		case <-first:
-			t.Fatal("answered before its commit finished")
+		case err := <-first:
+			t.Fatalf("answered before its commit finished (err %v)", err)
 		default:
 		}
 		close(release)

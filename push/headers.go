@@ -24,8 +24,6 @@ const (
 	maxCryptoHeaderLen = 1024
 )
 
-var errNotImplemented = errors.New("push: not implemented")
-
 // SendHeaders are the validated headers of a send request.
 type SendHeaders struct {
 	TTL   int    // seconds, capped at MaxTTL

@@ -1,12 +1,10 @@
 package push
 
 import (
-	"crypto/ecdh"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"encoding/base64"
 	"errors"
-	"math/big"
 	"net/http"
 	"strings"
 	"time"
@@ -82,13 +80,9 @@ func ParseVAPID(h http.Header, audience string, now time.Time) (*VAPID, error) {
 	if err != nil {
 		return nil, vapidError("the public key is not base64")
 	}
-	if _, err := ecdh.P256().NewPublicKey(raw); err != nil || len(raw) != 65 {
+	ecdsaKey, err := ecdsa.ParseUncompressedPublicKey(elliptic.P256(), raw)
+	if err != nil {
 		return nil, vapidError("the public key is not an uncompressed P-256 point")
-	}
-	ecdsaKey := &ecdsa.PublicKey{
-		Curve: elliptic.P256(),
-		X:     new(big.Int).SetBytes(raw[1:33]),
-		Y:     new(big.Int).SetBytes(raw[33:65]),
 	}
 	claims := jwt.MapClaims{}
 	parser := jwt.NewParser(jwt.WithValidMethods([]string{"ES256"}), jwt.WithoutClaimsValidation())

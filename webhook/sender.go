@@ -409,14 +409,14 @@ func readBody(body io.Reader) (string, error) {
 	buf := excerptBufs.Get().(*[herald.ResponseExcerptLimit]byte)
 	defer excerptBufs.Put(buf)
 	n, err := io.ReadFull(body, buf[:])
-	if err == io.EOF || err == io.ErrUnexpectedEOF {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return excerpt(buf[:n], false), nil
 	}
 	if err != nil {
 		return excerpt(buf[:n], true), err
 	}
 	_, err = io.CopyN(io.Discard, body, herald.ResponseReadLimit-herald.ResponseExcerptLimit)
-	if err == io.EOF {
+	if errors.Is(err, io.EOF) {
 		err = nil
 	}
 	return excerpt(buf[:n], true), err
@@ -483,10 +483,10 @@ func errorResult(ctx context.Context, err error, timeout time.Duration) Result {
 
 func classifyError(ctx context.Context, err error, timeout time.Duration) (herald.ErrorClass, string) {
 	if ctx.Err() != nil {
-		switch context.Cause(ctx) {
-		case errAttemptTimeout:
+		switch cause := context.Cause(ctx); {
+		case errors.Is(cause, errAttemptTimeout):
 			return herald.ErrorTimeout, "no complete response within " + timeout.String()
-		case context.DeadlineExceeded:
+		case errors.Is(cause, context.DeadlineExceeded):
 			return herald.ErrorTimeout, "no complete response before the caller's deadline"
 		default:
 			return herald.ErrorConnection, "attempt cancelled"

@@ -41,7 +41,7 @@ func heraldBinary(t *testing.T) string {
 		buildOnce.path = filepath.Join(dir, "herald")
 		out, err := exec.Command("go", "build", "-o", buildOnce.path, ".").CombinedOutput()
 		if err != nil {
-			buildOnce.err = fmt.Errorf("go build: %v\n%s", err, out)
+			buildOnce.err = fmt.Errorf("go build: %w\n%s", err, out)
 		}
 	})
 	require.NoError(t, buildOnce.err)

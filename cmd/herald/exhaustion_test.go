@@ -510,7 +510,7 @@ func attackerBinary(t *testing.T) string {
 		attackerBuild.path = filepath.Join(dir, "attacker")
 		out, err := exec.Command("go", "test", "-c", "-o", attackerBuild.path, ".").CombinedOutput()
 		if err != nil {
-			attackerBuild.err = fmt.Errorf("go test -c: %v\n%s", err, out)
+			attackerBuild.err = fmt.Errorf("go test -c: %w\n%s", err, out)
 		}
 	})
 	require.NoError(t, attackerBuild.err)

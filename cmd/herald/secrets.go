@@ -95,7 +95,7 @@ func openPushKeys(c *config, path, text string, logger *slog.Logger) (string, er
 // or the new content, never a torn file.
 func writeFileAtomic(path, content string) error {
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
+	if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil { //nolint:gosec // G703: push.keys in the operator's --data-dir
 		return fmt.Errorf("error writing %s: %w", tmp, err)
 	}
 	if err := os.Rename(tmp, path); err != nil {

@@ -323,7 +323,7 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 		MaxBodyBytes: c.MaxBodyBytes,
 		SecretGrace:  c.SecretGrace,
 		Push:         broadcaster,
-		History:      history,
+		History:      historyView{history},
 		UserAgent:    userAgent,
 		PublicURL:    publicURL(c, lns.api()),
 	})

@@ -371,13 +371,6 @@ type queryer interface {
 
 func ms(t time.Time) int64 { return t.UnixMilli() }
 
-func msPtr(t *time.Time) any {
-	if t == nil {
-		return nil
-	}
-	return t.UnixMilli()
-}
-
 func fromMS(v int64) time.Time { return time.UnixMilli(v).UTC() }
 
 func fromNullMS(v sql.NullInt64) *time.Time {

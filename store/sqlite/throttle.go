@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"math"
 
 	"github.com/heraldhq/herald/store"
@@ -271,7 +272,7 @@ func throttleWaitingFor(ctx context.Context, q querier, subID string, now int64)
 	err := q.QueryRowContext(ctx, `SELECT s.id, s.rate_max, s.rate_per_seconds, s.max_in_flight, s.paused_until
 		FROM subscriptions s WHERE s.id = ? AND `+throttledPredicate, subID).
 		Scan(&t.id, &t.rateMax, &t.ratePer, &t.maxInFlight, &t.pausedUntil)
-	if err == sql.ErrNoRows {
+	if errors.Is(err, sql.ErrNoRows) {
 		return store.WaitingForNothing, nil
 	} else if err != nil {
 		return "", err
