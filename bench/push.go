@@ -179,7 +179,7 @@ type benchUA struct {
 var benchDialer = &websocket.Dialer{HandshakeTimeout: 10 * time.Second, ReadBufferSize: 1024, WriteBufferSize: 1024}
 
 func dialBenchUA(ctx context.Context, addr, uaid string, register bool, d *websocket.Dialer) (*benchUA, error) {
-	ws, _, err := d.DialContext(ctx, "ws://"+addr+"/", nil)
+	ws, _, err := d.DialContext(ctx, "ws://"+addr+"/", nil) //nolint:bodyclose // the dialer has read the handshake response; its body is empty
 	if err != nil {
 		return nil, err
 	}
@@ -194,9 +194,13 @@ func dialBenchUA(ctx context.Context, addr, uaid string, register bool, d *webso
 	}
 	var r map[string]any
 	_ = ws.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if err := ws.ReadJSON(&r); err != nil || r["messageType"] != "hello" {
+	if err := ws.ReadJSON(&r); err != nil {
 		_ = ws.Close()
-		return nil, fmt.Errorf("hello: %v %v", r, err)
+		return nil, fmt.Errorf("hello: %w", err)
+	}
+	if r["messageType"] != "hello" {
+		_ = ws.Close()
+		return nil, fmt.Errorf("hello: answered %v", r)
 	}
 	ua.uaid, _ = r["uaid"].(string)
 	if register {
@@ -205,9 +209,13 @@ func dialBenchUA(ctx context.Context, addr, uaid string, register bool, d *webso
 			_ = ws.Close()
 			return nil, err
 		}
-		if err := ws.ReadJSON(&r); err != nil || r["messageType"] != "register" {
+		if err := ws.ReadJSON(&r); err != nil {
 			_ = ws.Close()
-			return nil, fmt.Errorf("register: %v %v", r, err)
+			return nil, fmt.Errorf("register: %w", err)
+		}
+		if r["messageType"] != "register" {
+			_ = ws.Close()
+			return nil, fmt.Errorf("register: answered %v", r)
 		}
 		ua.endpoint, _ = r["pushEndpoint"].(string)
 	}

@@ -141,7 +141,7 @@ func startPushChild(ctx context.Context, f *pushBenchFlags, stderr io.Writer) (*
 	if f.extraServe != "" {
 		args = append(args, strings.Fields(f.extraServe)...)
 	}
-	cmd := exec.Command(exe, args...)
+	cmd := exec.Command(exe, args...) //nolint:gosec // G204: runs herald's own binary with the bench's flags
 	logs := &tailBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
