@@ -55,6 +55,9 @@ type pooled struct {
 	name  string
 	shape string // poolShape's fingerprint
 	size  int64
+	// lockedBy is the session holding its lock: if pool.conn was replaced
+	// meanwhile, the lock is gone and the schema is dropped, not reused.
+	lockedBy *pgx.Conn
 }
 
 // poolSeed is what a reset needs to know about the migrated schema.
@@ -63,6 +66,8 @@ type poolSeed struct {
 	rows   map[string]string // the migrations' own rows, as table[] literals
 }
 
+// newName returns prefix, the time and a random part: unique among the
+// processes sharing the server, and dated for sweep.
 func newName(prefix string) string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
@@ -78,7 +83,7 @@ func poolSchema(t testing.TB) string {
 	defer cancel()
 	conn, p := poolTake(ctx, t)
 	if p.name == "" {
-		p.name = newName(prefixPool)
+		p.name, p.lockedBy = newName(prefixPool), conn
 		if err := poolMigrate(ctx, conn, &p); err != nil {
 			poolDrop(ctx, t, conn, p.name)
 			t.Fatalf("pool schema: %v", err)
@@ -151,10 +156,14 @@ func poolGive(t testing.TB, p pooled) {
 	defer pool.mu.Unlock()
 	conn := pool.conn
 	if conn == nil || conn.IsClosed() {
-		return // poolTake forgets: the next sweep drops it
+		return // its lock is gone with the session: the next sweep drops it
 	}
 	shape, size, err := poolShape(ctx, conn, p.name)
-	if err == nil && (shape != p.shape || size > p.size+poolMaxGrowth) {
+	switch {
+	case err != nil:
+	case p.lockedBy != conn:
+		err = fmt.Errorf("its lock was lost with the session")
+	case shape != p.shape || size > p.size+poolMaxGrowth:
 		err = fmt.Errorf("changed by the test")
 	}
 	if err == nil {
