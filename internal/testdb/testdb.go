@@ -1,16 +1,7 @@
-// Package testdb opens fresh, migrated stores for tests: a temporary SQLite
-// file, or a PostgreSQL schema of its own per test (dropped on cleanup).
-//
-// PostgreSQL comes from HERALD_TEST_DATABASE_URL (default
-// postgres://postgres@127.0.0.1:5432/test?sslmode=disable). When no server
-// answers the test is skipped with a visible message — except under CI=true,
-// where it fails: CI must never silently skip the PostgreSQL half.
 package testdb
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"os"
 	"path/filepath"
 	"testing"
@@ -34,54 +25,41 @@ func URL() string {
 	return DefaultURL
 }
 
-// SQLite returns a migrated store on a new file in t.TempDir().
+// SQLite returns a migrated store on a new file in t.TempDir(), copied
+// from this process's migrated file (doc.go).
 func SQLite(t testing.TB) store.Store {
 	t.Helper()
 	ctx := context.Background()
-	s, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(t.TempDir(), "herald.db")})
+	path := filepath.Join(t.TempDir(), "herald.db")
+	sqliteCopy(t, path)
+	s, err := sqlite.Open(ctx, sqlite.Config{Path: path})
 	if err != nil {
 		t.Fatalf("open sqlite: %v", err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
+	// A no-op on the copy; it keeps "migrated" the store's own answer.
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatalf("migrate sqlite: %v", err)
 	}
 	return s
 }
 
-// PostgresSchema creates an empty schema of its own for this test and
-// returns its name; it is dropped on cleanup. It skips (or fails under CI)
-// when no server answers.
+// PostgresSchema creates an empty schema of its own for this test in the
+// server's test database and returns its name; it is dropped on cleanup.
+// It skips (or fails under CI) when no server answers.
 func PostgresSchema(t testing.TB) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, URL())
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("PostgreSQL required under CI=true but not reachable at %s: %v", URL(), err)
-		}
-		t.Skipf("SKIP: PostgreSQL not reachable at %s (set HERALD_TEST_DATABASE_URL): %v", URL(), err)
-	}
+	conn := adminConn(ctx, t)
 	defer conn.Close(ctx)
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	schema := "herald_test_" + hex.EncodeToString(b[:])
+	sweep(ctx, t, conn)
+	schema := newName(prefixTest)
 	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
 		t.Fatalf("create schema: %v", err)
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		c, err := pgx.Connect(ctx, URL())
-		if err != nil {
-			t.Logf("drop schema %s: %v", schema, err)
-			return
-		}
-		defer c.Close(ctx)
-		if _, err := c.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
-			t.Logf("drop schema %s: %v", schema, err)
-		}
+		adminDo(t, "DROP SCHEMA "+schema+" CASCADE")
 	})
 	return schema
 }
@@ -102,10 +80,14 @@ func OpenPostgres(t testing.TB, schema string) store.Store {
 	return s
 }
 
-// Postgres returns a migrated store on a fresh schema of its own.
+// Postgres returns a migrated store on an empty schema no other test
+// uses meanwhile, reused from an earlier test of the process when there is
+// one (doc.go).
 func Postgres(t testing.TB) store.Store {
 	t.Helper()
-	return OpenPostgres(t, PostgresSchema(t))
+	// Migrate is a no-op on a reused schema; calling it keeps "migrated"
+	// the store's own answer, whatever its bookkeeping.
+	return OpenPostgres(t, poolSchema(t))
 }
 
 // ForEach runs fn as parallel subtests "sqlite" and "postgres", each with a
@@ -133,4 +115,35 @@ type Backend struct {
 // Backends lists both factories.
 func Backends() []Backend {
 	return []Backend{{Name: "sqlite", New: SQLite}, {Name: "postgres", New: Postgres}}
+}
+
+// adminConn connects to the server's test database, skipping the test (or
+// failing it under CI=true) when no server answers.
+func adminConn(ctx context.Context, t testing.TB) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, URL())
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("PostgreSQL required under CI=true but not reachable at %s: %v", URL(), err)
+		}
+		t.Skipf("SKIP: PostgreSQL not reachable at %s (set HERALD_TEST_DATABASE_URL): %v", URL(), err)
+	}
+	return conn
+}
+
+// adminDo runs one cleanup statement on a connection of its own (the
+// test's context is over by then), logging a failure: a leftover is swept
+// by a later run.
+func adminDo(t testing.TB, sql string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, URL())
+	if err != nil {
+		t.Logf("%s: %v", sql, err)
+		return
+	}
+	defer c.Close(ctx)
+	if _, err := c.Exec(ctx, sql); err != nil {
+		t.Logf("%s: %v", sql, err)
+	}
 }
