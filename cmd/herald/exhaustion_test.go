@@ -24,6 +24,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/time/rate"
 
+	"github.com/heraldhq/herald/internal/testdb"
 	"github.com/heraldhq/herald/push"
 )
 
@@ -464,7 +465,9 @@ func TestMain(m *testing.M) {
 		_ = json.NewEncoder(os.Stdout).Encode(a.report())
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	testdb.PoolDrop() // the schemas testdb pooled for this package's tests
+	os.Exit(code)
 }
 
 // startAttacker runs the attack in a process of its own at the lowest CPU
