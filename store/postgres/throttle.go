@@ -74,10 +74,10 @@ const throttleReturnsSQL = `CASE WHEN s.paused_until > @now::timestamptz THEN s.
 		ORDER BY t.at DESC OFFSET greatest(s.rate_limit_max - 1, 0) LIMIT 1) + ` + rateWindowSQL + ` END`
 
 // claimCapSQL is how many deliveries claimSQL may take from subscription s:
-// @limit, or less when it is throttled. (A filter on the rows' rank, not
+// @share, or less when it is throttled. (A filter on the rows' rank, not
 // the LIMIT of the index scan: a LIMIT the planner cannot read made it
 // give up the ordered index scan, 20x slower.)
-const claimCapSQL = `CASE WHEN NOT ` + throttledPredicate + ` THEN @limit ELSE least(@limit, ` + throttleBudgetSQL + `) END`
+const claimCapSQL = `CASE WHEN NOT ` + throttledPredicate + ` THEN @share ELSE least(@share, ` + throttleBudgetSQL + `) END`
 
 // throttleStartedSQL is a CTE of claimSQL recording the starts of the
 // rate- or in-flight-limited subscriptions' claimed deliveries.

@@ -24,6 +24,7 @@ type claimCandidate struct {
 	// this claim (see throttle.go); set by throttleClaimCaps.
 	throttled bool
 	cap       int
+	got       int // claimed so far in this claim
 }
 
 // DeliveryClaim leases up to Limit due pending deliveries of one tier, fairly
@@ -36,9 +37,10 @@ type claimCandidate struct {
 //     the subscriptions with due work and their oldest due time.
 //  2. Water-filling: the remaining budget is split evenly over the
 //     subscriptions still in the running; the remainder of the division goes
-//     to those that have waited longest. Each subscription's share is taken
-//     with one SELECT … ORDER BY next_attempt_at, id LIMIT share — an index
-//     range scan of at most share rows — and an UPDATE per picked row. A
+//     to those that have fewest so far, then to those that have waited
+//     longest. Each subscription's share is taken with one SELECT … ORDER
+//     BY next_attempt_at, id LIMIT share — an index range scan of at most
+//     share rows — and an UPDATE per picked row. A
 //     subscription that yields less than its share is exhausted and drops
 //     out; what it left unused is split again over the others. Each round
 //     either fills the budget or drops a subscription, so there are at most
@@ -109,14 +111,18 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *store.DeliveryClaimPa
 				}
 				ids = append(ids, picked...)
 				got := len(picked)
+				c.got += got
 				left -= got
 				leases[c.id] = c.lease
 				if got == share && (!c.throttled || c.cap > 0) {
 					full = append(full, c)
 				}
 			}
-			// Those that got nothing this round go first next round.
+			// Fewest so far first next round (those that got nothing this
+			// round, then those that got no remainder), so the remainder of
+			// an uneven split goes where it evens the counts out.
 			active = append(waiting, full...)
+			sort.SliceStable(active, func(i, j int) bool { return active[i].got < active[j].got })
 		}
 		if len(ids) == 0 {
 			return nil
