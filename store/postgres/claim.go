@@ -41,8 +41,7 @@ import (
 // none was claimed; every row carries the number of candidates, so the
 // caller can tell "nothing due" from "lost the race for what was due".
 //
-// The lease is max(@lease_until, @now + subscription timeout + @margin_ms),
-// so a subscription with a long timeout never outlives its lease.
+// The lease is store.DeliveryClaimParams.LeaseFor's, computed per row.
 //
 // claimPlainSQL is the same claim for when no subscription had a rate
 // limit or an in-flight cap (orderedCache): it leaves such subscriptions

@@ -243,12 +243,7 @@ func (o *orderedClaim) readDiscovery(rows pgx.Rows) error {
 		if sub == nil {
 			sub = &orderedSub{id: id, ordering: herald.Ordering(ordering), interval: msDuration(intervalMS),
 				cap: cap, seen: map[string]bool{}}
-			subTimeout := (&herald.Subscription{TimeoutMS: timeout}).Timeout()
-			lease := o.now.Add(subTimeout + params.LeaseMargin)
-			if params.LeaseUntil.After(lease) {
-				lease = ms(params.LeaseUntil)
-			}
-			sub.lease = lease
+			sub.lease = ms(params.LeaseFor(&herald.Subscription{TimeoutMS: timeout}))
 			o.subs = append(o.subs, sub)
 		}
 		sub.afterAt, sub.afterID, sub.more = lastAt, lastID, n >= orderedPage(params.Limit)

@@ -189,14 +189,7 @@ func claimCandidates(ctx context.Context, tx *sql.Tx, params *store.DeliveryClai
 		if err := rows.Scan(&c.id, &timeoutMS, &c.ordering, &c.keyIntervalMS, &c.oldest); err != nil {
 			return nil, err
 		}
-		// A lease must outlive the request it covers: never shorter than
-		// this subscription's timeout plus the margin.
-		sub := herald.Subscription{TimeoutMS: timeoutMS}
-		lease := params.Now.Add(sub.Timeout() + params.LeaseMargin)
-		if params.LeaseUntil.After(lease) {
-			lease = params.LeaseUntil
-		}
-		c.lease = ms(lease)
+		c.lease = ms(params.LeaseFor(&herald.Subscription{TimeoutMS: timeoutMS}))
 		out = append(out, &c)
 	}
 	if err := rows.Err(); err != nil {
