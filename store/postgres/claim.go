@@ -12,7 +12,9 @@ import (
 )
 
 // claimSQL leases up to @limit due deliveries of one tier, fairly across
-// subscriptions, in one statement.
+// subscriptions, in one statement. It is assembled here, in throttle.go and
+// in ordering.go; testdata/claim*.sql hold it and the claim's other
+// statements as they run (TestClaimSQLGolden).
 //
 //   - ranked: for each enabled subscription, at most @share (<= @limit) of
 //     its due rows,
