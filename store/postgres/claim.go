@@ -17,9 +17,8 @@ import (
 // statements as they run (TestClaimSQLGolden).
 //
 //   - ranked: for each enabled subscription, at most @share (<= @limit) of
-//     its due rows,
-//     read in order from the partial pending index (LATERAL … LIMIT), ranked
-//     1, 2, 3… within the subscription. The cost is one index probe per
+//     its due rows, read in order from the partial pending index (LATERAL …
+//     LIMIT), ranked 1, 2, 3… within the subscription. The cost is one index probe per
 //     enabled subscription plus the due rows read, never the backlog.
 //   - picked: round-robin order — every subscription's first row, then every
 //     second row, … — which is the fairness rule of DeliveryClaimParams.

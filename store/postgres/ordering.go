@@ -726,7 +726,7 @@ func (s *Store) claimMixed(ctx context.Context, tx pgx.Tx, o *orderedClaim) ([]*
 				}
 				var kept []string
 				for _, id := range unordered {
-					if bySub[id] == per {
+					if bySub[id] >= per { // more: a retry after a lost race
 						kept = append(kept, id)
 					}
 				}
