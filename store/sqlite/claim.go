@@ -40,11 +40,11 @@ type claimCandidate struct {
 //     to those that have fewest so far, then to those that have waited
 //     longest. Each subscription's share is taken with one SELECT … ORDER
 //     BY next_attempt_at, id LIMIT share — an index range scan of at most
-//     share rows — and an UPDATE per picked row. A
-//     subscription that yields less than its share is exhausted and drops
-//     out; what it left unused is split again over the others. Each round
-//     either fills the budget or drops a subscription, so there are at most
-//     k rounds and in practice one or two.
+//     share rows — and an UPDATE per picked row. A subscription that yields
+//     less than its share is exhausted and drops out; what it left unused
+//     is split again over the others. Each round either fills the budget or
+//     drops a subscription, so there are at most k rounds and in practice
+//     one or two.
 //  3. One read of the claimed rows joined with their events, plus each
 //     claimed subscription and its active secrets.
 func (s *Store) DeliveryClaim(ctx context.Context, params *store.DeliveryClaimParams) ([]*store.ClaimedDelivery, error) {
