@@ -117,15 +117,16 @@ type Store interface {
 	DeliveryList(ctx context.Context, params *DeliveryListParams) (*DeliveryListResult, error)
 	// DeliveryClaim leases up to Limit due pending deliveries of one tier
 	// (state pending, next_attempt_at <= Now, subscription enabled) and
-	// marks them in_flight with LeaseOwner/LeaseUntil. See the params for
-	// the fairness rule, and store/ordering.go for the per-key ordering
+	// marks them in_flight with LeaseOwner/LeaseUntil. See store/claim.go
+	// for the fairness rule and the lease, store/throttle.go for the
+	// throttle, and store/ordering.go for the per-key ordering
 	// rules of fifo and latest subscriptions (which also finish stale
 	// deliveries as skipped or superseded, in the claim transaction).
 	// Returned in next_attempt_at order.
 	DeliveryClaim(ctx context.Context, params *DeliveryClaimParams) ([]*ClaimedDelivery, error)
 	// DeliveryNextDue returns the earliest next_attempt_at among pending
 	// deliveries of a tier whose subscription is enabled, or nil when there
-	// are none. Workers sleep until then. Throttling (see ThrottleMargin)
+	// are none. Workers sleep until then. Throttling (store/throttle.go)
 	// is accounted for: a paused subscription counts from its paused_until,
 	// a rate-limited one out of budget from when its budget returns, and
 	// one at its max_in_flight not at all (a completion frees it; the
@@ -548,115 +549,6 @@ type DeliveryListResult struct {
 // only after a short claim, is not missing work; one inserted since was
 // notified.
 const OrderedNextDueWindow = 256
-
-// ThrottleMargin widens the rate window of throttled subscriptions.
-//
-// Throttling. A subscription with RateLimit, MaxInFlight > 0 or a pause in
-// effect is throttled; every backend enforces it in DeliveryClaim, across
-// all nodes sharing the store:
-//
-//   - rate_limit: the claim is the request start. A claim records one start
-//     per claimed delivery and never lets more than RateLimit.Max starts fall
-//     in any window of PerSeconds + ThrottleMargin (a sliding window; starts
-//     are recorded in non-decreasing time order per subscription, even when
-//     claimers' Now values interleave). The margin covers the gap between
-//     the claim and the HTTP request starting (a claim at t starts its
-//     request in [t, t+margin)), so the receiver never sees more than Max
-//     starts in any PerSeconds window: Max+1 starts inside one PerSeconds
-//     window would need Max+1 claims inside PerSeconds + margin.
-//   - max_in_flight: a claim never leaves more than MaxInFlight deliveries
-//     of the subscription in_flight (all tiers, all nodes).
-//   - pause: a subscription whose paused_until (set by
-//     DeliveryCompleteManyParams.PauseSubscriptions) is after Now is not
-//     claimed at all.
-//
-// Throttled deliveries stay pending where they are (no attempt is used) and
-// their subscription takes no claim slot while it has no budget: the rest
-// of the Limit goes to other subscriptions. A subscription with none of
-// these settings costs nothing extra on the claim path. On PostgreSQL the
-// claimers of one throttled subscription are serialized by a row lock, so
-// two nodes cannot both spend its last budget.
-const ThrottleMargin = 100 * time.Millisecond
-
-// DeliveryClaimParams are the inputs of DeliveryClaim.
-//
-// Fairness: the claim is spread over the subscriptions that have due work in
-// the tier. If k subscriptions have due work, no subscription receives more
-// than ceil(Limit/k) deliveries while another that has more due work
-// received fewer than its share — so one subscription with 10,000 due
-// deliveries cannot keep a second subscription's single due delivery out of
-// a claim. Within a subscription, earliest next_attempt_at first (ties by
-// id). Backends must do this in time proportional to (subscriptions with
-// work + Limit), not to the backlog.
-type DeliveryClaimParams struct {
-	Tier       int
-	Limit      int
-	Now        time.Time
-	LeaseOwner string
-	// LeaseUntil is Now + the subscription timeout + a margin; the backend
-	// uses max(LeaseUntil, Now + subscription timeout + LeaseMargin) per
-	// delivery so a long timeout never outlives its lease.
-	LeaseUntil  time.Time
-	LeaseMargin time.Duration
-	// RotateAfter makes claims round-robin across subscriptions. Among
-	// candidates of equal per-subscription rank, those whose subscription
-	// id is > RotateAfter come first (by subscription id), then the rest
-	// (wrap-around). The caller passes the subscription it served last, so
-	// even claims of Limit 1 (one free slot) visit every subscription with
-	// due work in turn instead of always the one with the oldest backlog.
-	RotateAfter string
-	// Clock is when the claim really starts. A claim may wait, after the
-	// caller took Now, for what serializes it with other claims (SQLite's
-	// writer, PostgreSQL's throttle row locks); the backend reads Clock at
-	// most once inside the claim transaction, after it holds those locks
-	// and before it commits (PostgreSQL: only when it claimed rate-limited
-	// deliveries), and records the request starts of throttled
-	// subscriptions (the rate window, see ThrottleMargin) at that value
-	// rather than at Now, so a slow claim neither starts requests long
-	// after their recorded start nor has them given back as late. A value
-	// before Now counts as Now. nil means Now (tests stay deterministic).
-	// Due times, leases and key intervals still use Now. It is called
-	// before DeliveryClaim returns, on the caller's goroutine. See
-	// ClaimStart.
-	Clock func() time.Time
-}
-
-// ClaimStart is the claim's start for its rate window (backend helper):
-// Clock's value, or Now when Clock is nil or says earlier. Backends call
-// it once per claim transaction, once the claim holds its locks.
-func (p *DeliveryClaimParams) ClaimStart() time.Time {
-	if p.Clock == nil {
-		return p.Now
-	}
-	if t := p.Clock(); t.After(p.Now) {
-		return t
-	}
-	return p.Now
-}
-
-// ClaimedDelivery is everything a worker needs to make one attempt without
-// further reads.
-type ClaimedDelivery struct {
-	Delivery     *herald.Delivery
-	Event        *herald.Event
-	Subscription *herald.Subscription
-	// Secrets are the subscription's secrets active at claim time, newest
-	// first.
-	Secrets []herald.Secret
-	// Attempt is the 1-based number of the attempt about to be made
-	// (Delivery.AttemptCount + 1).
-	Attempt int
-	// LeaseUntil is the lease granted.
-	LeaseUntil time.Time
-}
-
-// DeliveryNextDueParams are the inputs of DeliveryNextDue.
-type DeliveryNextDueParams struct {
-	Tier int
-	// Now decides which throttled subscriptions have budget (rate windows,
-	// pauses). Required.
-	Now time.Time
-}
 
 // DeliveryCompleteManyParams are the inputs of DeliveryCompleteMany.
 type DeliveryCompleteManyParams struct {

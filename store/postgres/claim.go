@@ -12,11 +12,13 @@ import (
 )
 
 // claimSQL leases up to @limit due deliveries of one tier, fairly across
-// subscriptions, in one statement.
+// subscriptions, in one statement. It is assembled here, in throttle.go and
+// in ordering.go; testdata/claim*.sql hold it and the claim's other
+// statements as they run (TestClaimSQLGolden).
 //
-//   - ranked: for each enabled subscription, at most @limit of its due rows,
-//     read in order from the partial pending index (LATERAL … LIMIT), ranked
-//     1, 2, 3… within the subscription. The cost is one index probe per
+//   - ranked: for each enabled subscription, at most @share (<= @limit) of
+//     its due rows, read in order from the partial pending index (LATERAL …
+//     LIMIT), ranked 1, 2, 3… within the subscription. The cost is one index probe per
 //     enabled subscription plus the due rows read, never the backlog.
 //   - picked: round-robin order — every subscription's first row, then every
 //     second row, … — which is the fairness rule of DeliveryClaimParams.
@@ -40,8 +42,7 @@ import (
 // none was claimed; every row carries the number of candidates, so the
 // caller can tell "nothing due" from "lost the race for what was due".
 //
-// The lease is max(@lease_until, @now + subscription timeout + @margin_ms),
-// so a subscription with a long timeout never outlives its lease.
+// The lease is store.DeliveryClaimParams.LeaseFor's, computed per row.
 //
 // claimPlainSQL is the same claim for when no subscription had a rate
 // limit or an in-flight cap (orderedCache): it leaves such subscriptions
@@ -59,7 +60,7 @@ func claimStatement(throttled bool) string {
 	capFilter := "\n\t  AND NOT " + limitedPredicate + " AND (s.paused_until IS NULL OR s.paused_until <= @now::timestamptz)"
 	if throttled {
 		capJoin = `
-	-- The throttle's cap (throttle.go): @limit unless throttled.
+	-- The throttle's cap (throttle.go): @share unless throttled.
 	CROSS JOIN LATERAL (SELECT ` + claimCapSQL + ` AS cap) b`
 		capFilter = "\n\t  AND c.rnk_in_sub <= b.cap"
 		started = ", " + throttleStartedSQL
@@ -76,7 +77,7 @@ WITH ranked AS (
 		WHERE d.tier = @tier AND d.subscription_id = s.id AND d.state = 'pending'
 		  AND d.next_attempt_at <= @now
 		ORDER BY d.next_attempt_at, d.id
-		LIMIT @limit
+		LIMIT @share
 	) c
 	-- fifo and latest subscriptions are claimed per key (ordering.go).
 	WHERE s.state = 'enabled' AND s.deleted_at IS NULL AND NOT ` + orderedPredicate + capFilter + `
@@ -170,93 +171,34 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *store.DeliveryClaimPa
 	err := s.inTx(ctx, "error claiming deliveries", func(tx pgx.Tx) error {
 		out = nil
 		subIDs := map[string]bool{}
-		// With ordered subscriptions, whose deliveries are claimed first,
-		// the throttle locks (throttle.go) come before anything else, in
-		// the ordered claim's first round trip; otherwise they ride in
-		// claimSQL's.
+		// With ordered subscriptions the throttle locks (throttle.go) come
+		// before anything else, in the ordered claim's first round trip;
+		// otherwise they ride in claimSQL's.
 		kinds, err := s.subscriptionKinds(ctx, tx)
 		if err != nil {
 			return err
 		}
-		var ordered *orderedClaim
 		if kinds.exists {
-			// Ordered subscriptions first, up to a fair share each
-			// (ordering.go).
-			o, first, err := s.claimOrdered(ctx, tx, params, kinds.limited)
+			// Ordered and unordered subscriptions share the claim
+			// (ordering.go, claimMixed).
+			o, err := s.newOrderedClaim(ctx, tx, params, kinds.limited)
 			if err != nil {
 				return err
 			}
-			ordered = o
-			out = addClaimed(out, first, subIDs)
-		}
-		locked := ordered != nil
-		// Nothing unordered was due when the ordered claim looked: no
-		// claimSQL round trip (work published since is the next claim's).
-		unordered := ordered == nil || len(ordered.subs) == 0 || ordered.unorderedDue
-		// Claims racing on the same rows skip each other's locks; when this
-		// one came back short only because of that, the racing claims have
-		// usually committed by the next statement (a fresh snapshot), which
-		// then sees fresh candidates. Bounded: a short claim is still a
-		// correct answer.
-		for try := 0; unordered && try < claimTries && len(out) < params.Limit; try++ {
-			want := params.Limit - len(out)
-			// The first statement also locks the throttled subscriptions
-			// (throttle.go), in the same round trip.
-			rows, err := claimQuery(ctx, tx, try == 0 && !locked, kinds.limited, pgx.NamedArgs{
-				"tier":               params.Tier,
-				"now":                now,
-				"limit":              want,
-				"owner":              params.LeaseOwner,
-				"lease_until":        ms(params.LeaseUntil),
-				"default_timeout_ms": herald.DefaultTimeout.Milliseconds(),
-				"margin_ms":          params.LeaseMargin.Milliseconds(),
-				"rotate_after":       params.RotateAfter,
-			})
+			claimed, err := s.claimMixed(ctx, tx, o)
 			if err != nil {
 				return err
 			}
-			got, candidates := 0, 0
-			for rows.Next() {
-				if rows.RawValues()[1] == nil {
-					// The row of NULLs: nothing claimed.
-					if err := rows.Scan(append([]any{&candidates}, make([]any, len(rows.RawValues())-1)...)...); err != nil {
-						rows.Close()
-						return err
-					}
-					continue
-				}
-				var (
-					c     store.ClaimedDelivery
-					lease time.Time
-					ev    herald.Event
-					data  string
-				)
-				d, err := scanDelivery(prefixedRow{rows, &candidates}, &lease, &ev.ID, &ev.Type, &ev.Key, &ev.Version, &data, &ev.CreatedAt, &ev.Tenant)
-				if err != nil {
-					rows.Close()
-					return err
-				}
-				ev.Data = []byte(data)
-				ev.CreatedAt = ev.CreatedAt.UTC()
-				c.Delivery, c.Event, c.LeaseUntil = d, &ev, lease.UTC()
-				c.Attempt = d.AttemptCount + 1
-				subIDs[d.SubscriptionID] = true
-				out = append(out, &c)
-				got++
-			}
-			if err := rows.Err(); err != nil {
+			out = addClaimed(out, claimed, subIDs)
+		} else {
+			// One claimSQL shares the whole Limit among the subscriptions
+			// (its round-robin order is the water-filling).
+			claimed, err := s.claimUnordered(ctx, tx, params, true, kinds.limited, params.Limit, params.Limit)
+			if err != nil {
 				return err
 			}
-			if got == want || candidates <= got {
-				break // full, or everything due was taken
-			}
+			out = addClaimed(out, claimed, subIDs)
 		}
-		// What the unordered subscriptions left goes to the ordered ones.
-		more, err := ordered.rest(ctx, tx, params.Limit-len(out))
-		if err != nil {
-			return err
-		}
-		out = addClaimed(out, more, subIDs)
 		if len(out) == 0 {
 			return nil
 		}
@@ -330,6 +272,71 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *store.DeliveryClaimPa
 	})
 	if out == nil {
 		out = []*store.ClaimedDelivery{}
+	}
+	return out, nil
+}
+
+// claimUnordered runs claimSQL for up to want deliveries of unordered
+// subscriptions, at most share of each (as their budget allows); lock says
+// whether the throttle locks are still to be taken (the first statement of
+// the transaction). Claims racing on the same rows skip each other's
+// locks; when this one came back short only because of that, the racing
+// claims have usually committed by the next statement (a fresh snapshot),
+// which then sees fresh candidates. Bounded: a short claim is still a
+// correct answer.
+func (s *Store) claimUnordered(ctx context.Context, tx pgx.Tx, params *store.DeliveryClaimParams, lock, limited bool,
+	want, share int) ([]*store.ClaimedDelivery, error) {
+	var out []*store.ClaimedDelivery
+	for try := 0; try < claimTries && len(out) < want; try++ {
+		need := want - len(out)
+		rows, err := claimQuery(ctx, tx, try == 0 && lock, limited, pgx.NamedArgs{
+			"tier":               params.Tier,
+			"now":                ms(params.Now),
+			"limit":              need,
+			"share":              min(share, need),
+			"owner":              params.LeaseOwner,
+			"lease_until":        ms(params.LeaseUntil),
+			"default_timeout_ms": herald.DefaultTimeout.Milliseconds(),
+			"margin_ms":          params.LeaseMargin.Milliseconds(),
+			"rotate_after":       params.RotateAfter,
+		})
+		if err != nil {
+			return nil, err
+		}
+		got, candidates := 0, 0
+		for rows.Next() {
+			if rows.RawValues()[1] == nil {
+				// The row of NULLs: nothing claimed.
+				if err := rows.Scan(append([]any{&candidates}, make([]any, len(rows.RawValues())-1)...)...); err != nil {
+					rows.Close()
+					return nil, err
+				}
+				continue
+			}
+			var (
+				c     store.ClaimedDelivery
+				lease time.Time
+				ev    herald.Event
+				data  string
+			)
+			d, err := scanDelivery(prefixedRow{rows, &candidates}, &lease, &ev.ID, &ev.Type, &ev.Key, &ev.Version, &data, &ev.CreatedAt, &ev.Tenant)
+			if err != nil {
+				rows.Close()
+				return nil, err
+			}
+			ev.Data = []byte(data)
+			ev.CreatedAt = ev.CreatedAt.UTC()
+			c.Delivery, c.Event, c.LeaseUntil = d, &ev, lease.UTC()
+			c.Attempt = d.AttemptCount + 1
+			out = append(out, &c)
+			got++
+		}
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		if got == need || candidates <= got {
+			break // full, or everything due was taken
+		}
 	}
 	return out, nil
 }

@@ -2,8 +2,11 @@ package postgres
 
 import (
 	"context"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/heraldhq/herald/store"
 )
 
 // MigrateTo exposes migrateTo to the external tests.
@@ -36,4 +39,25 @@ func (s *Store) SetRawSecret(ctx context.Context, subscriptionID, value string) 
 	_, err := s.pool.Exec(ctx, `UPDATE subscription_secrets SET value = $2
 		WHERE id = (SELECT min(id) FROM subscription_secrets WHERE subscription_id = $1)`, subscriptionID, value)
 	return err
+}
+
+// ThrottleBothWays answers the throttle rule for one subscription at now
+// twice: store.ThrottleState.Budget over the counts Go reads, and the SQL
+// form the set-based statements use (throttleBudgetSQL,
+// throttleReturnsSQL). ok is false when the subscription is not throttled.
+func (s *Store) ThrottleBothWays(ctx context.Context, subID string, now time.Time) (goBudget int, goReturns time.Time,
+	sqlBudget int, sqlReturns time.Time, ok bool, err error) {
+	st, err := throttleStateRead(ctx, s.pool, subID, now)
+	if err != nil || st == nil {
+		return 0, time.Time{}, 0, time.Time{}, false, err
+	}
+	goBudget, _, goReturns = st.Budget(ms(now))
+	var returns *time.Time
+	err = s.pool.QueryRow(ctx, `SELECT `+throttleBudgetSQL+`, `+throttleReturnsSQL+` FROM subscriptions s WHERE s.id = @id`,
+		pgx.NamedArgs{"id": subID, "now": ms(now), "throttle_margin_ms": store.ThrottleMargin.Milliseconds()}).
+		Scan(&sqlBudget, &returns)
+	if returns != nil {
+		sqlReturns = returns.UTC()
+	}
+	return goBudget, goReturns.UTC(), sqlBudget, sqlReturns, true, err
 }

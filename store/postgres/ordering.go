@@ -111,6 +111,9 @@ type orderedSub struct {
 	afterID string
 	more    bool
 	seen    map[string]bool
+	// done: the subscription came back short of what it was asked in
+	// this claim (no claimable key left, or out of budget).
+	done bool
 	// cap is the throttle budget left in this claim (-1: not throttled);
 	// read with the discovery (after the throttle locks), spent by
 	// throttleOrderedClaimed (throttle.go).
@@ -126,9 +129,9 @@ type orderedClaim struct {
 	// keyRows: the delivery_keys rows of the discovered keys are still to
 	// be created; the first key-lock round trip does it first.
 	keyRows bool
-	// unorderedDue: an unordered subscription had due work when the
-	// claim started (claimSQL has something to do).
-	unorderedDue bool
+	// unordered are the unordered subscriptions with due work when the
+	// claim started, in id order (claimSQL has something to do).
+	unordered []string
 	// limited: a subscription may be rate- or in-flight-limited
 	// (subscriptionKinds), so the throttle locks were taken; without,
 	// limited ones are left out.
@@ -194,12 +197,13 @@ WHERE s.state = 'enabled' AND s.deleted_at IS NULL AND ` + orderedPredicate + `
   AND (@limited OR NOT ` + limitedPredicate + `)
 ORDER BY s.id`
 
-// unorderedDueSQL: does an unordered subscription have due work in @tier?
-const unorderedDueSQL = `SELECT EXISTS (SELECT 1 FROM subscriptions s
+// unorderedDueSQL: the unordered subscriptions with due work in @tier, in
+// id order (one probe of the pending index each).
+const unorderedDueSQL = `SELECT coalesce(array_agg(s.id ORDER BY s.id), '{}') FROM subscriptions s
 	CROSS JOIN LATERAL (SELECT 1 FROM deliveries d
 		WHERE d.tier = @tier AND d.subscription_id = s.id AND d.state = 'pending' AND d.next_attempt_at <= @now::timestamptz
 		LIMIT 1) n
-	WHERE s.state = 'enabled' AND s.deleted_at IS NULL AND NOT ` + orderedPredicate + `)`
+	WHERE s.state = 'enabled' AND s.deleted_at IS NULL AND NOT ` + orderedPredicate
 
 // discoverArgs are the named arguments of discoverSQL.
 func (o *orderedClaim) discoverArgs(sub *orderedSub) pgx.NamedArgs {
@@ -239,12 +243,7 @@ func (o *orderedClaim) readDiscovery(rows pgx.Rows) error {
 		if sub == nil {
 			sub = &orderedSub{id: id, ordering: herald.Ordering(ordering), interval: msDuration(intervalMS),
 				cap: cap, seen: map[string]bool{}}
-			subTimeout := (&herald.Subscription{TimeoutMS: timeout}).Timeout()
-			lease := o.now.Add(subTimeout + params.LeaseMargin)
-			if params.LeaseUntil.After(lease) {
-				lease = ms(params.LeaseUntil)
-			}
-			sub.lease = lease
+			sub.lease = ms(params.LeaseFor(&herald.Subscription{TimeoutMS: timeout}))
 			o.subs = append(o.subs, sub)
 		}
 		sub.afterAt, sub.afterID, sub.more = lastAt, lastID, n >= orderedPage(params.Limit)
@@ -293,11 +292,10 @@ func (o *orderedClaim) discoverMore(ctx context.Context, tx pgx.Tx) error {
 }
 
 // newOrderedClaim finds the ordered subscriptions with due work in the
-// tier and their keys (a bounded discovery, discoverSQL), or returns nil
-// when there are none. One round trip takes the throttle locks
-// (throttleLockSQLs, which come before anything else), asks whether
-// unordered subscriptions have due work, and reads the first page of every
-// ordered subscription.
+// tier and their keys (a bounded discovery, discoverSQL). One round trip
+// takes the throttle locks (throttleLockSQLs, which come before anything
+// else), asks which unordered subscriptions have due work, and reads the
+// first page of every ordered subscription.
 func (s *Store) newOrderedClaim(ctx context.Context, tx pgx.Tx, params *store.DeliveryClaimParams, limited bool) (*orderedClaim, error) {
 	o := &orderedClaim{params: params, now: ms(params.Now), keyRows: true, limited: limited}
 	lockArgs := pgx.NamedArgs{"tier": params.Tier, "now": o.now, "throttle_margin_ms": store.ThrottleMargin.Milliseconds()}
@@ -315,7 +313,7 @@ func (s *Store) newOrderedClaim(ctx context.Context, tx pgx.Tx, params *store.De
 			return nil, err
 		}
 	}
-	if err := br.QueryRow().Scan(&o.unorderedDue); err != nil {
+	if err := br.QueryRow().Scan(&o.unordered); err != nil {
 		return nil, err
 	}
 	rows, err := br.Query()
@@ -340,55 +338,6 @@ func (s *Store) newOrderedClaim(ctx context.Context, tx pgx.Tx, params *store.De
 		sort.SliceStable(o.subs, func(i, j int) bool { return o.subs[i].id > r && o.subs[j].id <= r })
 	}
 	return o, nil
-}
-
-// claim takes up to budget more deliveries, spread over the ordered
-// subscriptions (each at most share, when share > 0).
-func (o *orderedClaim) claim(ctx context.Context, tx pgx.Tx, budget, share int) error {
-	for budget > 0 {
-		progress := false
-		active := 0
-		for _, sub := range o.subs {
-			if sub.next < len(sub.keys) {
-				active++
-			}
-		}
-		if active == 0 {
-			return nil
-		}
-		per := max(1, (budget+active-1)/active)
-		if share > 0 {
-			per = min(per, share)
-		}
-		for _, sub := range o.subs {
-			if budget <= 0 {
-				break
-			}
-			if sub.next >= len(sub.keys) || (share > 0 && sub.got >= share) || sub.cap == 0 {
-				continue
-			}
-			want := min(per, budget)
-			if share > 0 {
-				want = min(want, share-sub.got)
-			}
-			if sub.cap > 0 {
-				want = min(want, sub.cap)
-			}
-			n, err := o.claimSub(ctx, tx, sub, want)
-			if err != nil {
-				return err
-			}
-			sub.got += n
-			budget -= n
-			if n > 0 {
-				progress = true
-			}
-		}
-		if !progress {
-			return nil
-		}
-	}
-	return nil
 }
 
 // claimSub claims up to want deliveries of one subscription: keyless due
@@ -713,36 +662,141 @@ func readKeyState(ctx context.Context, q querier, subID, key string) (*store.Key
 	return st, err
 }
 
-// claimOrdered runs the ordered part of a claim: it takes the throttle
-// locks (newOrderedClaim), then up to a fair share for each ordered
-// subscription — the unordered ones, when any has due work, count as one
-// more in the split and get the rest in the caller's claimSQL — and, through
-// rest, whatever budget that left.
-func (s *Store) claimOrdered(ctx context.Context, tx pgx.Tx, params *store.DeliveryClaimParams, limited bool) (*orderedClaim, []*store.ClaimedDelivery, error) {
-	o, err := s.newOrderedClaim(ctx, tx, params, limited)
-	if err != nil || len(o.subs) == 0 {
-		return o, nil, err
+// claimMixed is the claim when ordered subscriptions exist: the
+// water-filling of DeliveryClaimParams over both kinds, each subscription
+// one share. Ordered ones are claimed here, key by key (claimSub); the
+// unordered ones together by claimSQL, at most a share each (@share). Each
+// round asks every subscription still in the running for floor(left/k)
+// more; one that comes back short is out, and what it left is split again
+// over the others. Once that split is below one each, one more goes to
+// each of the first left subscriptions in turn (remainderTurn); once no
+// ordered one is left, one claimSQL takes the rest. Each round fills the
+// claim or drops a subscription, so there are at most k+1 rounds, in
+// practice two. The throttle locks are already held
+// (newOrderedClaim took them).
+func (s *Store) claimMixed(ctx context.Context, tx pgx.Tx, o *orderedClaim) ([]*store.ClaimedDelivery, error) {
+	params := o.params
+	var out []*store.ClaimedDelivery
+	unordered := o.unordered // still in the running
+	for left := params.Limit; left > 0; {
+		var ordered []*orderedSub
+		for _, sub := range o.subs {
+			if !sub.done {
+				ordered = append(ordered, sub)
+			}
+		}
+		k := len(ordered) + len(unordered)
+		if k == 0 {
+			break
+		}
+		per, unorderedWant := left/k, 0
+		if len(ordered) == 0 {
+			// claimSQL's round-robin order alone is the water-filling.
+			per, unorderedWant = left, left
+		} else if per > 0 {
+			unorderedWant = per * len(unordered)
+		} else {
+			per = 1
+			ordered, unorderedWant = remainderTurn(ordered, unordered, params.RotateAfter, left)
+		}
+		got := 0
+		for _, sub := range ordered {
+			n, err := o.claimUpTo(ctx, tx, sub, per)
+			if err != nil {
+				return nil, err
+			}
+			got += n
+		}
+		out = append(out, o.take()...)
+		left -= got
+		if want := min(unorderedWant, left); want > 0 {
+			claimed, err := s.claimUnordered(ctx, tx, params, false, o.limited, want, per)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, claimed...)
+			got += len(claimed)
+			left -= len(claimed)
+			if len(claimed) < want || want == per*len(unordered) {
+				// Whoever got less than asked is out (a remainder turn
+				// that came back short gave every one with work its one).
+				bySub := map[string]int{}
+				for _, c := range claimed {
+					bySub[c.Delivery.SubscriptionID]++
+				}
+				var kept []string
+				for _, id := range unordered {
+					if bySub[id] >= per { // more: a retry after a lost race
+						kept = append(kept, id)
+					}
+				}
+				unordered = kept
+			}
+		}
+		if got == 0 {
+			break
+		}
 	}
-	parts := len(o.subs)
-	if o.unorderedDue {
-		parts++
-	}
-	share := max(1, (params.Limit+parts-1)/parts)
-	if err := o.claim(ctx, tx, params.Limit, share); err != nil {
-		return nil, nil, err
-	}
-	return o, o.take(), nil
+	return out, nil
 }
 
-// rest claims up to budget more after the unordered claim.
-func (o *orderedClaim) rest(ctx context.Context, tx pgx.Tx, budget int) ([]*store.ClaimedDelivery, error) {
-	if o == nil || budget <= 0 {
-		return nil, nil
+// remainderTurn picks the first n subscriptions in turn — those after
+// rotateAfter (by id) first, then the rest from the start — and returns
+// the ordered ones among them and how many unordered ones. (claimSQL
+// picks which unordered ones: the same turn when rotateAfter is set, the
+// longest waiting otherwise.)
+func remainderTurn(ordered []*orderedSub, unordered []string, rotateAfter string, n int) ([]*orderedSub, int) {
+	type turn struct {
+		id  string
+		sub *orderedSub
 	}
-	if err := o.claim(ctx, tx, budget, 0); err != nil {
-		return nil, err
+	all := make([]turn, 0, len(ordered)+len(unordered))
+	for _, sub := range ordered {
+		all = append(all, turn{id: sub.id, sub: sub})
 	}
-	return o.take(), nil
+	for _, id := range unordered {
+		all = append(all, turn{id: id})
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if rotateAfter != "" {
+			if ai, aj := all[i].id > rotateAfter, all[j].id > rotateAfter; ai != aj {
+				return ai
+			}
+		}
+		return all[i].id < all[j].id
+	})
+	var picked []*orderedSub
+	u := 0
+	for _, t := range all[:min(n, len(all))] {
+		if t.sub != nil {
+			picked = append(picked, t.sub)
+		} else {
+			u++
+		}
+	}
+	return picked, u
+}
+
+// claimUpTo claims up to n more deliveries of an ordered subscription,
+// within its throttle budget; one that comes back short is done for this
+// claim.
+func (o *orderedClaim) claimUpTo(ctx context.Context, tx pgx.Tx, sub *orderedSub, n int) (int, error) {
+	want := n
+	if sub.cap >= 0 {
+		want = min(want, sub.cap)
+	}
+	got := 0
+	if want > 0 && sub.next < len(sub.keys) {
+		var err error
+		if got, err = o.claimSub(ctx, tx, sub, want); err != nil {
+			return 0, err
+		}
+	}
+	sub.got += got
+	if got < n {
+		sub.done = true
+	}
+	return got, nil
 }
 
 // take returns the deliveries claimed since the last take.

@@ -7,11 +7,18 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/store"
 )
 
-// Throttling (rate_limit, max_in_flight, Retry-After pauses); the rules are
-// in store.ThrottleMargin's documentation.
+// Throttling (rate_limit, max_in_flight, Retry-After pauses). The rule is
+// store/throttle.go's (store.ThrottleState.Budget). Where one row at a time
+// is enough (throttleWaitingFor) this file counts and the Go function
+// decides; the statements that decide for every subscription at once
+// (claimSQL's cap, the ordered discovery, NextDue, the stats) use
+// throttleBudgetSQL and throttleReturnsSQL, the rule's one SQL form, whose
+// window comes from Go (@throttle_margin_ms). TestThrottleBudgetSQL holds
+// the two forms to the same answers.
 //
 // Only subscriptions matching throttledPredicate pay for any of it: the
 // statements below find them through the partial index
@@ -20,16 +27,10 @@ import (
 // subscription is claimed exactly as before.
 //
 // Request starts are rows of throttle_starts, inserted by claimSQL itself
-// (the claim is the start). The rate budget counts the starts in the last
-// PerSeconds + store.ThrottleMargin: the HTTP request starts a little after
-// its claim (goroutine start, signing, dial), and widening the window by
-// more than that gap means no PerSeconds window at the receiver can hold
-// more than Max starts. A start is recorded at max(@now, the newest start of
-// the subscription), so the recorded sequence never goes back in time when
-// two nodes' clocks or Now values interleave. The in-flight count is the
-// number of distinct deliveries named by those rows that are still
-// in_flight (a start row is kept while its delivery is in flight), so it
-// needs no new index on deliveries.
+// (the claim is the start), at max(@now, the newest start of the
+// subscription). The in-flight count is the number of distinct deliveries
+// named by those rows that are still in_flight, so it needs no new index
+// on deliveries.
 //
 // Serialization across nodes: before claimSQL, the claim transaction locks
 // (FOR UPDATE, in id order) the subscription_throttle row of every rate- or
@@ -38,14 +39,17 @@ import (
 // COMMITTED), so it sees every start committed by the previous holder: two
 // nodes cannot both spend the last budget. The lock statements are sent in
 // the same round trip as the claim (a pipeline), so they cost no extra
-// round trip. Because of that the claim reads its clock
+// round trip, and the budget is counted inside the claim statement for the
+// same reason: computing it in Go would need the counts back first, one
+// more round trip per claim. Because of that the claim reads its clock
 // (DeliveryClaimParams.ClaimStart) only after its claim statements and
 // reads, and moves the starts it recorded at Now to that time
 // (throttleRestartSQL) just before it commits: a claim that waited for the
 // locks records when its requests really start. Only claims that took
-// rate-limited deliveries do it (one more round trip). While no subscription has a rate limit or an
-// in-flight cap (cached, orderedCache), the locks are not taken and
-// claimPlainSQL leaves limited subscriptions out instead.
+// rate-limited deliveries do it (one more round trip). While no
+// subscription has a rate limit or an in-flight cap (cached, orderedCache),
+// the locks are not taken and claimPlainSQL leaves limited subscriptions
+// out instead.
 
 // throttledPredicate selects the subscriptions the throttle looks at.
 const throttledPredicate = `(s.rate_limit_max IS NOT NULL OR s.max_in_flight > 0 OR s.paused_until IS NOT NULL)`
@@ -53,11 +57,12 @@ const throttledPredicate = `(s.rate_limit_max IS NOT NULL OR s.max_in_flight > 0
 // limitedPredicate selects those whose budget has to be counted and locked.
 const limitedPredicate = `(s.rate_limit_max IS NOT NULL OR s.max_in_flight > 0)`
 
-// rateWindowSQL is a subscription's rate window as an interval.
+// rateWindowSQL is a subscription's rate window (store.RateWindow) as an
+// interval.
 const rateWindowSQL = `((coalesce(s.rate_limit_per_seconds, 0) * 1000 + @throttle_margin_ms) * interval '1 millisecond')`
 
-// throttleBudgetSQL is how many more requests subscription s may start at
-// @now (2147483647 when unlimited, 0 while paused).
+// throttleBudgetSQL is store.ThrottleState.Budget's budget for
+// subscription s at @now (2147483647 when unlimited).
 const throttleBudgetSQL = `CASE WHEN s.paused_until > @now::timestamptz THEN 0 ELSE greatest(0, least(
 	CASE WHEN s.rate_limit_max IS NULL THEN 2147483647 ELSE s.rate_limit_max - (SELECT count(*) FROM throttle_starts t
 		WHERE t.subscription_id = s.id AND t.at > @now::timestamptz - ` + rateWindowSQL + `)::int END,
@@ -65,19 +70,18 @@ const throttleBudgetSQL = `CASE WHEN s.paused_until > @now::timestamptz THEN 0 E
 		FROM throttle_starts t JOIN deliveries d ON d.id = t.delivery_id
 		WHERE t.subscription_id = s.id AND d.state = 'in_flight')::int END)) END`
 
-// throttleReturnsSQL is when subscription s, out of budget, gets some back
-// by time alone: the end of its pause, or when the Max-th newest start
-// leaves the rate window. NULL when only a completion frees budget.
+// throttleReturnsSQL is store.ThrottleState.Budget's returns for
+// subscription s out of budget at @now; NULL for its zero time.
 const throttleReturnsSQL = `CASE WHEN s.paused_until > @now::timestamptz THEN s.paused_until ELSE
 	(SELECT t.at FROM throttle_starts t WHERE s.rate_limit_max IS NOT NULL AND t.subscription_id = s.id
 		AND t.at > @now::timestamptz - ` + rateWindowSQL + `
 		ORDER BY t.at DESC OFFSET greatest(s.rate_limit_max - 1, 0) LIMIT 1) + ` + rateWindowSQL + ` END`
 
 // claimCapSQL is how many deliveries claimSQL may take from subscription s:
-// @limit, or less when it is throttled. (A filter on the rows' rank, not
+// @share, or less when it is throttled. (A filter on the rows' rank, not
 // the LIMIT of the index scan: a LIMIT the planner cannot read made it
 // give up the ordered index scan, 20x slower.)
-const claimCapSQL = `CASE WHEN NOT ` + throttledPredicate + ` THEN @limit ELSE least(@limit, ` + throttleBudgetSQL + `) END`
+const claimCapSQL = `CASE WHEN NOT ` + throttledPredicate + ` THEN @share ELSE least(@share, ` + throttleBudgetSQL + `) END`
 
 // throttleStartedSQL is a CTE of claimSQL recording the starts of the
 // rate- or in-flight-limited subscriptions' claimed deliveries.
@@ -271,29 +275,52 @@ func throttledCount(ctx context.Context, q querier, tiers int, now time.Time) (i
 // throttleWaitingFor says whether a due pending delivery of subID waits for
 // its subscription's throttle at now ("" when not).
 func throttleWaitingFor(ctx context.Context, q querier, subID string, now time.Time) (store.WaitingFor, error) {
-	var paused, rate, inflight bool
-	err := q.QueryRow(ctx, `SELECT coalesce(s.paused_until > @now::timestamptz, false),
-		s.rate_limit_max IS NOT NULL AND (SELECT count(*) FROM throttle_starts t
-			WHERE t.subscription_id = s.id AND t.at > @now::timestamptz - `+rateWindowSQL+`) >= s.rate_limit_max,
-		s.max_in_flight > 0 AND (SELECT count(DISTINCT t.delivery_id) FROM throttle_starts t
-			JOIN deliveries d ON d.id = t.delivery_id
-			WHERE t.subscription_id = s.id AND d.state = 'in_flight') >= s.max_in_flight
+	st, err := throttleStateRead(ctx, q, subID, now)
+	if err != nil || st == nil {
+		return store.WaitingForNothing, err
+	}
+	_, why, _ := st.Budget(ms(now))
+	return why, nil
+}
+
+// throttleStateRead counts what store.ThrottleState.Budget needs for one
+// subscription at now; nil when the subscription is not throttled (or
+// absent).
+func throttleStateRead(ctx context.Context, q querier, subID string, now time.Time) (*store.ThrottleState, error) {
+	var (
+		st               store.ThrottleState
+		paused, maxth    *time.Time
+		rateMax, ratePer *int
+	)
+	err := q.QueryRow(ctx, `SELECT s.paused_until, s.rate_limit_max, s.rate_limit_per_seconds, s.max_in_flight,
+		(SELECT count(*) FROM throttle_starts t
+			WHERE t.subscription_id = s.id AND t.at > @now::timestamptz - `+rateWindowSQL+`)::int,
+		(SELECT t.at FROM throttle_starts t WHERE s.rate_limit_max IS NOT NULL AND t.subscription_id = s.id
+			AND t.at > @now::timestamptz - `+rateWindowSQL+`
+			ORDER BY t.at DESC OFFSET greatest(s.rate_limit_max - 1, 0) LIMIT 1),
+		(SELECT count(DISTINCT t.delivery_id) FROM throttle_starts t JOIN deliveries d ON d.id = t.delivery_id
+			WHERE t.subscription_id = s.id AND d.state = 'in_flight')::int
 		FROM subscriptions s WHERE s.id = @id AND `+throttledPredicate, pgx.NamedArgs{
 		"id": subID, "now": ms(now), "throttle_margin_ms": store.ThrottleMargin.Milliseconds(),
-	}).Scan(&paused, &rate, &inflight)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return store.WaitingForNothing, nil
-	case err != nil:
-		return "", err
-	case paused:
-		return store.WaitingForPaused, nil
-	case rate:
-		return store.WaitingForRateLimit, nil
-	case inflight:
-		return store.WaitingForInFlightCap, nil
+	}).Scan(&paused, &rateMax, &ratePer, &st.MaxInFlight, &st.Started, &maxth, &st.InFlight)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
 	}
-	return store.WaitingForNothing, nil
+	if paused != nil {
+		st.PausedUntil = *paused
+	}
+	if rateMax != nil {
+		st.RateLimit = &herald.RateLimit{Max: *rateMax}
+		if ratePer != nil {
+			st.RateLimit.PerSeconds = *ratePer
+		}
+	}
+	if maxth != nil {
+		st.MaxthStart = *maxth
+	}
+	return &st, nil
 }
 
 // throttleRestartSQL moves the starts a claim recorded (subscriptions $1,

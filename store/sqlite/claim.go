@@ -24,6 +24,7 @@ type claimCandidate struct {
 	// this claim (see throttle.go); set by throttleClaimCaps.
 	throttled bool
 	cap       int
+	got       int // claimed so far in this claim
 }
 
 // DeliveryClaim leases up to Limit due pending deliveries of one tier, fairly
@@ -36,13 +37,14 @@ type claimCandidate struct {
 //     the subscriptions with due work and their oldest due time.
 //  2. Water-filling: the remaining budget is split evenly over the
 //     subscriptions still in the running; the remainder of the division goes
-//     to those that have waited longest. Each subscription's share is taken
-//     with one SELECT … ORDER BY next_attempt_at, id LIMIT share — an index
-//     range scan of at most share rows — and an UPDATE per picked row. A
-//     subscription that yields less than its share is exhausted and drops
-//     out; what it left unused is split again over the others. Each round
-//     either fills the budget or drops a subscription, so there are at most
-//     k rounds and in practice one or two.
+//     to those that have fewest so far, then to those that have waited
+//     longest. Each subscription's share is taken with one SELECT … ORDER
+//     BY next_attempt_at, id LIMIT share — an index range scan of at most
+//     share rows — and an UPDATE per picked row. A subscription that yields
+//     less than its share is exhausted and drops out; what it left unused
+//     is split again over the others. Each round either fills the budget or
+//     drops a subscription, so there are at most k rounds and in practice
+//     one or two.
 //  3. One read of the claimed rows joined with their events, plus each
 //     claimed subscription and its active secrets.
 func (s *Store) DeliveryClaim(ctx context.Context, params *store.DeliveryClaimParams) ([]*store.ClaimedDelivery, error) {
@@ -109,14 +111,18 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *store.DeliveryClaimPa
 				}
 				ids = append(ids, picked...)
 				got := len(picked)
+				c.got += got
 				left -= got
 				leases[c.id] = c.lease
 				if got == share && (!c.throttled || c.cap > 0) {
 					full = append(full, c)
 				}
 			}
-			// Those that got nothing this round go first next round.
+			// Fewest so far first next round (those that got nothing this
+			// round, then those that got no remainder), so the remainder of
+			// an uneven split goes where it evens the counts out.
 			active = append(waiting, full...)
+			sort.SliceStable(active, func(i, j int) bool { return active[i].got < active[j].got })
 		}
 		if len(ids) == 0 {
 			return nil
@@ -183,14 +189,7 @@ func claimCandidates(ctx context.Context, tx *sql.Tx, params *store.DeliveryClai
 		if err := rows.Scan(&c.id, &timeoutMS, &c.ordering, &c.keyIntervalMS, &c.oldest); err != nil {
 			return nil, err
 		}
-		// A lease must outlive the request it covers: never shorter than
-		// this subscription's timeout plus the margin.
-		sub := herald.Subscription{TimeoutMS: timeoutMS}
-		lease := params.Now.Add(sub.Timeout() + params.LeaseMargin)
-		if params.LeaseUntil.After(lease) {
-			lease = params.LeaseUntil
-		}
-		c.lease = ms(lease)
+		c.lease = ms(params.LeaseFor(&herald.Subscription{TimeoutMS: timeoutMS}))
 		out = append(out, &c)
 	}
 	if err := rows.Err(); err != nil {

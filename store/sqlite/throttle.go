@@ -4,13 +4,14 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"math"
 
+	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/store"
 )
 
-// Throttling (rate_limit, max_in_flight, Retry-After pauses); the rules are
-// in store.ThrottleMargin's documentation.
+// Throttling (rate_limit, max_in_flight, Retry-After pauses). The rule is
+// store/throttle.go's; throttleBudget counts what it needs and
+// store.ThrottleState.Budget decides.
 //
 // Only subscriptions matching throttledPredicate pay for any of it: they are
 // found through the partial index subscriptions_throttled (empty when no
@@ -19,14 +20,9 @@ import (
 // beyond it is needed.
 //
 // Request starts are rows of throttle_starts, recorded in the claim
-// transaction (the claim is the start). The rate budget counts the starts in
-// the last PerSeconds + store.ThrottleMargin: the HTTP request starts a
-// little after its claim (goroutine start, signing, dial), and widening the
-// window by more than that gap means no PerSeconds window at the receiver
-// can hold more than Max starts. The in-flight count is the number of
-// distinct deliveries named by those rows that are still in_flight, so it
-// needs no index on deliveries (a start row is kept while its delivery is in
-// flight).
+// transaction (the claim is the start). The in-flight count is the number
+// of distinct deliveries named by those rows that are still in_flight, so
+// it needs no index on deliveries.
 
 const throttledPredicate = `(s.rate_max IS NOT NULL OR s.max_in_flight > 0 OR s.paused_until IS NOT NULL)`
 
@@ -45,14 +41,15 @@ type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-// window is the rate window in milliseconds (the margin alone without a
-// rate limit: how long start rows are kept for the in-flight count).
+// window is the rate window (store.RateWindow) in milliseconds: the margin
+// alone without a rate limit, how long start rows are kept for the
+// in-flight count.
 func (t *throttleSub) window() int64 {
-	w := store.ThrottleMargin.Milliseconds()
+	per := 0
 	if t.rateMax.Valid {
-		w += t.ratePer.Int64 * 1000
+		per = int(t.ratePer.Int64)
 	}
-	return w
+	return store.RateWindow(per).Milliseconds()
 }
 
 // throttledSubs returns the enabled throttled subscriptions, by id.
@@ -75,50 +72,43 @@ func throttledSubs(ctx context.Context, q querier) (map[string]*throttleSub, err
 	return out, rows.Err()
 }
 
-// throttleBudget returns how many more requests the subscription may start
-// at now (math.MaxInt when unlimited), why it may start none, and — when
-// a pause or the rate limit is the reason — when budget returns (0 when only
-// a completion frees it).
+// throttleBudget is store.ThrottleState.Budget for the subscription at now,
+// with returns in milliseconds (0 when only a completion frees budget).
 func throttleBudget(ctx context.Context, q querier, t *throttleSub, now int64) (budget int, why store.WaitingFor, returns int64, err error) {
-	if t.pausedUntil.Valid && t.pausedUntil.Int64 > now {
-		return 0, store.WaitingForPaused, t.pausedUntil.Int64, nil
+	st := store.ThrottleState{MaxInFlight: int(t.maxInFlight)}
+	if t.pausedUntil.Valid {
+		st.PausedUntil = fromMS(t.pausedUntil.Int64)
 	}
-	budget = math.MaxInt
-	if t.rateMax.Valid {
-		w := t.window()
-		var n int64
-		if err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM throttle_starts
-			WHERE subscription_id = ? AND at > ?`, t.id, now-w).Scan(&n); err != nil {
-			return 0, "", 0, err
-		}
-		if left := t.rateMax.Int64 - n; left <= 0 {
-			// Budget returns when the Max-th newest start leaves the window.
-			var at int64
-			if err := q.QueryRowContext(ctx, `SELECT at FROM throttle_starts
-				WHERE subscription_id = ? AND at > ? ORDER BY at DESC LIMIT 1 OFFSET ?`,
-				t.id, now-w, max(t.rateMax.Int64-1, 0)).Scan(&at); err != nil {
+	// Counted only when the rule reads them (store.ThrottleState).
+	if !st.PausedUntil.After(fromMS(now)) {
+		if t.rateMax.Valid {
+			st.RateLimit = &herald.RateLimit{Max: int(t.rateMax.Int64), PerSeconds: int(t.ratePer.Int64)}
+			from := now - t.window()
+			if err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM throttle_starts
+				WHERE subscription_id = ? AND at > ?`, t.id, from).Scan(&st.Started); err != nil {
 				return 0, "", 0, err
 			}
-			budget, why, returns = 0, store.WaitingForRateLimit, at+w
-		} else {
-			budget = int(left)
+			if st.Started >= st.RateLimit.Max {
+				var at int64
+				if err := q.QueryRowContext(ctx, `SELECT at FROM throttle_starts
+					WHERE subscription_id = ? AND at > ? ORDER BY at DESC LIMIT 1 OFFSET ?`,
+					t.id, from, max(st.RateLimit.Max-1, 0)).Scan(&at); err != nil {
+					return 0, "", 0, err
+				}
+				st.MaxthStart = fromMS(at)
+			}
+		}
+		if t.maxInFlight > 0 {
+			if err := q.QueryRowContext(ctx, `SELECT COUNT(DISTINCT t.delivery_id) FROM throttle_starts t
+				JOIN deliveries d ON d.id = t.delivery_id
+				WHERE t.subscription_id = ? AND d.state = 'in_flight'`, t.id).Scan(&st.InFlight); err != nil {
+				return 0, "", 0, err
+			}
 		}
 	}
-	if t.maxInFlight > 0 {
-		var n int64
-		if err := q.QueryRowContext(ctx, `SELECT COUNT(DISTINCT t.delivery_id) FROM throttle_starts t
-			JOIN deliveries d ON d.id = t.delivery_id
-			WHERE t.subscription_id = ? AND d.state = 'in_flight'`, t.id).Scan(&n); err != nil {
-			return 0, "", 0, err
-		}
-		if left := t.maxInFlight - n; left <= 0 {
-			if why == "" {
-				why = store.WaitingForInFlightCap
-			}
-			budget = 0
-		} else {
-			budget = min(budget, int(left))
-		}
+	budget, why, at := st.Budget(fromMS(now))
+	if !at.IsZero() {
+		returns = ms(at)
 	}
 	return budget, why, returns, nil
 }

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"testing"
@@ -283,6 +284,59 @@ func testDeliveryClaim(t *testing.T, newStore NewStoreFunc) {
 		}
 	})
 
+	// The rule holds across kinds of subscription: a fifo or latest one is
+	// one share like any other (its keys decide only which of its
+	// deliveries it takes), and a throttled one counts with what its budget
+	// lets it take; what one cannot use goes to the others.
+	t.Run("WaterFillingMixed", func(t *testing.T) {
+		t.Parallel()
+		const (
+			fifo   = herald.OrderingFIFO
+			latest = herald.OrderingLatest
+		)
+		n := func(due int) waterSub { return waterSub{due: due} }
+		cases := []struct {
+			name  string
+			subs  []waterSub
+			limit int
+		}{
+			{"fifo+3none", []waterSub{{due: 50, ordering: fifo}, n(50), n(50), n(50)}, 12},
+			{"fifo+10none", append([]waterSub{{due: 50, ordering: fifo}}, slices.Repeat([]waterSub{n(50)}, 10)...), 22},
+			{"latest+fifo+2none", []waterSub{{due: 50, ordering: latest}, {due: 50, ordering: fifo}, n(50), n(50)}, 12},
+			{"3fifo+none", []waterSub{{due: 50, ordering: fifo}, {due: 50, ordering: fifo}, {due: 50, ordering: latest}, n(50)}, 10},
+			{"shortFifo", []waterSub{{due: 2, ordering: fifo}, n(50), n(50), {due: 50, ordering: latest}}, 14},
+			{"fifoFewKeys", []waterSub{{due: 20, ordering: fifo, keys: 2}, {due: 20, ordering: latest, keys: 3}, n(50)}, 15},
+			{"shortNone", []waterSub{n(1), {due: 50, ordering: fifo}, {due: 50, ordering: fifo}}, 9},
+			{"rateNone", []waterSub{{due: 50, rateMax: 2}, {due: 50, ordering: fifo}, n(50)}, 12},
+			{"rateFifo", []waterSub{{due: 50, ordering: fifo, rateMax: 3}, n(50), n(50), n(50)}, 16},
+			{"rateLatest+shortNone", []waterSub{{due: 50, ordering: latest, rateMax: 1}, n(3), {due: 50, ordering: fifo}, n(50)}, 20},
+		}
+		for _, tc := range cases {
+			t.Run(fmt.Sprintf("%s_limit%d", tc.name, tc.limit), func(t *testing.T) {
+				t.Parallel()
+				b := setup(t, newStore)
+				due := map[string]int{}
+				for i, ws := range tc.subs {
+					sub := b.createSub(t, func(s *herald.Subscription) {
+						s.Ordering, s.KeyIntervalMS = cmp.Or(ws.ordering, herald.OrderingNone), 0
+						if ws.rateMax > 0 {
+							s.RateLimit = &herald.RateLimit{Max: ws.rateMax, PerSeconds: 60}
+						}
+					})
+					due[sub.ID] = ws.claimable()
+					// Later subscriptions' work is older, so order of
+					// creation does not decide the split.
+					b.publishWater(t, sub.ID, ws, func(j int) time.Time {
+						return now.Add(-time.Duration(len(tc.subs)-i) * time.Minute).Add(time.Duration(j) * time.Millisecond)
+					})
+				}
+				claimed := b.claim(t, store.DeliveryClaimParams{Limit: tc.limit})
+				requireFair(t, due, countBySubscription(claimed), tc.limit)
+				requireClaimOrder(t, claimed)
+			})
+		}
+	})
+
 	t.Run("NextDue", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, newStore)
@@ -307,6 +361,59 @@ func testDeliveryClaim(t *testing.T, newStore NewStoreFunc) {
 		requireTimePtrEqual(t, ptr(now.Add(3*time.Second)), nextDue(0))
 		require.Nil(t, nextDue(1))
 	})
+}
+
+// waterSub is one subscription of a WaterFillingMixed case.
+type waterSub struct {
+	due      int             // due deliveries
+	ordering herald.Ordering // "" is none
+	// keys, for an ordered subscription, spreads its deliveries over this
+	// many keys (0: one key each); a key yields one delivery per claim.
+	keys int
+	// rateMax > 0 rate-limits the subscription to rateMax starts a minute.
+	rateMax int
+}
+
+// claimable is how many of its due deliveries a claim could take from ws
+// alone.
+func (ws waterSub) claimable() int {
+	n := ws.due
+	if ws.ordering != "" && ws.keys > 0 {
+		n = min(n, ws.keys)
+	}
+	if ws.rateMax > 0 {
+		n = min(n, ws.rateMax)
+	}
+	return n
+}
+
+// publishWater stores ws's due deliveries for subID in one call (keyed for
+// an ordered subscription), delivery j due at due(j), and one that is not
+// due yet (it never counts).
+func (b *bundle) publishWater(t *testing.T, subID string, ws waterSub, due func(j int) time.Time) {
+	t.Helper()
+	events := make([]store.EventInsert, ws.due+1)
+	for j := range events {
+		at := due(j)
+		if j == ws.due {
+			at = now.Add(time.Hour)
+		}
+		ev := newEvent()
+		switch {
+		case ws.ordering == "":
+		case j == ws.due:
+			ev.Key = "later" // its own key: a newer version would supersede
+		case ws.keys > 0:
+			ev.Key = fmt.Sprintf("k%d", j%ws.keys)
+		default:
+			ev.Key = fmt.Sprintf("k%d", j)
+		}
+		events[j] = store.EventInsert{Event: ev, Deliveries: []store.DeliveryInsert{{
+			ID: herald.NewID(herald.PrefixDelivery), SubscriptionID: subID, NextAttemptAt: at,
+		}}}
+	}
+	_, err := b.store.EventInsertMany(b.ctx, &store.EventInsertManyParams{Events: events, Now: now})
+	require.NoError(t, err)
 }
 
 func countBySubscription(claimed []*store.ClaimedDelivery) map[string]int {
