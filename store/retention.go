@@ -56,6 +56,52 @@ import (
 // full pass (rows/RetentionScanRows sweeps), not at the first sweep after
 // its cutoff.
 
+// RetentionSweepParams are the inputs of RetentionSweep. A retention of
+// zero or less keeps that class forever (Cutoffs, store/retention.go).
+type RetentionSweepParams struct {
+	// Delivered is how long finished deliveries (delivered, skipped,
+	// superseded, cancelled) are kept after their last update. It also
+	// keeps deleted subscriptions after their deletion and rotated-out
+	// secrets after their expiry.
+	Delivered time.Duration
+	// Dead is how long dead letters are kept after they died.
+	Dead time.Duration
+	// Events is how long events are kept after their creation; an event is
+	// deleted only once none of its deliveries is left. It is also the
+	// window in which a repeated event id is answered as a duplicate, and
+	// how long a key's ordering state outlives the key's last send.
+	Events time.Duration
+	// BatchSize caps the rows deleted per transaction (0 means 1000).
+	BatchSize int
+	Now       time.Time
+}
+
+// RetentionSweepResult counts what a sweep deleted.
+type RetentionSweepResult struct {
+	// Deliveries counts finished (not dead) deliveries deleted.
+	Deliveries int
+	// Dead counts dead letters deleted.
+	Dead int
+	// Events counts events deleted.
+	Events int
+	// Keys counts per-key ordering state rows deleted.
+	Keys int
+	// Subscriptions counts deleted subscriptions removed for good (with
+	// their secrets, key state and throttle state, not counted apart).
+	Subscriptions int
+	// Secrets counts rotated-out secrets deleted.
+	Secrets int
+	// Attempts counts orphan attempts deleted (attempts deleted with their
+	// delivery are not counted).
+	Attempts int
+}
+
+// RetentionStates are the finished delivery states Delivered retention
+// applies to (dead letters have their own).
+var RetentionStates = []herald.DeliveryState{
+	herald.DeliveryDelivered, herald.DeliverySkipped, herald.DeliverySuperseded, herald.DeliveryCancelled,
+}
+
 // RetentionScanRows caps the rows one RetentionSweep examines in each
 // scanned table. At the default sweep interval (a minute) a pass over a
 // million rows takes under two hours.

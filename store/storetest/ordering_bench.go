@@ -18,18 +18,31 @@ import (
 // versions on random keys, then claims Limit 100 (timed). For latest that
 // claim also supersedes the older pending versions of the keys it takes.
 // deliveries/s is claimed deliveries per second of claim time.
+//
+// ordering=mixed is one latest subscription beside three unordered ones,
+// every event delivered to all four: the claim water-fills across ordered
+// and unordered subscriptions (the fairness rule in store/claim.go).
 func BenchmarkOrderingClaim(b *testing.B, newStore func(b *testing.B) store.Store) {
 	const keys, perKey, limit = 1000, 10, 100
-	for _, ordering := range []herald.Ordering{herald.OrderingNone, herald.OrderingLatest} {
-		b.Run(fmt.Sprintf("ordering=%s/keys=%d/limit=%d", ordering, keys, limit), func(b *testing.B) {
+	mixes := map[string][]herald.Ordering{
+		"none":   {herald.OrderingNone},
+		"latest": {herald.OrderingLatest},
+		"mixed":  {herald.OrderingLatest, herald.OrderingNone, herald.OrderingNone, herald.OrderingNone},
+	}
+	for _, name := range []string{"none", "latest", "mixed"} {
+		b.Run(fmt.Sprintf("ordering=%s/keys=%d/limit=%d", name, keys, limit), func(b *testing.B) {
 			ctx := b.Context()
 			s := newStore(b)
-			sub := newSubscription(func(s *herald.Subscription) {
-				s.Ordering, s.KeyIntervalMS, s.RateLimit, s.MaxInFlight = ordering, 0, nil, 0
-				s.Filter, s.EventTypes = nil, nil
-			})
-			if _, err := s.SubscriptionCreate(ctx, &store.SubscriptionCreateParams{Subscription: sub, Secret: newSecret(), Now: now}); err != nil {
-				b.Fatal(err)
+			var subs []*herald.Subscription
+			for _, ordering := range mixes[name] {
+				sub := newSubscription(func(s *herald.Subscription) {
+					s.Ordering, s.KeyIntervalMS, s.RateLimit, s.MaxInFlight = ordering, 0, nil, 0
+					s.Filter, s.EventTypes = nil, nil
+				})
+				if _, err := s.SubscriptionCreate(ctx, &store.SubscriptionCreateParams{Subscription: sub, Secret: newSecret(), Now: now}); err != nil {
+					b.Fatal(err)
+				}
+				subs = append(subs, sub)
 			}
 			rnd := rand.New(rand.NewPCG(1, 2))
 			version := int64(0)
@@ -42,7 +55,10 @@ func BenchmarkOrderingClaim(b *testing.B, newStore func(b *testing.B) store.Stor
 					events[i] = store.EventInsert{
 						Event: &herald.Event{ID: herald.NewID(herald.PrefixEvent), Type: "doc.updated", Key: key(i),
 							Version: &v, Data: json.RawMessage(`{}`), CreatedAt: at},
-						Deliveries: []store.DeliveryInsert{{ID: herald.NewID(herald.PrefixDelivery), SubscriptionID: sub.ID, NextAttemptAt: at}},
+					}
+					for _, sub := range subs {
+						events[i].Deliveries = append(events[i].Deliveries,
+							store.DeliveryInsert{ID: herald.NewID(herald.PrefixDelivery), SubscriptionID: sub.ID, NextAttemptAt: at})
 					}
 				}
 				if _, err := s.EventInsertMany(ctx, &store.EventInsertManyParams{Events: events, Now: at}); err != nil {
