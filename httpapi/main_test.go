@@ -1,15 +1,10 @@
 package httpapi
 
 import (
-	"os"
 	"testing"
 
 	"github.com/heraldhq/herald/internal/testdb"
 )
 
-// TestMain drops the schemas testdb pooled for this package's tests.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testdb.PoolDrop()
-	os.Exit(code)
-}
+// TestMain drops the PostgreSQL schemas testdb pooled for these tests.
+func TestMain(m *testing.M) { testdb.Main(m) }

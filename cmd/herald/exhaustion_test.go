@@ -465,9 +465,7 @@ func TestMain(m *testing.M) {
 		_ = json.NewEncoder(os.Stdout).Encode(a.report())
 		os.Exit(0)
 	}
-	code := m.Run()
-	testdb.PoolDrop() // the schemas testdb pooled for this package's tests
-	os.Exit(code)
+	testdb.Main(m)
 }
 
 // startAttacker runs the attack in a process of its own at the lowest CPU

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -363,4 +364,14 @@ func PoolDrop() {
 	}
 	_ = pool.conn.Close(ctx)
 	pool.conn, pool.free = nil, nil
+}
+
+// Main is a test package's TestMain body: it runs the tests, drops the
+// schemas this process pooled (PoolDrop) and exits with the tests' code.
+//
+//	func TestMain(m *testing.M) { testdb.Main(m) }
+func Main(m *testing.M) {
+	code := m.Run()
+	PoolDrop()
+	os.Exit(code)
 }
