@@ -1,9 +1,11 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/heraldhq/herald"
@@ -121,8 +123,13 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *store.DeliveryClaimPa
 			// Fewest so far first next round (those that got nothing this
 			// round, then those that got no remainder), so the remainder of
 			// an uneven split goes where it evens the counts out.
+			// (Not sorted when the claim is full: with many subscriptions
+			// and a small limit the first round fills it, and the sort of
+			// every candidate cost ~9% of the claim at 1,000.)
 			active = append(waiting, full...)
-			sort.SliceStable(active, func(i, j int) bool { return active[i].got < active[j].got })
+			if left > 0 {
+				slices.SortStableFunc(active, func(a, b *claimCandidate) int { return cmp.Compare(a.got, b.got) })
+			}
 		}
 		if len(ids) == 0 {
 			return nil
