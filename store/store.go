@@ -154,6 +154,18 @@ type Store interface {
 	// DeliveryRescue makes in_flight deliveries whose lease expired before
 	// Now pending again in their tier, due at Now (a crashed node's work).
 	DeliveryRescue(ctx context.Context, params *DeliveryRescueParams) (int, error)
+	// DeliveryRescueDead makes in_flight deliveries whose lease owner is
+	// known dead pending again in their tier, due at Now, whatever their
+	// lease_until, with DeliveryRescue's rules otherwise. See
+	// store/liveness.go for who is known dead.
+	DeliveryRescueDead(ctx context.Context, params *DeliveryRescueDeadParams) (int, error)
+	// NodeLivenessHold marks NodeID (this node's lease owner name) alive
+	// until Close, and makes pending again, due at Now, the in_flight
+	// deliveries a previous process of the same node left (see
+	// store/liveness.go). Call it once at start, before leasing anything;
+	// it returns how many it rescued. A NodeID held by a live process is
+	// refused with ErrConflict.
+	NodeLivenessHold(ctx context.Context, params *NodeLivenessHoldParams) (int, error)
 	// DeliveryRetry puts one finished delivery (delivered, dead, skipped,
 	// superseded, cancelled) back in tier 0, pending, due at Now.
 	// ErrNotFound if absent; ErrConflict if it is pending or in flight, or
@@ -619,6 +631,17 @@ type DeliveryReleaseParams struct {
 // DeliveryRescueParams are the inputs of DeliveryRescue.
 type DeliveryRescueParams struct {
 	Now time.Time
+}
+
+// DeliveryRescueDeadParams are the inputs of DeliveryRescueDead.
+type DeliveryRescueDeadParams struct {
+	Now time.Time
+}
+
+// NodeLivenessHoldParams are the inputs of NodeLivenessHold.
+type NodeLivenessHoldParams struct {
+	NodeID string
+	Now    time.Time
 }
 
 // DeliveryRetryParams are the inputs of DeliveryRetry.

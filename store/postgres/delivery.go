@@ -388,16 +388,28 @@ func (s *Store) DeliveryRelease(ctx context.Context, params *store.DeliveryRelea
 
 // DeliveryRescue makes deliveries whose lease expired pending again.
 func (s *Store) DeliveryRescue(ctx context.Context, params *store.DeliveryRescueParams) (int, error) {
-	const op = "error rescuing deliveries"
+	return s.rescue(ctx, "error rescuing deliveries", "", "lease_until < $1", "holder_until < $1", ms(params.Now))
+}
+
+// rescue makes pending, due at $1, the in_flight deliveries that lease
+// selects, and frees in the same statement the ordering keys that holder
+// selects (the same condition on delivery_keys' holder columns: a key's
+// holder has the lease of the delivery holding it, ordering.go). with, if
+// set, is a list of common table expressions the conditions may read.
+func (s *Store) rescue(ctx context.Context, op, with, lease, holder string, args ...any) (int, error) {
 	db, err := s.db(op)
 	if err != nil {
 		return 0, err
 	}
-	// The keys they held are freed in the same statement (ordering.go).
-	tag, err := execMoved(ctx, db, `WITH freed AS (`+keysRescueSQL+`)
+	if with != "" {
+		with += ", "
+	}
+	tag, err := execMoved(ctx, db, `WITH `+with+`freed AS (UPDATE delivery_keys
+		SET holder = NULL, holder_owner = NULL, holder_until = NULL
+		WHERE holder IS NOT NULL AND `+holder+`)
 		UPDATE deliveries SET state = 'pending', next_attempt_at = $1,
 		lease_owner = NULL, lease_until = NULL, updated_at = $1
-		WHERE state = 'in_flight' AND lease_until < $1`, ms(params.Now))
+		WHERE state = 'in_flight' AND `+lease, args...)
 	if err != nil {
 		return 0, mapErr(op, err)
 	}

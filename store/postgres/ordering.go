@@ -832,11 +832,6 @@ const keyPosNewerSQL = `(o.state = 'delivered' AND d.event_version IS NULL
 const keysReleaseSQL = `UPDATE delivery_keys SET holder = NULL, holder_owner = NULL, holder_until = NULL
 	WHERE holder = ANY($1) AND holder_owner = $2`
 
-// keysRescueSQL frees the keys whose holder's lease expired before $1 (the
-// same lease as the delivery's, so exactly the rescued ones).
-const keysRescueSQL = `UPDATE delivery_keys SET holder = NULL, holder_owner = NULL, holder_until = NULL
-	WHERE holder IS NOT NULL AND holder_until < $1`
-
 // addClaimed appends claimed deliveries and notes their subscriptions.
 func addClaimed(out, claimed []*store.ClaimedDelivery, subIDs map[string]bool) []*store.ClaimedDelivery {
 	for _, c := range claimed {

@@ -49,6 +49,8 @@ type Store struct {
 	ordered   orderedCache
 	// leader holds the maintenance leader's session (leader.go).
 	leader leaderSession
+	// liveness holds this node's liveness lock (liveness.go).
+	liveness livenessSession
 	// work debounces pg_notify on committed work (notify.go).
 	work workNotifier
 	// broken is when (unix nanos) a pooled connection last broke in use.
@@ -163,6 +165,7 @@ func (s *Store) Close() error {
 	if s.closed.CompareAndSwap(false, true) {
 		s.work.close()
 		s.leader.close()
+		s.liveness.close()
 		s.pool.Close()
 	}
 	return nil

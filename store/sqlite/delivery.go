@@ -290,15 +290,42 @@ func (s *Store) DeliveryRelease(ctx context.Context, params *store.DeliveryRelea
 // DeliveryRescue makes in-flight deliveries whose lease expired before Now
 // pending again in their tier.
 func (s *Store) DeliveryRescue(ctx context.Context, params *store.DeliveryRescueParams) (int, error) {
-	var n int64
 	now := ms(params.Now)
-	err := s.queueTx(ctx, "delivery rescue", func(tx *sql.Tx) error {
-		if err := keysRescue(ctx, tx, now); err != nil {
+	return s.rescue(ctx, "delivery rescue", now, now, "")
+}
+
+// DeliveryRescueDead does nothing: one process owns the database, and
+// NodeLivenessHold rescued what dead ones left (store/liveness.go).
+func (s *Store) DeliveryRescueDead(context.Context, *store.DeliveryRescueDeadParams) (int, error) {
+	return 0, nil
+}
+
+// NodeLivenessHold rescues every in-flight delivery: with the data
+// directory locked, their owners are dead processes (store/liveness.go).
+// Without the lock (Config.NoLock) only NodeID's own are taken.
+func (s *Store) NodeLivenessHold(ctx context.Context, params *store.NodeLivenessHoldParams) (int, error) {
+	owner := ""
+	if !s.locked {
+		if params.NodeID == "" {
+			return 0, nil
+		}
+		owner = params.NodeID
+	}
+	return s.rescue(ctx, "node liveness hold", ms(params.Now), math.MaxInt64, owner)
+}
+
+// rescue makes pending, due at now, the in-flight deliveries whose lease
+// ends before before (and that owner holds, if set), freeing the ordering
+// keys they hold in the same transaction.
+func (s *Store) rescue(ctx context.Context, op string, now, before int64, owner string) (int, error) {
+	var n int64
+	err := s.queueTx(ctx, op, func(tx *sql.Tx) error {
+		if err := keysRescue(ctx, tx, before, owner); err != nil {
 			return err
 		}
 		res, err := tx.ExecContext(ctx, `UPDATE deliveries SET state = 'pending', next_attempt_at = ?,
 			lease_owner = NULL, lease_until = NULL, updated_at = ?
-			WHERE state = 'in_flight' AND lease_until < ?`, now, now, now)
+			WHERE state = 'in_flight' AND lease_until < ? AND (? = '' OR lease_owner = ?)`, now, now, before, owner, owner)
 		if err != nil {
 			return err
 		}

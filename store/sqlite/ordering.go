@@ -371,11 +371,12 @@ func keysRelease(ctx context.Context, tx *sql.Tx, ids []string, owner string) er
 	return err
 }
 
-// keysRescue frees the keys whose holder's lease expired before now, with
-// the rescue that makes those deliveries pending again.
-func keysRescue(ctx context.Context, tx *sql.Tx, now int64) error {
+// keysRescue frees the keys whose holder's lease ends before before (and
+// that owner holds, if set), with the rescue that makes those deliveries
+// pending again.
+func keysRescue(ctx context.Context, tx *sql.Tx, before int64, owner string) error {
 	_, err := tx.ExecContext(ctx, `UPDATE delivery_keys SET holder = NULL, holder_owner = NULL, holder_until = NULL
-		WHERE holder IS NOT NULL AND holder_until < ?`, now)
+		WHERE holder IS NOT NULL AND holder_until < ? AND (? = '' OR holder_owner = ?)`, before, owner, owner)
 	return err
 }
 

@@ -93,6 +93,9 @@ type Store struct {
 	rdb     *sql.DB
 	path    string
 	release func() error
+	// locked: this store holds the data directory lock (Config.NoLock was
+	// not set), so no other process uses the database (store/liveness.go).
+	locked bool
 
 	// writeMu serializes write transactions (there is one writer
 	// connection anyway) so the synchronous mode set before a transaction
@@ -148,7 +151,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 			return nil, err
 		}
 	}
-	s := &Store{path: cfg.Path, release: release, syncMode: syncMode, durableMode: syncMode, keys: cfg.Keys}
+	s := &Store{path: cfg.Path, release: release, locked: !cfg.NoLock, syncMode: syncMode, durableMode: syncMode, keys: cfg.Keys}
 	if err := privateFiles(cfg.Path); err != nil {
 		_ = s.Close()
 		return nil, err

@@ -61,6 +61,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Push", testPush},
 		{"PushLimits", testPushLimits},
 		{"Operator", testOperator},
+		{"Liveness", testLiveness},
 	}
 	for _, area := range areas {
 		t.Run(area.name, func(t *testing.T) {
