@@ -39,6 +39,7 @@ const (
 	DefaultLeaseMargin       = 30 * time.Second
 	DefaultPollInterval      = time.Second
 	DefaultRescueInterval    = 5 * time.Second
+	DefaultLivenessInterval  = time.Second
 	DefaultRebalanceInterval = time.Second
 	DefaultShutdownTimeout   = 10 * time.Second
 	DefaultCompleteBatch     = 500
@@ -65,8 +66,16 @@ type Config struct {
 	// store (default 1s): it bounds how late work published on another
 	// node is seen.
 	PollInterval time.Duration
-	// RescueInterval is how often expired leases are rescued (default 5s).
+	// RescueInterval is how often expired leases are rescued (default 5s):
+	// the fallback for a node that is alive but stuck.
 	RescueInterval time.Duration
+	// LivenessInterval is how often the leases of dead nodes are rescued
+	// (default 1s; store.Store.DeliveryRescueDead, store/liveness.go): it
+	// bounds, with the time the database takes to see a node die, how
+	// late a crashed node's work resumes. On PostgreSQL each call is a
+	// ping and one statement over the registered nodes (herald_nodes);
+	// on SQLite it does nothing.
+	LivenessInterval time.Duration
 	// RebalanceInterval is how often workers are reassigned across tiers
 	// by backlog (default 1s).
 	RebalanceInterval time.Duration
@@ -201,6 +210,9 @@ func New(cfg Config) *Engine {
 	if cfg.RescueInterval <= 0 {
 		cfg.RescueInterval = DefaultRescueInterval
 	}
+	if cfg.LivenessInterval <= 0 {
+		cfg.LivenessInterval = DefaultLivenessInterval
+	}
 	if cfg.RebalanceInterval <= 0 {
 		cfg.RebalanceInterval = DefaultRebalanceInterval
 	}
@@ -265,9 +277,10 @@ func (e *Engine) Start() {
 		e.loops.Add(1)
 		go e.tierLoop(t)
 	}
-	e.loops.Add(2)
+	e.loops.Add(3)
 	go e.every(e.cfg.RebalanceInterval, e.rebalance)
 	go e.every(e.cfg.RescueInterval, e.rescue)
+	go e.every(e.cfg.LivenessInterval, e.rescueDead)
 }
 
 // Stop stops claiming, waits up to ShutdownTimeout for running requests,
@@ -386,6 +399,21 @@ func (e *Engine) rescue(ctx context.Context) {
 	}
 	if n > 0 {
 		e.cfg.Logger.Info("rescued deliveries with expired leases", "count", n)
+		e.Notify()
+	}
+}
+
+// rescueDead makes the leases of dead nodes pending (store/liveness.go).
+func (e *Engine) rescueDead(ctx context.Context) {
+	n, err := e.cfg.Store.DeliveryRescueDead(ctx, &store.DeliveryRescueDeadParams{Now: e.now()})
+	if err != nil {
+		if ctx.Err() == nil {
+			e.cfg.Logger.Warn("dead node rescue failed", "err", err)
+		}
+		return
+	}
+	if n > 0 {
+		e.cfg.Logger.Info("rescued deliveries of dead nodes", "count", n)
 		e.Notify()
 	}
 }

@@ -154,7 +154,7 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.MetricsToken, "metrics-token", "", "when set, GET /metrics needs \"Authorization: Bearer <token>\" (default: /metrics is open to anyone who reaches the listener)")
 	fs.StringVar(&c.MetricsTenants, "metrics-tenants", "", "comma-separated tenants with their own label in /metrics' per-tenant series (others count as _other)")
 	fs.IntVar(&c.Workers, "workers", delivery.DefaultWorkers, "concurrent delivery requests per node")
-	fs.StringVar(&c.NodeID, "node-id", "", "name of this node in leases (default random)")
+	fs.StringVar(&c.NodeID, "node-id", "", "name of this node in leases (default random); a node restarted with the same id re-sends its old leases at once (one live node per id)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "text or json")
 	fs.StringVar(&c.SQLiteSync, "sqlite-synchronous", "full", "SQLite synchronous mode: full (survives power loss) or normal (survives process crashes)")

@@ -246,6 +246,13 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 		Logger:          logger,
 		Observer:        obs,
 	})
+	// Before anything leases (direct dispatch leases at commit, the engine
+	// when it claims): the node's liveness is held, and what a dead
+	// process left in flight is pending again (store/liveness.go).
+	if err := holdLiveness(ctx, s, engine.NodeID(), logger); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
 	var dispatcher ingest.Dispatcher
 	if c.Direct {
 		dispatcher = engine
@@ -398,6 +405,23 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 		go func() { n.errc <- sl.srv.Serve(sl.ln) }()
 	}
 	return n, nil
+}
+
+// holdLiveness marks this node alive in the store for as long as it runs,
+// and logs the deliveries it rescued from a previous process: on SQLite
+// every one left in flight (one process owns the data directory), on
+// PostgreSQL those leased under this node's id (a restart with the same
+// --node-id). Other nodes' dead processes are rescued by the engine
+// (delivery.Config.LivenessInterval).
+func holdLiveness(ctx context.Context, s store.Store, nodeID string, logger *slog.Logger) error {
+	n, err := s.NodeLivenessHold(ctx, &store.NodeLivenessHoldParams{NodeID: nodeID, Now: time.Now().UTC()})
+	if err != nil {
+		return fmt.Errorf("error holding node liveness for %s: %w", nodeID, err)
+	}
+	if n > 0 {
+		logger.Info("rescued deliveries left in flight by a previous process", "count", n, "node", nodeID)
+	}
+	return nil
 }
 
 // clampTiers moves the unfinished deliveries of tiers beyond the
