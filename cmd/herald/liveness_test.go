@@ -1,0 +1,204 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// holdingReceiver holds every request until release is closed (then
+// answers 200), recording when each event's requests arrived and when one
+// was first answered 200. A held request whose node dies ends unanswered;
+// since the handler may see the release before the dead connection, only
+// requests that arrived after cut (the kill) count as answered.
+type holdingReceiver struct {
+	mu       sync.Mutex
+	release  chan struct{}
+	cut      time.Time
+	held     int
+	arrivals map[string][]time.Time
+	ok       map[string]time.Time
+}
+
+func newHoldingReceiver() *holdingReceiver {
+	return &holdingReceiver{release: make(chan struct{}), arrivals: map[string][]time.Time{}, ok: map[string]time.Time{}}
+}
+
+func (h *holdingReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var ev struct {
+		ID string `json:"id"`
+	}
+	body, _ := io.ReadAll(r.Body)
+	_ = json.Unmarshal(body, &ev)
+	arrived := time.Now()
+	h.mu.Lock()
+	h.arrivals[ev.ID] = append(h.arrivals[ev.ID], arrived)
+	h.held++
+	h.mu.Unlock()
+	select {
+	case <-h.release:
+	case <-r.Context().Done():
+		return // the node died: no answer
+	}
+	w.WriteHeader(http.StatusOK)
+	h.mu.Lock()
+	if _, ok := h.ok[ev.ID]; !ok && !h.cut.IsZero() && !arrived.Before(h.cut) {
+		h.ok[ev.ID] = time.Now()
+	}
+	h.mu.Unlock()
+}
+
+// kill kills n (kill -9), notes the time as the cut, and releases the held
+// requests.
+func (h *holdingReceiver) kill(t *testing.T, n *node) time.Time {
+	t.Helper()
+	n.kill9(t)
+	h.mu.Lock()
+	h.cut = time.Now()
+	h.mu.Unlock()
+	close(h.release)
+	return h.cut
+}
+
+// heldCount is how many requests arrived so far.
+func (h *holdingReceiver) heldCount() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.held
+}
+
+// waitAnswered waits until every id was answered 200 and returns, per id,
+// the time from since to that answer.
+func (h *holdingReceiver) waitAnswered(t *testing.T, ids []string, since time.Time, d time.Duration, logs func() string) []time.Duration {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		for _, id := range ids {
+			if _, ok := h.ok[id]; !ok {
+				return false
+			}
+		}
+		return true
+	}, d, 20*time.Millisecond, "not every event was delivered; logs:\n%s", lazyString(logs))
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]time.Duration, 0, len(ids))
+	for _, id := range ids {
+		out = append(out, h.ok[id].Sub(since))
+	}
+	return out
+}
+
+// resent counts the ids whose request arrived before at and again after
+// it: the requests a killed node had sent, sent again.
+func (h *holdingReceiver) resent(ids []string, at time.Time) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, id := range ids {
+		a := h.arrivals[id]
+		if len(a) > 1 && a[0].Before(at) && a[len(a)-1].After(at) {
+			n++
+		}
+	}
+	return n
+}
+
+// publishHeld publishes n events to addr and waits until the receiver holds
+// a request for every one of them, returning their ids.
+func publishHeld(t *testing.T, addr string, recv *holdingReceiver, n int) []string {
+	t.Helper()
+	var ids []string
+	for i := range n {
+		code, b, err := apiCall(context.Background(), addr, "crash-token", http.MethodPost, "/v1/events",
+			map[string]any{"type": "liveness.test", "data": map[string]any{"n": i}})
+		require.NoError(t, err)
+		require.Equal(t, http.StatusAccepted, code, "%s", b)
+		var res struct{ ID string }
+		require.NoError(t, json.Unmarshal(b, &res))
+		ids = append(ids, res.ID)
+	}
+	require.Eventually(t, func() bool { return recv.heldCount() >= n }, 10*time.Second, 10*time.Millisecond,
+		"the node should be sending every event")
+	return ids
+}
+
+// livenessArgs are a node's flags: a stable id, a 10 s request timeout and
+// the default 30 s lease margin, so a lease lasts 40 s and only liveness
+// can re-send within the tests' bounds.
+func livenessArgs(store []string, nodeID string) []string {
+	return append([]string{"--dev", "--api-token", "crash-token", "--node-id", nodeID,
+		"--poll-interval", "100ms", "--shutdown-timeout", "1s"}, store...)
+}
+
+// TestCrashLivenessTwoNodes: PostgreSQL, two nodes on one schema. Node A
+// sends a burst the receiver holds; A is killed (kill -9). Node B re-sends
+// every delivery A held within 5 s of the kill, long before A's 40 s
+// leases end (store/liveness.go), and none is lost.
+func TestCrashLivenessTwoNodes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	t.Parallel()
+	bin := heraldBinary(t)
+	store := storeArgs(t, "postgres")
+	recv := newHoldingReceiver()
+	srv := httptest.NewServer(recv)
+	t.Cleanup(srv.Close)
+
+	addrA, a := startSubscribed(t, bin, livenessArgs(store, "node-a"), srv.URL, 10*time.Second)
+	b := startNode(t, bin, freeAddr(t), livenessArgs(store, "node-b")...)
+	// Sent by A: direct dispatch leases each at commit to A, whose free
+	// workers send it at once.
+	ids := publishHeld(t, addrA, recv, 12)
+
+	killed := recv.kill(t, a)
+	took := recv.waitAnswered(t, ids, killed, 30*time.Second, b.logs.String)
+	worst := slices.Max(took)
+	t.Logf("%d events held by the killed node, %d re-sent; kill to answer: max %v", len(ids), recv.resent(ids, killed), worst)
+	require.Less(t, worst, 5*time.Second, "every delivery the dead node held is re-sent within 5 s of the kill")
+	require.Equal(t, len(ids), recv.resent(ids, killed), "each was re-sent once A died")
+}
+
+// TestCrashLivenessRestart: one node killed (kill -9) and started again
+// with the same --node-id re-sends its old leases at once: within 5 s of
+// the restart on PostgreSQL (its own id's leases), within 2 s on SQLite
+// (every lease: one process owns the data directory).
+func TestCrashLivenessRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	t.Parallel()
+	for _, tc := range []struct {
+		backend string
+		bound   time.Duration
+	}{{"sqlite", 2 * time.Second}, {"postgres", 5 * time.Second}} {
+		t.Run(tc.backend, func(t *testing.T) {
+			t.Parallel()
+			bin := heraldBinary(t)
+			args := livenessArgs(storeArgs(t, tc.backend), "node-r")
+			recv := newHoldingReceiver()
+			srv := httptest.NewServer(recv)
+			t.Cleanup(srv.Close)
+
+			addr, n := startSubscribed(t, bin, args, srv.URL, 10*time.Second)
+			ids := publishHeld(t, addr, recv, 8)
+			recv.kill(t, n)
+			restarted := time.Now()
+			n = startNode(t, bin, addr, args...)
+			took := recv.waitAnswered(t, ids, restarted, 30*time.Second, n.logs.String)
+			worst := slices.Max(took)
+			t.Logf("%s: %d events in flight at the kill; restart to answer: max %v", tc.backend, len(ids), worst)
+			require.Less(t, worst, tc.bound, "every in-flight delivery is re-sent soon after the restart")
+		})
+	}
+}
