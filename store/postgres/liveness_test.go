@@ -93,3 +93,49 @@ func TestNodeLivenessTwoNodes(t *testing.T) {
 	_, err = c.NodeLivenessHold(ctx, &store.NodeLivenessHoldParams{NodeID: "node-b", Now: now})
 	require.NoError(t, err)
 }
+
+// BenchmarkDeliveryRescueDead: what the engine's liveness check costs each
+// second on a node (docs/adr/0020-node-liveness.md): two live nodes
+// registered, a thousand deliveries in flight, nobody dead.
+func BenchmarkDeliveryRescueDead(b *testing.B) {
+	ctx := context.Background()
+	schema := testdb.PostgresSchema(b)
+	a, other := testdb.OpenPostgres(b, schema), testdb.OpenPostgres(b, schema)
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	sub, err := a.SubscriptionCreate(ctx, &store.SubscriptionCreateParams{
+		Subscription: &herald.Subscription{
+			ID: herald.NewID(herald.PrefixSubscription), URL: "https://example.com/hook", Method: "POST",
+			Ordering: herald.OrderingNone, State: herald.SubscriptionEnabled, CreatedAt: now, UpdatedAt: now,
+		},
+		Secret: "whsec_" + herald.NewID(""), Now: now,
+	})
+	require.NoError(b, err)
+	for _, s := range []struct {
+		st store.Store
+		id string
+	}{{a, "node-a"}, {other, "node-b"}} {
+		_, err := s.st.NodeLivenessHold(ctx, &store.NodeLivenessHoldParams{NodeID: s.id, Now: now})
+		require.NoError(b, err)
+	}
+	var ins []store.EventInsert
+	for range 1000 {
+		ins = append(ins, store.EventInsert{
+			Event: &herald.Event{ID: herald.NewID(herald.PrefixEvent), Type: "t", Data: []byte(`{}`), CreatedAt: now},
+			Deliveries: []store.DeliveryInsert{{
+				ID: herald.NewID(herald.PrefixDelivery), SubscriptionID: sub.ID, NextAttemptAt: now,
+			}},
+		})
+	}
+	_, err = a.EventInsertMany(ctx, &store.EventInsertManyParams{Events: ins, Now: now})
+	require.NoError(b, err)
+	_, err = other.DeliveryClaim(ctx, &store.DeliveryClaimParams{
+		LeaseOwner: "node-b", LeaseUntil: now.Add(time.Hour), Limit: 1000, Now: now,
+	})
+	require.NoError(b, err)
+	b.ResetTimer()
+	for b.Loop() {
+		n, err := a.DeliveryRescueDead(ctx, &store.DeliveryRescueDeadParams{Now: now})
+		require.NoError(b, err)
+		require.Zero(b, n)
+	}
+}
