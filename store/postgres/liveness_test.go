@@ -139,3 +139,40 @@ func BenchmarkDeliveryRescueDead(b *testing.B) {
 		require.Zero(b, n)
 	}
 }
+
+// TestNodeLivenessSessionLost: a live node whose lock session breaks (a
+// database restart, a killed backend) takes its lock again on its next
+// DeliveryRescueDead, and never rescues its own leases meanwhile.
+func TestNodeLivenessSessionLost(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	schema := testdb.PostgresSchema(t)
+	a := testdb.OpenPostgres(t, schema)
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	_, err := a.NodeLivenessHold(ctx, &store.NodeLivenessHoldParams{NodeID: "node-a", Now: now})
+	require.NoError(t, err)
+
+	conn := schemaConn(ctx, t, schema)
+	held := func() bool {
+		var ok bool
+		require.NoError(t, conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks
+			WHERE locktype = 'advisory' AND objsubid = 1 AND granted
+			AND ((classid::bigint << 32) | objid::bigint) = hashtextextended(current_schema() || '/node-a', 0))`).Scan(&ok))
+		return ok
+	}
+	require.True(t, held())
+	var killed bool
+	require.NoError(t, conn.QueryRow(ctx, `SELECT pg_terminate_backend(pid) FROM pg_locks
+		WHERE locktype = 'advisory' AND objsubid = 1 AND granted
+		AND ((classid::bigint << 32) | objid::bigint) = hashtextextended(current_schema() || '/node-a', 0)`).Scan(&killed))
+	require.True(t, killed)
+	require.Eventually(t, func() bool { return !held() }, 5*time.Second, 10*time.Millisecond)
+
+	n, err := a.DeliveryRescueDead(ctx, &store.DeliveryRescueDeadParams{Now: now})
+	require.NoError(t, err)
+	require.Zero(t, n)
+	require.True(t, held(), "the lock is taken again")
+	var registered int
+	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM herald_nodes WHERE id = 'node-a'`).Scan(&registered))
+	require.Equal(t, 1, registered)
+}

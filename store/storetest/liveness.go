@@ -60,5 +60,16 @@ func testLiveness(t *testing.T, newStore NewStoreFunc) {
 		require.NoError(t, err)
 		require.Zero(t, n, "a live node and an owner that never held liveness are not dead")
 		b.requireState(t, herald.DeliveryInFlight, ids...)
+
+		// Node A is alive but stuck: its lease expires and the expiry
+		// rescues it (the fallback); liveness still does not.
+		late := now.Add(2 * time.Minute)
+		n, err = b.store.DeliveryRescueDead(b.ctx, &store.DeliveryRescueDeadParams{Now: late})
+		require.NoError(t, err)
+		require.Zero(t, n)
+		n, err = b.store.DeliveryRescue(b.ctx, &store.DeliveryRescueParams{Now: late})
+		require.NoError(t, err)
+		require.Equal(t, 2, n)
+		b.requireState(t, herald.DeliveryPending, ids...)
 	})
 }
