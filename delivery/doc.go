@@ -12,12 +12,15 @@
 // (a weighted random choice), re-evaluated every Rebalance interval. New work therefore never waits behind a retry backlog.
 //
 // Leases: a claim leases deliveries until now + timeout + LeaseMargin. Every
-// node periodically rescues expired leases (a crashed node's work). On Stop a
+// node rescues, each LivenessInterval, the leases of nodes the store knows
+// dead (store/liveness.go: a crashed node's work, resumed in about a
+// second), and each RescueInterval expired leases (the fallback for a node
+// alive but stuck). On Stop a
 // node stops claiming, lets running requests finish for up to
 // ShutdownTimeout, releases what it still holds, and flushes its outcomes.
 //
 // Completion is batched: outcomes are queued to a completer that writes them
 // with DeliveryCompleteMany, many per transaction. If the store is down the
-// completer keeps retrying; should the process die first, the leases expire
-// and the deliveries are attempted again — a duplicate, never a loss.
+// completer keeps retrying; should the process die first, its leases are
+// rescued and the deliveries are attempted again — a duplicate, never a loss.
 package delivery

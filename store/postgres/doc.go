@@ -34,6 +34,11 @@
 //   - DeliveryCompleteMany sends its attempts, state changes, disables and
 //     system events as one pgx.Batch inside one transaction.
 //
+// Node liveness (liveness.go, rule in store/liveness.go): each node holds a
+// session advisory lock on a dedicated connection and is registered in
+// herald_nodes; DeliveryRescueDead takes the leases of registered nodes
+// whose lock is free.
+//
 // Errors: failures to reach the server (dial errors, a closed pool, a
 // connection lost mid-query, a deadline against a dead server, SQLSTATE
 // classes 08 and 57P) wrap herald.ErrStoreUnavailable; missing rows are

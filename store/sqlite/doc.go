@@ -20,7 +20,9 @@
 // Open takes an exclusive flock on Path+".lock" for the life of the Store
 // and writes its pid there. A second Open — from this process or another —
 // fails with ErrLocked naming the holder, because two processes running
-// herald's queue on one file would both believe they own its leases.
+// herald's queue on one file would both believe they own its leases. It
+// also means every in_flight row a new process finds was left by a dead
+// one: NodeLivenessHold rescues them all at start (store/liveness.go).
 //
 // # Schema
 //
