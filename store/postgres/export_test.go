@@ -61,3 +61,12 @@ func (s *Store) ThrottleBothWays(ctx context.Context, subID string, now time.Tim
 	}
 	return goBudget, goReturns.UTC(), sqlBudget, sqlReturns, true, err
 }
+
+// LivenessSetting reads a setting of the liveness lock's session.
+func (s *Store) LivenessSetting(ctx context.Context, name string) (string, error) {
+	s.liveness.mu.Lock()
+	defer s.liveness.mu.Unlock()
+	var v string
+	err := s.liveness.conn.QueryRow(ctx, "SELECT current_setting($1)", name).Scan(&v)
+	return v, err
+}

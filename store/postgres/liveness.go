@@ -81,14 +81,16 @@ func (s *Store) NodeLivenessHold(ctx context.Context, params *store.NodeLiveness
 func (s *Store) livenessLockLocked(ctx context.Context, nodeID string, now time.Time) error {
 	const op = "error holding node liveness"
 	l := &s.liveness
-	cfg := s.pool.Config().ConnConfig.Copy()
-	cfg.RuntimeParams["tcp_keepalives_idle"] = strconv.Itoa(livenessKeepaliveIdle)
-	cfg.RuntimeParams["tcp_keepalives_interval"] = strconv.Itoa(livenessKeepaliveInterval)
-	cfg.RuntimeParams["tcp_keepalives_count"] = strconv.Itoa(livenessKeepaliveCount)
-	conn, err := pgx.ConnectConfig(ctx, cfg)
+	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig)
 	if err != nil {
 		return mapErr(op, err)
 	}
+	// SET rather than startup parameters, as for the leader's session: a
+	// server or proxy that refuses them (a Unix socket has no keepalives)
+	// still gives a session, kept alive by the pings alone.
+	_, _ = conn.Exec(ctx, "SET tcp_keepalives_idle = "+strconv.Itoa(livenessKeepaliveIdle)+
+		"; SET tcp_keepalives_interval = "+strconv.Itoa(livenessKeepaliveInterval)+
+		"; SET tcp_keepalives_count = "+strconv.Itoa(livenessKeepaliveCount))
 	deadline := time.Now().Add(livenessHoldWait)
 	for {
 		var ok bool

@@ -10,6 +10,7 @@ import (
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/internal/testdb"
 	"github.com/heraldhq/herald/store"
+	"github.com/heraldhq/herald/store/postgres"
 )
 
 // TestNodeLivenessTwoNodes: node B takes node A's leases the moment A's
@@ -151,6 +152,14 @@ func TestNodeLivenessSessionLost(t *testing.T) {
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	_, err := a.NodeLivenessHold(ctx, &store.NodeLivenessHoldParams{NodeID: "node-a", Now: now})
 	require.NoError(t, err)
+	// The keepalives that bound how long a vanished host keeps its lock
+	// (liveness.go).
+	ps := a.(*postgres.Store)
+	for name, want := range map[string]string{"tcp_keepalives_idle": "10", "tcp_keepalives_interval": "5", "tcp_keepalives_count": "3"} {
+		got, err := ps.LivenessSetting(ctx, name)
+		require.NoError(t, err)
+		require.Equal(t, want, got, name)
+	}
 
 	conn := schemaConn(ctx, t, schema)
 	held := func() bool {
