@@ -20,11 +20,15 @@ import (
 // 10 + 3×5 = 25 s. A process that dies on a live host (kill -9, a panic,
 // the OOM killer) closes its socket and frees the lock at once. The node
 // pings the session on every DeliveryRescueDead (every second from the
-// engine), so the socket is never idle long while the node lives.
+// engine), so the socket is never idle long while the node lives. Should
+// the host vanish while the server is sending (a ping's answer), the
+// keepalives do not apply but tcp_user_timeout does: data unacknowledged
+// for 25 s ends the session too (PostgreSQL 12+).
 const (
 	livenessKeepaliveIdle     = 10 // seconds
 	livenessKeepaliveInterval = 5  // seconds
 	livenessKeepaliveCount    = 3
+	livenessUserTimeoutMS     = 25_000
 )
 
 // livenessHoldWait bounds how long NodeLivenessHold waits for its lock: a
@@ -88,9 +92,15 @@ func (s *Store) livenessLockLocked(ctx context.Context, nodeID string, now time.
 	// SET rather than startup parameters, as for the leader's session: a
 	// server or proxy that refuses them (a Unix socket has no keepalives)
 	// still gives a session, kept alive by the pings alone.
-	_, _ = conn.Exec(ctx, "SET tcp_keepalives_idle = "+strconv.Itoa(livenessKeepaliveIdle)+
-		"; SET tcp_keepalives_interval = "+strconv.Itoa(livenessKeepaliveInterval)+
-		"; SET tcp_keepalives_count = "+strconv.Itoa(livenessKeepaliveCount))
+	// One statement each: a refused one leaves the others set.
+	for name, v := range map[string]int{
+		"tcp_keepalives_idle":     livenessKeepaliveIdle,
+		"tcp_keepalives_interval": livenessKeepaliveInterval,
+		"tcp_keepalives_count":    livenessKeepaliveCount,
+		"tcp_user_timeout":        livenessUserTimeoutMS,
+	} {
+		_, _ = conn.Exec(ctx, "SET "+name+" = "+strconv.Itoa(v))
+	}
 	deadline := time.Now().Add(livenessHoldWait)
 	for {
 		var ok bool

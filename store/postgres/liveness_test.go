@@ -155,7 +155,7 @@ func TestNodeLivenessSessionLost(t *testing.T) {
 	// The keepalives that bound how long a vanished host keeps its lock
 	// (liveness.go).
 	ps := a.(*postgres.Store)
-	for name, want := range map[string]string{"tcp_keepalives_idle": "10", "tcp_keepalives_interval": "5", "tcp_keepalives_count": "3"} {
+	for name, want := range map[string]string{"tcp_keepalives_idle": "10", "tcp_keepalives_interval": "5", "tcp_keepalives_count": "3", "tcp_user_timeout": "25000"} {
 		got, err := ps.LivenessSetting(ctx, name)
 		require.NoError(t, err)
 		require.Equal(t, want, got, name)
