@@ -252,7 +252,7 @@ func eventGet(fs *flag.FlagSet) action {
 }
 
 func eventList(fs *flag.FlagSet) action {
-	typ := fs.String("type", "", "only this event type (exact)")
+	typ := fs.String("type", "", "only event types matching this pattern, e.g. order.* (as a subscription's event types)")
 	key := fs.String("key", "", "only this key (exact)")
 	tenant := fs.String("tenant", "", "only this tenant's")
 	since := fs.String("since", "", "only events at or after this time (RFC 3339, or a duration ago: 1h)")
