@@ -548,6 +548,27 @@ func TestCLIProcess(t *testing.T) {
 	require.Contains(t, r.stderr, "herald: cannot connect to http://127.0.0.1:")
 	require.Equal(t, 0, herald(nil, "subscriptions", "list", "-h").code)
 
+	// Help asked for is the output: stdout, exit 0 (`herald --help | less`).
+	// Usage after a mistake is a diagnostic: stderr.
+	for _, args := range [][]string{
+		{"--help"}, {"help"}, {"subscriptions", "list", "-h"}, {"subscriptions", "--help"}, {"deliveries", "get", "--help"},
+		{"serve", "--help"}, {"migrate", "-h"}, {"receive", "--help"}, {"bench", "-h"}, {"secrets", "--help"}, {"secrets", "rotate-key", "-h"},
+	} {
+		r := herald(nil, args...)
+		require.Equal(t, 0, r.code, "%v: %s", args, r.stderr)
+		require.Contains(t, r.stdout, "Usage", "%v", args)
+		require.Empty(t, r.stderr, "%v", args)
+	}
+	r = herald(nil, "subscriptions", "list", "--bogus")
+	require.Empty(t, r.stdout)
+	require.Contains(t, r.stderr, "Usage")
+	r = herald(nil, "deliveries", "get", "--server", server, "--data-dir", dataDir)
+	require.Equal(t, exitUsage, r.code)
+	require.Contains(t, r.stderr, "herald: deliveries get: ID is missing")
+	r = herald(nil, "version")
+	require.Equal(t, 0, r.code)
+	require.True(t, strings.HasPrefix(r.stdout, "herald "), r.stdout)
+
 	// tail runs until SIGINT, then exits 130.
 	cmd := exec.Command(bin, "tail", "--server", server, "--data-dir", dataDir, "--interval", "20ms")
 	cmd.Env = env
@@ -559,6 +580,8 @@ func TestCLIProcess(t *testing.T) {
 	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
 	_ = cmd.Wait()
 	require.Equal(t, exitInterrupted, cmd.ProcessState.ExitCode(), stderr.String())
+	// Ctrl-C is how tail ends, not an error.
+	require.NotContains(t, stderr.String(), "context canceled")
 }
 
 func TestCompletion(t *testing.T) {
