@@ -74,11 +74,13 @@ func eventPublish(fs *flag.FlagSet) action {
 		if c.json {
 			return c.out(res)
 		}
-		dup := ""
 		if res.Duplicate {
-			dup = " (duplicate: already published, nothing new sent)"
+			// Deliveries is then the first publish's count (docs/api.md).
+			fmt.Fprintf(c.stdout, "duplicate: %s was already published; nothing was sent (the first publish went to %d subscription(s))\n",
+				res.ID, res.Deliveries)
+			return nil
 		}
-		fmt.Fprintf(c.stdout, "published %s to %d subscription(s)%s\n", res.ID, res.Deliveries, dup)
+		fmt.Fprintf(c.stdout, "published %s to %d subscription(s)\n", res.ID, res.Deliveries)
 		return nil
 	}
 }

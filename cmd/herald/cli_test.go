@@ -254,6 +254,9 @@ func TestCLIEventsAndDeliveries(t *testing.T) {
 		require.Equal(t, `{"id":"ord-1","duplicate":false,"deliveries":1}`+"\n", out)
 		out = h.ok("events", "publish", "--type", "order.created", "--data", `{"total":12}`, "--id", "ord-1", "--json")
 		require.Equal(t, `{"id":"ord-1","duplicate":true,"deliveries":1}`+"\n", out)
+		// A duplicate says plainly that nothing was sent.
+		require.Equal(t, "duplicate: ord-1 was already published; nothing was sent (the first publish went to 1 subscription(s))\n",
+			h.ok("events", "publish", "--type", "order.created", "--data", `{"total":12}`, "--id", "ord-1"))
 		require.Contains(t, h.ok("events", "publish", "--type", "user.signed_up"), "to 0 subscription(s)")
 		require.Equal(t, exitUsage, h.run("events", "publish", "--type", "x", "--data", "{nope").code)
 		require.Equal(t, exitUsage, h.run("events", "publish").code)
@@ -269,6 +272,7 @@ func TestCLIEventsAndDeliveries(t *testing.T) {
 		list := h.okJSON("events", "list", "--type", "order.created")
 		require.Len(t, list, 1)
 		require.Equal(t, "ord-1", list[0]["id"])
+		require.Len(t, h.okJSON("events", "list", "--type", "order.*"), 1) // the globs subscriptions take
 		require.Len(t, h.okJSON("events", "list", "--since", "1h"), 2)
 		require.Empty(t, h.okJSON("events", "list", "--key", "nobody"))
 		require.Equal(t, exitUsage, h.run("events", "list", "--since", "yesterday").code)
