@@ -2,6 +2,7 @@ package herald
 
 import (
 	"fmt"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -136,4 +137,36 @@ func globMatch(p, s string) bool {
 		px += size
 	}
 	return true
+}
+
+// EventTypeLike returns a pattern CheckEventTypePattern accepts as an SQL
+// LIKE pattern with the escape character '\\', for stores that search
+// events by type: '*' becomes '%', '?' becomes '_', and a literal '%' or
+// '_' is escaped. literal is true when p has no wildcard, so a store can
+// compare with '=' and keep its index. The LIKE must be case-sensitive,
+// as MatchEventType is (PostgreSQL's is; SQLite's is not, so SQLite takes
+// p unchanged with GLOB, which means the same for every accepted pattern:
+// '[', ']' and '\\' are refused). The conformance suite holds both to
+// MatchEventType's meaning.
+func EventTypeLike(p string) (like string, literal bool) {
+	var b strings.Builder
+	literal = true
+	for i := 0; i < len(p); {
+		size, kind := globChar(p[i:])
+		switch {
+		case kind == globStar:
+			b.WriteByte('%')
+			literal = false
+		case kind == globOne:
+			b.WriteByte('_')
+			literal = false
+		case p[i] == '%' || p[i] == '_':
+			b.WriteByte('\\')
+			b.WriteByte(p[i])
+		default:
+			b.WriteString(p[i : i+size])
+		}
+		i += size
+	}
+	return b.String(), literal
 }

@@ -363,6 +363,11 @@ func (s *server) eventList(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	params := &store.EventListParams{Type: q.Get("type"), Key: q.Get("key"), Limit: limit}
+	if params.Type != "" {
+		if err := herald.CheckEventTypePattern(params.Type); err != nil {
+			return herald.FieldErrorf(herald.CodeInvalidField, "type", "type %s", err)
+		}
+	}
 	if params.Tenant, err = tenantFilter(r, q); err != nil {
 		return err
 	}

@@ -61,12 +61,17 @@ func TestEventList(t *testing.T) {
 		require.Equal(t, []string{ids[4]}, idsOf(paid))
 		require.JSONEq(t, `{"n":4}`, string(paid.Data[0].Data))
 		require.NotEmpty(t, paid.Data[0].Timestamp)
+		// type takes the globs subscriptions take.
+		require.ElementsMatch(t, ids, idsOf(list("?type="+url.QueryEscape("order.*"))))
+		require.Equal(t, []string{ids[4]}, idsOf(list("?type="+url.QueryEscape("*.p?id"))))
+		require.Empty(t, list("?type="+url.QueryEscape("Order.*")).Data)
 		require.Empty(t, list("?since="+url.QueryEscape(time.Now().Add(time.Hour).UTC().Format(time.RFC3339))).Data)
 		require.Len(t, list("?until="+url.QueryEscape(time.Now().Add(time.Hour).UTC().Format(time.RFC3339))).Data, 5)
 
 		requireError(t, b.do(t, http.MethodGet, "/v1/events?since=yesterday", nil), http.StatusBadRequest, herald.CodeInvalidField, "since")
 		requireError(t, b.do(t, http.MethodGet, "/v1/events?cursor=bm9wZQ", nil), http.StatusBadRequest, herald.CodeInvalidCursor, "cursor")
 		requireError(t, b.do(t, http.MethodGet, "/v1/events?limit=0", nil), http.StatusBadRequest, herald.CodeInvalidField, "limit")
+		requireError(t, b.do(t, http.MethodGet, "/v1/events?type=order.%5Bcp%5D*", nil), http.StatusBadRequest, herald.CodeInvalidField, "type")
 	})
 }
 

@@ -14,8 +14,9 @@ import (
 
 // EventListParams are the filters of EventList. Zero values do not filter.
 type EventListParams struct {
-	// Type, Key and Tenant are exact matches (an empty one does not
-	// filter).
+	// Type is an event-type pattern as subscriptions take it (see
+	// herald.MatchEventType), one herald.CheckEventTypePattern accepts;
+	// Key and Tenant are exact matches. An empty one does not filter.
 	Type   string
 	Key    string
 	Tenant string

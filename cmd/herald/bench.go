@@ -103,8 +103,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&f.sample, "sample", 0, "record throughput, latency and memory every interval (long-run stability; 0: off; at least 1s)")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (publisher, node and receiver) to this file")
 	fs.StringVar(&f.traceFile, "trace", "", "write a Go execution trace of the whole run to this file (go tool trace; for latency: where goroutines waited)")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err} // exit code 2
+	if err := parseFlags(fs, args, stdout); err != nil {
+		return err
 	}
 	countSet := false
 	fs.Visit(func(fl *flag.Flag) { countSet = countSet || fl.Name == "count" })

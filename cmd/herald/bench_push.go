@@ -59,8 +59,8 @@ func runBenchPush(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.BoolVar(&f.keep, "keep", false, "keep the child's data directory")
 	fs.StringVar(&f.extraServe, "serve-flags", "", "extra flags for the child herald serve, space-separated")
 	fs.StringVar(&f.binary, "herald-binary", "", "herald binary to run as the child (default: this one)")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err} // exit code 2
+	if err := parseFlags(fs, args, stdout); err != nil {
+		return err
 	}
 	if f.payload < 16 || f.payload > 4096 {
 		return errors.New("--payload must be 16..4096")

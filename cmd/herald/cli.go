@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -135,13 +136,38 @@ func firstNonEmpty(vs ...string) string {
 	return ""
 }
 
+// parseFlags parses args into fs. What the flag package prints goes to
+// stdout when help was asked for (-h, --help: help is the command's
+// output, so `herald serve --help | less` shows it) and to fs.Output(),
+// stderr, after a mistake (a diagnostic). Errors are usageErrors (exit
+// code 2), help is flag.ErrHelp within one (exit code 0).
+func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) error {
+	stderr := fs.Output()
+	var buf bytes.Buffer
+	fs.SetOutput(&buf)
+	err := fs.Parse(args)
+	fs.SetOutput(stderr)
+	w := stderr
+	if errors.Is(err, flag.ErrHelp) {
+		w = stdout
+	}
+	if _, werr := buf.WriteTo(w); werr != nil && err == nil {
+		return werr
+	}
+	if err != nil {
+		return usageError{err}
+	}
+	return nil
+}
+
 // parseArgs parses flags anywhere among args (the flag package stops at
-// the first positional argument) and returns the positional ones.
-func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+// the first positional argument) and returns the positional ones; see
+// parseFlags for where help goes.
+func parseArgs(fs *flag.FlagSet, args []string, stdout io.Writer) ([]string, error) {
 	var pos []string
 	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, usageError{err}
+		if err := parseFlags(fs, args, stdout); err != nil {
+			return nil, err
 		}
 		args = fs.Args()
 		if len(args) == 0 {

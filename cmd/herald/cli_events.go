@@ -74,11 +74,13 @@ func eventPublish(fs *flag.FlagSet) action {
 		if c.json {
 			return c.out(res)
 		}
-		dup := ""
 		if res.Duplicate {
-			dup = " (duplicate: already published, nothing new sent)"
+			// Deliveries is then the first publish's count (docs/api.md).
+			fmt.Fprintf(c.stdout, "duplicate: %s was already published; nothing was sent (the first publish went to %d subscription(s))\n",
+				res.ID, res.Deliveries)
+			return nil
 		}
-		fmt.Fprintf(c.stdout, "published %s to %d subscription(s)%s\n", res.ID, res.Deliveries, dup)
+		fmt.Fprintf(c.stdout, "published %s to %d subscription(s)\n", res.ID, res.Deliveries)
 		return nil
 	}
 }
@@ -252,7 +254,7 @@ func eventGet(fs *flag.FlagSet) action {
 }
 
 func eventList(fs *flag.FlagSet) action {
-	typ := fs.String("type", "", "only this event type (exact)")
+	typ := fs.String("type", "", "only event types matching this pattern, e.g. order.* (as a subscription's event types)")
 	key := fs.String("key", "", "only this key (exact)")
 	tenant := fs.String("tenant", "", "only this tenant's")
 	since := fs.String("since", "", "only events at or after this time (RFC 3339, or a duration ago: 1h)")

@@ -254,6 +254,9 @@ func TestCLIEventsAndDeliveries(t *testing.T) {
 		require.Equal(t, `{"id":"ord-1","duplicate":false,"deliveries":1}`+"\n", out)
 		out = h.ok("events", "publish", "--type", "order.created", "--data", `{"total":12}`, "--id", "ord-1", "--json")
 		require.Equal(t, `{"id":"ord-1","duplicate":true,"deliveries":1}`+"\n", out)
+		// A duplicate says plainly that nothing was sent.
+		require.Equal(t, "duplicate: ord-1 was already published; nothing was sent (the first publish went to 1 subscription(s))\n",
+			h.ok("events", "publish", "--type", "order.created", "--data", `{"total":12}`, "--id", "ord-1"))
 		require.Contains(t, h.ok("events", "publish", "--type", "user.signed_up"), "to 0 subscription(s)")
 		require.Equal(t, exitUsage, h.run("events", "publish", "--type", "x", "--data", "{nope").code)
 		require.Equal(t, exitUsage, h.run("events", "publish").code)
@@ -269,6 +272,7 @@ func TestCLIEventsAndDeliveries(t *testing.T) {
 		list := h.okJSON("events", "list", "--type", "order.created")
 		require.Len(t, list, 1)
 		require.Equal(t, "ord-1", list[0]["id"])
+		require.Len(t, h.okJSON("events", "list", "--type", "order.*"), 1) // the globs subscriptions take
 		require.Len(t, h.okJSON("events", "list", "--since", "1h"), 2)
 		require.Empty(t, h.okJSON("events", "list", "--key", "nobody"))
 		require.Equal(t, exitUsage, h.run("events", "list", "--since", "yesterday").code)
@@ -548,6 +552,27 @@ func TestCLIProcess(t *testing.T) {
 	require.Contains(t, r.stderr, "herald: cannot connect to http://127.0.0.1:")
 	require.Equal(t, 0, herald(nil, "subscriptions", "list", "-h").code)
 
+	// Help asked for is the output: stdout, exit 0 (`herald --help | less`).
+	// Usage after a mistake is a diagnostic: stderr.
+	for _, args := range [][]string{
+		{"--help"}, {"help"}, {"subscriptions", "list", "-h"}, {"subscriptions", "--help"}, {"deliveries", "get", "--help"},
+		{"serve", "--help"}, {"migrate", "-h"}, {"receive", "--help"}, {"bench", "-h"}, {"secrets", "--help"}, {"secrets", "rotate-key", "-h"},
+	} {
+		r := herald(nil, args...)
+		require.Equal(t, 0, r.code, "%v: %s", args, r.stderr)
+		require.Contains(t, r.stdout, "Usage", "%v", args)
+		require.Empty(t, r.stderr, "%v", args)
+	}
+	r = herald(nil, "subscriptions", "list", "--bogus")
+	require.Empty(t, r.stdout)
+	require.Contains(t, r.stderr, "Usage")
+	r = herald(nil, "deliveries", "get", "--server", server, "--data-dir", dataDir)
+	require.Equal(t, exitUsage, r.code)
+	require.Contains(t, r.stderr, "herald: deliveries get: ID is missing")
+	r = herald(nil, "version")
+	require.Equal(t, 0, r.code)
+	require.True(t, strings.HasPrefix(r.stdout, "herald "), r.stdout)
+
 	// tail runs until SIGINT, then exits 130.
 	cmd := exec.Command(bin, "tail", "--server", server, "--data-dir", dataDir, "--interval", "20ms")
 	cmd.Env = env
@@ -559,6 +584,8 @@ func TestCLIProcess(t *testing.T) {
 	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
 	_ = cmd.Wait()
 	require.Equal(t, exitInterrupted, cmd.ProcessState.ExitCode(), stderr.String())
+	// Ctrl-C is how tail ends, not an error.
+	require.NotContains(t, stderr.String(), "context canceled")
 }
 
 func TestCompletion(t *testing.T) {

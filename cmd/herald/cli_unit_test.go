@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"testing"
 	"time"
 
@@ -146,3 +147,17 @@ func TestResolveServerAndToken(t *testing.T) {
 }
 
 func writeFile(path, s string) error { return os.WriteFile(path, []byte(s), 0o600) }
+
+func TestVersionString(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "herald dev", versionString("dev", nil))
+	require.Equal(t, "herald dev", versionString("dev", &debug.BuildInfo{}))
+	info := &debug.BuildInfo{Settings: []debug.BuildSetting{
+		{Key: "vcs.revision", Value: "0123456789abcdef0123"},
+		{Key: "vcs.time", Value: "2026-11-27T07:00:00Z"},
+		{Key: "vcs.modified", Value: "false"},
+	}}
+	require.Equal(t, "herald v1.2.0 (commit 0123456789ab, 2026-11-27T07:00:00Z)", versionString("v1.2.0", info))
+	info.Settings[2].Value = "true"
+	require.Equal(t, "herald dev (commit 0123456789ab with local changes, 2026-11-27T07:00:00Z)", versionString("dev", info))
+}

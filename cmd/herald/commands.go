@@ -72,12 +72,13 @@ func runClient(ctx context.Context, args []string, env *cliEnv) error {
 		}
 	}
 	if cmd == nil {
-		groupUsage(env.stderr, table, group)
-		if len(rest) == 0 || rest[0] == "help" || rest[0] == "-h" || rest[0] == "--help" {
-			if len(rest) == 0 {
-				return usagef("%s: which command? (see the list above)", group)
-			}
+		if len(rest) > 0 && (rest[0] == "help" || rest[0] == "-h" || rest[0] == "--help") {
+			groupUsage(env.stdout, table, group) // asked for: output
 			return flag.ErrHelp
+		}
+		groupUsage(env.stderr, table, group)
+		if len(rest) == 0 {
+			return usagef("%s: which command? (see the list above)", group)
 		}
 		return usagef("%s: unknown command %q", group, rest[0])
 	}
@@ -92,7 +93,7 @@ func runClient(ctx context.Context, args []string, env *cliEnv) error {
 		fmt.Fprintf(fs.Output(), "Usage: herald %s [flags]\n\n%s\n\nFlags:\n", strings.TrimSpace(cmd.path()+" "+cmd.args), cmd.summary)
 		fs.PrintDefaults()
 	}
-	pos, err := parseArgs(fs, rest)
+	pos, err := parseArgs(fs, rest, env.stdout)
 	if err != nil {
 		return err
 	}
@@ -100,6 +101,9 @@ func runClient(ctx context.Context, args []string, env *cliEnv) error {
 		fs.Usage()
 		if cmd.nargs == 0 {
 			return usagef("%s takes no arguments, got %q", cmd.path(), pos)
+		}
+		if len(pos) == 0 {
+			return usagef("%s: %s is missing (herald %s %s)", cmd.path(), strings.TrimSpace(cmd.args), cmd.path(), cmd.args)
 		}
 		return usagef("%s takes %d argument(s) (%s), got %d", cmd.path(), cmd.nargs, strings.TrimSpace(cmd.args), len(pos))
 	}

@@ -203,8 +203,8 @@ func envName(flagName string) string {
 // load parses args, then fills every flag not given on the command line from
 // the environment, then from the YAML file.
 func (c *config) load(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		return usageError{err} // exit code 2
+	if err := parseFlags(fs, args, os.Stdout); err != nil {
+		return err
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })

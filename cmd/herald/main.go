@@ -5,8 +5,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
+	"strings"
 	"syscall"
 )
 
@@ -15,7 +18,9 @@ var version = "dev"
 
 func main() {
 	err := run(os.Args[1:])
-	if err != nil && !errors.Is(err, flag.ErrHelp) {
+	// Help was printed as asked; an interrupt (Ctrl-C) is how tail and
+	// serve end, not an error, so it leaves only the exit code.
+	if err != nil && !errors.Is(err, flag.ErrHelp) && !errors.Is(err, context.Canceled) {
 		fmt.Fprintln(os.Stderr, "herald:", err)
 	}
 	// exitCode (cli.go) is the documented table: 0 ok, 1 error, 2 usage,
@@ -25,7 +30,7 @@ func main() {
 
 func run(args []string) error {
 	if len(args) == 0 {
-		usage()
+		usage(os.Stderr)
 		return usagef("no command given")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -42,22 +47,59 @@ func run(args []string) error {
 	case "secrets":
 		return cmdSecrets(ctx, args[1:], os.Stdout, os.Stderr)
 	case "version", "--version", "-v":
-		fmt.Println("herald", version)
+		info, _ := debug.ReadBuildInfo()
+		fmt.Println(versionString(version, info))
 		return nil
 	case "help", "-h", "--help":
-		usage()
+		usage(os.Stdout) // asked for: output, so `herald --help | less` shows it
 		return nil
 	default:
 		if isClientCommand(args[0]) {
 			return runClient(ctx, args, osEnv())
 		}
-		usage()
+		usage(os.Stderr)
 		return usagef("unknown command %q", args[0])
 	}
 }
 
-func usage() {
-	fmt.Fprint(os.Stderr, `herald: self-hosted webhook delivery
+// versionString is what herald version prints: the version, then the
+// commit, its time and whether the tree had changes, when the binary was
+// built from a checkout (go build records them; info may be nil).
+func versionString(version string, info *debug.BuildInfo) string {
+	var rev, at string
+	modified := false
+	if info != nil {
+		for _, s := range info.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.time":
+				at = s.Value
+			case "vcs.modified":
+				modified = s.Value == "true"
+			}
+		}
+	}
+	if rev == "" {
+		return "herald " + version
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "herald %s (commit %s", version, rev)
+	if modified {
+		b.WriteString(" with local changes")
+	}
+	if at != "" {
+		fmt.Fprintf(&b, ", %s", at)
+	}
+	b.WriteString(")")
+	return b.String()
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `herald: self-hosted webhook delivery
 
 Usage:
   herald serve   [flags]   run a node (herald serve -h lists the flags)
@@ -70,8 +112,8 @@ Usage:
 
 Client commands (talk to a running herald; herald <command> -h for flags):
 `)
-	groupUsage(os.Stderr, commandTable(), "")
-	fmt.Fprint(os.Stderr, `
+	groupUsage(w, commandTable(), "")
+	fmt.Fprint(w, `
 Server and token: --server/--token, else HERALD_URL/HERALD_TOKEN, else
 http://127.0.0.1:8080 with the token in ./herald-data/admin.token.
 

@@ -28,8 +28,8 @@ func cmdReceive(ctx context.Context, args []string) error {
 	status := fs.Int("status", 200, "status to answer with")
 	failRatio := fs.Float64("fail-ratio", 0, "share of requests (0..1) answered 500 instead")
 	quiet := fs.Bool("quiet", false, "print one line per request, without the body")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err} // exit code 2
+	if err := parseFlags(fs, args, os.Stdout); err != nil {
+		return err
 	}
 	var keys []string
 	for _, s := range strings.Split(*secrets, ",") {

@@ -128,7 +128,7 @@ func cmdSecrets(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	case "generate-key":
 		if len(args) > 1 {
 			if args[1] == "-h" || args[1] == "--help" {
-				secretsUsage(stderr)
+				secretsUsage(stdout)
 				return flag.ErrHelp
 			}
 			return usagef("secrets generate-key takes no arguments, got %q", args[1:])
@@ -142,7 +142,7 @@ func cmdSecrets(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	case "rotate-key":
 		return cmdRotateKey(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
-		secretsUsage(stderr)
+		secretsUsage(stdout) // asked for: output
 		return flag.ErrHelp
 	}
 	secretsUsage(stderr)

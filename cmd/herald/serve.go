@@ -98,40 +98,64 @@ func cmdMigrate(ctx context.Context, args []string) error {
 
 // ensureToken makes sure an admin token exists. With --api-token nothing is
 // stored. Otherwise the first start generates one, stores its hash and
-// writes it to <data-dir>/admin.token (mode 0600).
-func ensureToken(ctx context.Context, c *config, s store.Store, logger *slog.Logger) error {
+// writes it to <data-dir>/admin.token (mode 0600). tokenFile is that file
+// when it is there, for the sign-in hint (dashboardHint).
+func ensureToken(ctx context.Context, c *config, s store.Store, logger *slog.Logger) (tokenFile string, err error) {
 	if c.APIToken != "" {
-		return nil
+		return "", nil
 	}
 	n, err := s.APITokenCount(ctx)
 	if err != nil {
-		return fmt.Errorf("error reading API tokens: %w", err)
+		return "", fmt.Errorf("error reading API tokens: %w", err)
 	}
 	path := filepath.Join(c.DataDir, "admin.token")
 	if n > 0 {
 		if _, err := os.Stat(path); err != nil {
 			logger.Warn("an admin token exists in the store but not in the data directory; pass --api-token or restore the file", "path", path)
+			return "", nil
 		}
-		return nil
+		return path, nil
 	}
 	var b [32]byte
 	if _, err := rand.Read(b[:]); err != nil {
-		return err
+		return "", err
 	}
 	token := "hrld_" + base64.RawURLEncoding.EncodeToString(b[:])
 	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
-		return fmt.Errorf("error creating data directory: %w", err)
+		return "", fmt.Errorf("error creating data directory: %w", err)
 	}
 	// Write the file first: a token stored but never shown would lock the
 	// operator out.
 	if err := os.WriteFile(path, []byte(token+"\n"), 0o600); err != nil {
-		return fmt.Errorf("error writing admin token: %w", err)
+		return "", fmt.Errorf("error writing admin token: %w", err)
 	}
 	if err := s.APITokenCreate(ctx, &store.APITokenCreateParams{Hash: httpapi.HashToken(token), Now: time.Now().UTC()}); err != nil {
-		return fmt.Errorf("error storing admin token: %w", err)
+		return "", fmt.Errorf("error storing admin token: %w", err)
 	}
 	logger.Info("generated the admin API token", "path", path)
-	return nil
+	return path, nil
+}
+
+// dashboardHint is the line serve logs once on start, so a new user
+// finds the dashboard and knows how to sign in. addr is the listener
+// serving /ui/; a wildcard host is shown as 127.0.0.1, where a browser on
+// this machine reaches it.
+func dashboardHint(addr net.Addr, c *config, tokenFile string) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		host, port = addr.String(), ""
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	url := "http://" + net.JoinHostPort(host, port) + "/ui/"
+	switch {
+	case tokenFile != "":
+		return "dashboard: " + url + " — sign in with the token in " + tokenFile
+	case c.APIToken != "":
+		return "dashboard: " + url + " — sign in with the --api-token value"
+	}
+	return "dashboard: " + url + " — sign in with an admin token"
 }
 
 func cmdServe(ctx context.Context, args []string) error {
@@ -200,7 +224,8 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 		_ = s.Close()
 		return nil, err
 	}
-	if err := ensureToken(ctx, c, s, logger); err != nil {
+	tokenFile, err := ensureToken(ctx, c, s, logger)
+	if err != nil {
 		_ = s.Close()
 		return nil, err
 	}
@@ -397,6 +422,7 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 		"push_listen", lns.addr(lns.push), "admin_listen", lns.addr(lns.admin), "store", storeName,
 		"tiers", strings.Split(c.Tiers, ","), "workers", c.Workers, "node", engine.NodeID(), "dev", c.Dev)
 	limits.log(logger)
+	logger.Info(dashboardHint(lns.api().Addr(), c, tokenFile))
 
 	n := &heraldNode{cfg: c, store: s, ingest: ing, engine: engine, ln: lns.api(), errc: make(chan error, len(servers)),
 		maint: maint, stopListen: func() { stopListen(); <-listenDone }, debug: debug, push: ps}

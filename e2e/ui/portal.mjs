@@ -130,6 +130,8 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
   assert(await page.locator('#token').count() === 0, 'no token field');
   const listText = await page.locator('main').textContent();
   assert(listText.includes('Acme orders') && !listText.includes('Globex'), 'only acme subscriptions: ' + listText);
+  // A left-out element must leave nothing behind: Element.append(null) prints "null".
+  assert(!listText.includes('null'), 'a literal "null" on the subscriptions page: ' + listText);
   // The operator's tenant column, filter and form fields stay out of the portal.
   const headers = await page.locator('main th').allTextContents();
   assert(!headers.includes('Tenant') && await page.locator('[data-tenant-filter], [data-tenant]').count() === 0, 'tenant column or filter in the portal: ' + headers.join('|'));

@@ -23,7 +23,11 @@ func (s *Store) EventList(ctx context.Context, params *store.EventListParams) (*
 	q := conds{where: "TRUE"}
 	add := q.add
 	if params.Type != "" {
-		add("type =", params.Type)
+		if like, literal := herald.EventTypeLike(params.Type); literal {
+			add("type =", params.Type)
+		} else {
+			add("type LIKE", like) // '\\' is PostgreSQL's default LIKE escape
+		}
 	}
 	if params.Key != "" {
 		add("key =", params.Key)

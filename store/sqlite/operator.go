@@ -11,7 +11,7 @@ import (
 )
 
 // EventList pages through events newest first by (created_at, id), walking
-// events_created_at backwards; type and key filters are checked on the way.
+// events_created_at backwards; type (a pattern) and key filters are checked on the way.
 func (s *Store) EventList(ctx context.Context, params *store.EventListParams) (*store.EventListResult, error) {
 	limit := store.PageLimit(params.Limit)
 	var (
@@ -19,7 +19,12 @@ func (s *Store) EventList(ctx context.Context, params *store.EventListParams) (*
 		args  []any
 	)
 	if params.Type != "" {
-		where, args = append(where, "type = ?"), append(args, params.Type)
+		// GLOB, not LIKE: SQLite's LIKE ignores case; see herald.EventTypeLike.
+		if _, literal := herald.EventTypeLike(params.Type); literal {
+			where, args = append(where, "type = ?"), append(args, params.Type)
+		} else {
+			where, args = append(where, "type GLOB ?"), append(args, params.Type)
+		}
 	}
 	if params.Key != "" {
 		where, args = append(where, "key = ?"), append(args, params.Key)

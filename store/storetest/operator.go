@@ -71,6 +71,43 @@ func testOperator(t *testing.T, newStore NewStoreFunc) {
 		require.Empty(t, list(store.EventListParams{Type: "nope"}).Events)
 	})
 
+	t.Run("EventListTypePattern", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newStore)
+		sub := b.createSub(t)
+		// The type filter takes the patterns subscriptions take, with
+		// MatchEventType's meaning: case-sensitive, '*' across dots, '?' one
+		// character however many bytes, '%' and '_' literal.
+		types := []string{"order.created", "order.item.added", "Order.created", "orders", "user.créé", "a%b", "a_b", "axb"}
+		byType := map[string]string{}
+		for i, typ := range types {
+			ev := newEvent(func(e *herald.Event) {
+				e.Type = typ
+				e.CreatedAt = now.Add(time.Duration(i) * time.Second)
+			})
+			_, err := b.store.EventInsertMany(b.ctx, &store.EventInsertManyParams{Now: ev.CreatedAt, Events: []store.EventInsert{{
+				Event: ev, Deliveries: []store.DeliveryInsert{{ID: herald.NewID(herald.PrefixDelivery), SubscriptionID: sub.ID, NextAttemptAt: ev.CreatedAt}},
+			}}})
+			require.NoError(t, err)
+			byType[ev.ID] = typ
+		}
+		for _, pattern := range []string{"order.*", "order.?reated", "*.created", "user.cr?é", "a%b", "a_b", "a?b", "*", "order.created", "Order*", "nope.*"} {
+			res, err := b.store.EventList(b.ctx, &store.EventListParams{Type: pattern})
+			require.NoError(t, err)
+			var got []string
+			for _, e := range res.Events {
+				got = append(got, byType[e.ID])
+			}
+			var want []string
+			for i := len(types) - 1; i >= 0; i-- { // newest first
+				if herald.MatchEventType([]string{pattern}, types[i]) {
+					want = append(want, types[i])
+				}
+			}
+			require.Equal(t, want, got, "type pattern %q", pattern)
+		}
+	})
+
 	t.Run("DeliveryListWindow", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, newStore)

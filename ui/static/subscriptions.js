@@ -17,7 +17,8 @@ export async function renderList(main, { params }) {
   const head = h('div', { class: 'page-head' }, h('h1', {}, 'Subscriptions'),
     link('subscriptions/new', h('span', { class: 'button' }, 'New subscription')));
   const body = h('div', {}, h('p', { class: 'muted' }, 'Loading…'));
-  main.append(head, PORTAL ? null : tenantFilter('subscriptions', tenantQ), body);
+  // append() prints null as text: leave the operator's tenant filter out instead.
+  main.append(head, ...(PORTAL ? [] : [tenantFilter('subscriptions', tenantQ)]), body);
   try {
     const [subs, stats] = await Promise.all([listSubs(tenantQ), api('GET', '/v1/stats/subscriptions' + qs({ tenant: tenantQ }))]);
     const byID = new Map(stats.data.map((s) => [s.subscription_id, s]));
