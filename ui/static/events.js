@@ -6,7 +6,7 @@ import { deliveryTable, LIVE_MS } from './deliveries.js';
 
 export async function renderList(main, { params }) {
   const id = h('input', { type: 'search', name: 'id', placeholder: 'evt_… or your id' });
-  const type = h('input', { type: 'text', name: 'type', value: params.get('type') || '', placeholder: 'order.created or order.*' });
+  const type = h('input', { type: 'text', name: 'type', value: params.get('type') || '', placeholder: 'order.* or exact' });
   const key = h('input', { type: 'text', name: 'key', value: params.get('key') || '', placeholder: 'exact key' });
   const since = h('input', { type: 'datetime-local', name: 'since', value: toLocalInput(params.get('since')) });
   const until = h('input', { type: 'datetime-local', name: 'until', value: toLocalInput(params.get('until')) });
