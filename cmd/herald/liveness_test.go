@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -213,4 +214,48 @@ func TestCrashLivenessRestart(t *testing.T) {
 			require.Less(t, worst, tc.bound, "every in-flight delivery is re-sent soon after the restart")
 		})
 	}
+}
+
+// TestCrashLivenessPausedNode: PostgreSQL, two nodes. Node A is stopped
+// (SIGSTOP), not killed: its process is frozen but its database session,
+// and with it its liveness lock, lives on (the kernel still answers on its
+// sockets). Node B must not take A's leases by liveness — a node that only
+// paused is not dead — and takes them only when they expire: the lease
+// expiry rescue stays the fallback for a live but stuck node.
+func TestCrashLivenessPausedNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	t.Parallel()
+	bin := heraldBinary(t)
+	store := storeArgs(t, "postgres")
+	recv := newHoldingReceiver()
+	srv := httptest.NewServer(recv)
+	t.Cleanup(srv.Close)
+
+	// A's leases last 16 s (a claim leases for at least the default 10 s
+	// timeout plus the margin, 6 s here): long enough to watch B leave them
+	// alone for several liveness rounds (1 s each); B's lease rescue (every
+	// 5 s) takes them some 20 s after the stop.
+	addrA, a := startSubscribed(t, bin, append(livenessArgs(store, "node-a"), "--lease-margin", "6s"), srv.URL, 2*time.Second)
+	ids := publishHeld(t, addrA, recv, 6)
+	b := startNode(t, bin, freeAddr(t), livenessArgs(store, "node-b")...)
+
+	require.NoError(t, a.cmd.Process.Signal(syscall.SIGSTOP))
+	t.Cleanup(func() { _ = a.cmd.Process.Signal(syscall.SIGCONT) })
+	stopped := time.Now()
+	recv.mu.Lock()
+	recv.cut = stopped
+	recv.mu.Unlock()
+	close(recv.release)
+
+	// Three liveness rounds of B: nothing of A's may be sent again.
+	time.Sleep(3 * time.Second)
+	require.Equal(t, 1, recv.maxArrivals(ids), "a paused node's leases are not taken by liveness; B's logs:\n%s", b.logs.String())
+	require.NotContains(t, b.logs.String(), "rescued deliveries of dead nodes")
+
+	// Once the leases expire, B's lease rescue sends them.
+	took := recv.waitAnswered(t, ids, stopped, 30*time.Second, b.logs.String)
+	t.Logf("%d deliveries of a paused node; stop to answer after lease expiry: min %v, max %v", len(ids), slices.Min(took), slices.Max(took))
+	require.Equal(t, len(ids), recv.resent(ids, stopped), "each was re-sent once its lease expired")
 }
