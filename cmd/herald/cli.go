@@ -102,21 +102,31 @@ func (g *globalFlags) register(fs *flag.FlagSet) {
 
 // resolve picks the server and token: flags, then HERALD_URL and
 // HERALD_TOKEN, then the default server and, for a server on this
-// machine, the admin token herald serve wrote on first start.
-func (g *globalFlags) resolve(env *cliEnv) (server, token string, err error) {
+// machine, the admin token herald serve wrote on first start. from says
+// where the token came from ("--token", "HERALD_TOKEN" or the file), for
+// the message when the server refuses it; "" when there is no token.
+func (g *globalFlags) resolve(env *cliEnv) (server, token, from string, err error) {
 	server = firstNonEmpty(g.server, env.getenv("HERALD_URL"), defaultServer)
 	u, err := url.Parse(server)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", "", usagef("--server %q is not an http(s) URL such as %s", server, defaultServer)
+		return "", "", "", usagef("--server %q is not an http(s) URL such as %s", server, defaultServer)
 	}
-	token = firstNonEmpty(g.token, env.getenv("HERALD_TOKEN"))
-	if token == "" && isLocalHost(u.Hostname()) {
-		dir := firstNonEmpty(g.dataDir, env.getenv("HERALD_DATA_DIR"), "herald-data")
-		if b, err := os.ReadFile(filepath.Join(dir, "admin.token")); err == nil {
+	switch {
+	case g.token != "":
+		token, from = g.token, "--token"
+	case env.getenv("HERALD_TOKEN") != "":
+		token, from = env.getenv("HERALD_TOKEN"), "HERALD_TOKEN"
+	case isLocalHost(u.Hostname()):
+		path := filepath.Join(firstNonEmpty(g.dataDir, env.getenv("HERALD_DATA_DIR"), "herald-data"), "admin.token")
+		if b, err := os.ReadFile(path); err == nil {
 			token = strings.TrimSpace(string(b))
+			from = path
 		}
 	}
-	return strings.TrimRight(server, "/"), token, nil
+	if token == "" {
+		from = ""
+	}
+	return strings.TrimRight(server, "/"), token, from, nil
 }
 
 func isLocalHost(h string) bool {

@@ -523,6 +523,16 @@ func TestCLIProcess(t *testing.T) {
 	r = herald([]string{"HERALD_URL=" + server, "HERALD_TOKEN=wrong"}, "stats")
 	require.Equal(t, exitAPI, r.code)
 	require.Contains(t, r.stderr, "herald: unauthorized: ")
+	// A refused token says where it was read from.
+	require.Contains(t, r.stderr, "(read from HERALD_TOKEN)\n")
+	r = herald(nil, "stats", "--server", server, "--token", "wrong")
+	require.Equal(t, exitAPI, r.code)
+	require.Contains(t, r.stderr, "(read from --token)\n")
+	staleDir := t.TempDir()
+	require.NoError(t, writeFile(filepath.Join(staleDir, "admin.token"), "hrld_stale\n"))
+	r = herald(nil, "stats", "--server", server, "--data-dir", staleDir)
+	require.Equal(t, exitAPI, r.code)
+	require.Contains(t, r.stderr, "(read from "+filepath.Join(staleDir, "admin.token")+")\n")
 
 	r = herald(nil, "stats", "--server", server, "--data-dir", t.TempDir())
 	require.Equal(t, exitAPI, r.code)
@@ -550,6 +560,7 @@ func TestCLIProcess(t *testing.T) {
 	r = herald(nil, "stats", "--server", "http://"+freeAddr(t))
 	require.Equal(t, exitConnect, r.code)
 	require.Contains(t, r.stderr, "herald: cannot connect to http://127.0.0.1:")
+	require.Contains(t, r.stderr, "is herald running? start it with: herald serve\n")
 	require.Equal(t, 0, herald(nil, "subscriptions", "list", "-h").code)
 
 	// Help asked for is the output: stdout, exit 0 (`herald --help | less`).

@@ -129,20 +129,22 @@ func TestResolveServerAndToken(t *testing.T) {
 		g             globalFlags
 		env           map[string]string
 		server, token string
+		from          string
 	}{
-		{"defaults read the local token", globalFlags{dataDir: dir}, nil, defaultServer, "hrld_local"},
-		{"env data dir", globalFlags{}, map[string]string{"HERALD_DATA_DIR": dir}, defaultServer, "hrld_local"},
-		{"flags win", globalFlags{server: "http://h:1/", token: "t"}, map[string]string{"HERALD_URL": "http://e", "HERALD_TOKEN": "e"}, "http://h:1", "t"},
-		{"env", globalFlags{}, map[string]string{"HERALD_URL": "http://e:2", "HERALD_TOKEN": "e"}, "http://e:2", "e"},
-		{"remote server: no local token", globalFlags{server: "https://herald.example", dataDir: dir}, nil, "https://herald.example", ""},
-		{"ipv6 loopback", globalFlags{server: "http://[::1]:8080", dataDir: dir}, nil, "http://[::1]:8080", "hrld_local"},
+		{"defaults read the local token", globalFlags{dataDir: dir}, nil, defaultServer, "hrld_local", dir + "/admin.token"},
+		{"env data dir", globalFlags{}, map[string]string{"HERALD_DATA_DIR": dir}, defaultServer, "hrld_local", dir + "/admin.token"},
+		{"flags win", globalFlags{server: "http://h:1/", token: "t"}, map[string]string{"HERALD_URL": "http://e", "HERALD_TOKEN": "e"}, "http://h:1", "t", "--token"},
+		{"env", globalFlags{}, map[string]string{"HERALD_URL": "http://e:2", "HERALD_TOKEN": "e"}, "http://e:2", "e", "HERALD_TOKEN"},
+		{"remote server: no local token", globalFlags{server: "https://herald.example", dataDir: dir}, nil, "https://herald.example", "", ""},
+		{"ipv6 loopback", globalFlags{server: "http://[::1]:8080", dataDir: dir}, nil, "http://[::1]:8080", "hrld_local", dir + "/admin.token"},
 	} {
-		s, tok, err := tc.g.resolve(envOf(tc.env))
+		s, tok, from, err := tc.g.resolve(envOf(tc.env))
 		require.NoError(t, err, tc.name)
 		require.Equal(t, tc.server, s, tc.name)
 		require.Equal(t, tc.token, tok, tc.name)
+		require.Equal(t, tc.from, from, tc.name)
 	}
-	_, _, err := (&globalFlags{server: "127.0.0.1:8080"}).resolve(envOf(nil))
+	_, _, _, err := (&globalFlags{server: "127.0.0.1:8080"}).resolve(envOf(nil))
 	require.Equal(t, exitUsage, exitCode(err))
 }
 

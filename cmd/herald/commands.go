@@ -8,6 +8,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/heraldhq/herald/client"
 )
@@ -108,17 +109,32 @@ func runClient(ctx context.Context, args []string, env *cliEnv) error {
 		return usagef("%s takes %d argument(s) (%s), got %d", cmd.path(), cmd.nargs, strings.TrimSpace(cmd.args), len(pos))
 	}
 	c := &cli{cliEnv: env, json: g.json}
+	var tokenFrom string
 	if !cmd.offline {
-		server, token, err := g.resolve(env)
+		server, token, from, err := g.resolve(env)
 		if err != nil {
 			return err
 		}
+		tokenFrom = from
 		c.api = client.New(server, token)
 		c.api.UserAgent = "herald-cli/" + version
 	}
-	err = act(ctx, c, pos)
-	if errors.Is(err, client.ErrUnauthorized) && c.api != nil && c.api.Token == "" {
+	return explain(act(ctx, c, pos), c.api, tokenFrom)
+}
+
+// explain adds what to do to the errors a new user meets first: a token
+// the server refuses (where it was read from) or missing, and a server
+// that is not running.
+func explain(err error, api *client.Client, tokenFrom string) error {
+	switch {
+	case err == nil || api == nil:
+		return err
+	case errors.Is(err, client.ErrUnauthorized) && api.Token == "":
 		return fmt.Errorf("%w (no token: pass --token, set HERALD_TOKEN, or point --data-dir at the local server's data directory)", err)
+	case errors.Is(err, client.ErrUnauthorized):
+		return fmt.Errorf("%w (read from %s)", err, tokenFrom)
+	case client.IsConnError(err) && errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Errorf("%w: is herald running? start it with: herald serve", err)
 	}
 	return err
 }

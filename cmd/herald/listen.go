@@ -1,11 +1,13 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/heraldhq/herald/httpapi"
@@ -209,6 +211,9 @@ func listenAll(c *config, l connLimits) (*nodeListeners, error) {
 		ln, err := net.Listen("tcp", x.addr)
 		if err != nil {
 			lns.close()
+			if errors.Is(err, syscall.EADDRINUSE) {
+				return nil, fmt.Errorf("error listening on %s (%s): %w (is another herald running? choose a free address with %s, e.g. %s 127.0.0.1:8081)", x.addr, x.flag, err, x.flag, x.flag)
+			}
 			return nil, fmt.Errorf("error listening on %s (%s): %w", x.addr, x.flag, err)
 		}
 		*x.dst = newLimitListener(ln, x.slots)

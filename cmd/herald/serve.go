@@ -216,20 +216,31 @@ func (n *heraldNode) URL() string { return "http://" + n.ln.Addr().String() }
 // configured by c, and starts serving on c.Listen (and c.PushListen,
 // c.AdminListen when set).
 func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*heraldNode, error) {
-	s, err := openStore(ctx, c)
+	// Listen first: an occupied port then fails before anything is
+	// created (the data directory, the store, the admin token).
+	limits := resolveConnLimits(c, fileLimit())
+	lns, err := listenAll(c, limits)
 	if err != nil {
 		return nil, err
 	}
+	s, err := openStore(ctx, c)
+	if err != nil {
+		lns.close()
+		return nil, err
+	}
 	if err := checkSecrets(ctx, c, s, logger); err != nil {
+		lns.close()
 		_ = s.Close()
 		return nil, err
 	}
 	tokenFile, err := ensureToken(ctx, c, s, logger)
 	if err != nil {
+		lns.close()
 		_ = s.Close()
 		return nil, err
 	}
 	if err := clampTiers(ctx, s, len(c.tiers), logger); err != nil {
+		lns.close()
 		_ = s.Close()
 		return nil, err
 	}
@@ -275,6 +286,7 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 	// when it claims): the node's liveness is held, and what a dead
 	// process left in flight is pending again (store/liveness.go).
 	if err := holdLiveness(ctx, s, engine.NodeID(), logger); err != nil {
+		lns.close()
 		_ = s.Close()
 		return nil, err
 	}
@@ -315,12 +327,6 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 	reg.MustRegister(metrics.NewStatsCollector(s, len(c.tiers)))
 	reg.MustRegister(metrics.NewFilterCollector())
 
-	limits := resolveConnLimits(c, fileLimit())
-	lns, err := listenAll(c, limits)
-	if err != nil {
-		_ = s.Close()
-		return nil, err
-	}
 	ps, err := startPush(c, s, lns.pushLn(), limits, reg, logger)
 	if err != nil {
 		lns.close()

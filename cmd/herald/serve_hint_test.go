@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -53,4 +54,33 @@ func TestServeDashboardHint(t *testing.T) {
 		require.Contains(t, logs, "dashboard: http://"+addr+"/ui/ — sign in with the --api-token value")
 		require.NotContains(t, logs, "admin.token")
 	})
+}
+
+// TestServePortInUse: an occupied --listen address fails before serve
+// creates anything (data directory, store, admin token) and says which
+// flag picks another address.
+func TestServePortInUse(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	t.Parallel()
+	bin := heraldBinary(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	dataDir := filepath.Join(t.TempDir(), "herald-data")
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "HERALD_") {
+			env = append(env, kv)
+		}
+	}
+	cmd := exec.Command(bin, "serve", "--listen", ln.Addr().String(), "--data-dir", dataDir)
+	cmd.Env = env
+	out, _ := cmd.CombinedOutput()
+	require.Equal(t, exitAPI, cmd.ProcessState.ExitCode(), string(out))
+	require.Contains(t, string(out), "address already in use")
+	require.Contains(t, string(out), "choose a free address with --listen")
+	_, err = os.Stat(dataDir)
+	require.True(t, os.IsNotExist(err), "serve created %s before failing to listen", dataDir)
 }
