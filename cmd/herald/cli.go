@@ -161,6 +161,13 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) error {
 	if errors.Is(err, flag.ErrHelp) {
 		w = stdout
 	}
+	if hint := didYouMean(fs, err); hint != "" {
+		// Right under the flag package's first line, before the usage.
+		first, rest, _ := strings.Cut(buf.String(), "\n")
+		buf.Reset()
+		fmt.Fprintf(&buf, "%s (%s)\n%s", first, hint, rest)
+		err = fmt.Errorf("%w (%s)", err, hint)
+	}
 	if _, werr := buf.WriteTo(w); werr != nil && err == nil {
 		return werr
 	}
@@ -168,6 +175,47 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) error {
 		return usageError{err}
 	}
 	return nil
+}
+
+// didYouMean names the known flag closest to the unknown one err reports
+// ("did you mean --listen?"), or "" when none is within two edits.
+func didYouMean(fs *flag.FlagSet, err error) string {
+	const prefix = "flag provided but not defined: -"
+	if err == nil || !strings.HasPrefix(err.Error(), prefix) {
+		return ""
+	}
+	typed := strings.TrimLeft(strings.TrimPrefix(err.Error(), prefix), "-")
+	best, bestDist := "", 3
+	fs.VisitAll(func(f *flag.Flag) {
+		if d := editDistance(typed, f.Name); d < bestDist {
+			best, bestDist = f.Name, d
+		}
+	})
+	if best == "" {
+		return ""
+	}
+	return "did you mean --" + best + "?"
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // parseArgs parses flags anywhere among args (the flag package stops at

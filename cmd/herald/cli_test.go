@@ -577,6 +577,22 @@ func TestCLIProcess(t *testing.T) {
 	r = herald(nil, "subscriptions", "list", "--bogus")
 	require.Empty(t, r.stdout)
 	require.Contains(t, r.stderr, "Usage")
+	require.NotContains(t, r.stderr, "did you mean")
+	// A mistyped flag names the closest one (two edits at most), before the usage.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"subscriptions", "list", "--jsn"}, "--json"},
+		{[]string{"serve", "--lisen", "x"}, "--listen"},
+		{[]string{"migrate", "--data-dri", "x"}, "--data-dir"},
+	} {
+		r = herald(nil, tc.args...)
+		require.Equal(t, exitUsage, r.code, "%v: %s", tc.args, r.stderr)
+		i := strings.Index(r.stderr, "(did you mean "+tc.want+"?)\n")
+		require.Positive(t, i, "%v: %s", tc.args, r.stderr)
+		require.Less(t, i, strings.Index(r.stderr, "Usage"), "%v: %s", tc.args, r.stderr)
+	}
 	r = herald(nil, "deliveries", "get", "--server", server, "--data-dir", dataDir)
 	require.Equal(t, exitUsage, r.code)
 	require.Contains(t, r.stderr, "herald: deliveries get: ID is missing")
