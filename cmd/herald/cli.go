@@ -46,6 +46,54 @@ func usagef(format string, args ...any) error {
 	return usageError{fmt.Errorf(format, args...)}
 }
 
+// jsonError marks the error of a command run with --json: printError
+// prints it as JSON, so a script reads errors as it reads results.
+type jsonError struct{ err error }
+
+func (e jsonError) Error() string { return e.err.Error() }
+func (e jsonError) Unwrap() error { return e.err }
+
+// asJSON marks err (when not nil) to be printed as JSON when on.
+func asJSON(err error, on bool) error {
+	if err == nil || !on {
+		return err
+	}
+	return jsonError{err}
+}
+
+// printError prints the error run returned on w (stderr): "herald: …",
+// or for a command run with --json one line
+// {"error":{"code":…,"message":…}} (plus "field" when the API named one).
+// Codes are the API's, else usage, cannot_connect or error.
+func printError(w io.Writer, err error) {
+	var je jsonError
+	if !errors.As(err, &je) {
+		fmt.Fprintln(w, "herald:", err)
+		return
+	}
+	type body struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+		Field   string `json:"field,omitempty"`
+	}
+	b := body{Code: "error", Message: err.Error()}
+	var ae *client.APIError
+	var ue usageError
+	var ce *client.ConnError
+	switch {
+	case errors.As(err, &ae):
+		// The message keeps what the CLI added ("(read from --token)").
+		b = body{Code: ae.Code, Message: strings.TrimPrefix(err.Error(), ae.Code+": "), Field: ae.Field}
+	case errors.As(err, &ue):
+		b.Code = "usage"
+	case errors.As(err, &ce):
+		b.Code = "cannot_connect"
+	}
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(map[string]body{"error": b})
+}
+
 // exitCode maps an error returned by run to the process's exit code.
 func exitCode(err error) int {
 	var ue usageError

@@ -77,7 +77,7 @@ func (h *cliHarness) runEnv(ctx context.Context, env *cliEnv, args ...string) cl
 	args = append(args, "--server", h.server, "--token", cliToken)
 	err := runClient(ctx, args, env)
 	if err != nil {
-		fmt.Fprintln(env.stderr, "herald:", err)
+		printError(env.stderr, err)
 	}
 	return cliResult{stdout: fmt.Sprint(env.stdout), stderr: fmt.Sprint(env.stderr), code: exitCode(err)}
 }
@@ -342,7 +342,7 @@ func TestCLIPublishFile(t *testing.T) {
 
 	r := h.run("events", "publish", "--file", path, "--batch-size", "7", "--json")
 	require.Equal(t, exitAPI, r.code, "rejected lines fail the command: %s", r.stderr)
-	require.Contains(t, r.stderr, "herald: 2 of 32 events rejected")
+	require.Equal(t, `{"error":{"code":"error","message":"2 of 32 events rejected"}}`+"\n", r.stderr) // --json: errors are JSON too
 	noTerminalOutput(t, r.stderr)
 	lines := jsonLines(t, r.stdout)
 	require.Len(t, lines, 32)
@@ -539,6 +539,21 @@ func TestCLIProcess(t *testing.T) {
 	require.Contains(t, r.stderr, "herald: unauthorized: ")
 	require.Contains(t, r.stderr, "no token: pass --token")
 
+	// With --json, errors are JSON on stderr too; the exit codes stay.
+	r = herald(nil, "subscriptions", "get", "sub_nope", "--server", server, "--data-dir", dataDir, "--json")
+	require.Equal(t, exitAPI, r.code)
+	require.Empty(t, r.stdout)
+	require.Equal(t, `{"error":{"code":"not_found","message":"subscription \"sub_nope\" not found"}}`+"\n", r.stderr)
+	r = herald([]string{"HERALD_URL=" + server, "HERALD_TOKEN=wrong"}, "stats", "--json")
+	require.Equal(t, exitAPI, r.code)
+	require.Equal(t, `{"error":{"code":"unauthorized","message":"invalid, expired or revoked API token (read from HERALD_TOKEN)"}}`+"\n", r.stderr)
+	r = herald(nil, "stats", "--json", "--server", "http://"+freeAddr(t))
+	require.Equal(t, exitConnect, r.code)
+	require.Equal(t, "cannot_connect", jsonLines(t, r.stderr)[0]["error"].(map[string]any)["code"], r.stderr)
+	r = herald(nil, "events", "list", "--json", "--since", "yesterday", "--server", server, "--data-dir", dataDir)
+	require.Equal(t, exitUsage, r.code)
+	require.Equal(t, "usage", jsonLines(t, r.stderr)[0]["error"].(map[string]any)["code"], r.stderr)
+
 	// Exit codes.
 	r = herald(nil, "subscriptions", "get", "sub_nope", "--server", server, "--data-dir", dataDir)
 	require.Equal(t, exitAPI, r.code)
@@ -574,6 +589,12 @@ func TestCLIProcess(t *testing.T) {
 		require.Contains(t, r.stdout, "Usage", "%v", args)
 		require.Empty(t, r.stderr, "%v", args)
 	}
+	// migrate lists the flags it uses, not every serve flag.
+	r = herald(nil, "migrate", "--help")
+	require.Contains(t, r.stdout, "-database-url")
+	require.Contains(t, r.stdout, "-data-dir")
+	require.NotContains(t, r.stdout, "-workers")
+	require.NotContains(t, r.stdout, "-listen")
 	r = herald(nil, "subscriptions", "list", "--bogus")
 	require.Empty(t, r.stdout)
 	require.Contains(t, r.stderr, "Usage")

@@ -113,13 +113,13 @@ func runClient(ctx context.Context, args []string, env *cliEnv) error {
 	if !cmd.offline {
 		server, token, from, err := g.resolve(env)
 		if err != nil {
-			return err
+			return asJSON(err, g.json)
 		}
 		tokenFrom = from
 		c.api = client.New(server, token)
 		c.api.UserAgent = "herald-cli/" + version
 	}
-	return explain(act(ctx, c, pos), c.api, tokenFrom)
+	return asJSON(explain(act(ctx, c, pos), c.api, tokenFrom), g.json)
 }
 
 // explain adds what to do to the errors a new user meets first: a token

@@ -21,7 +21,7 @@ func main() {
 	// Help was printed as asked; an interrupt (Ctrl-C) is how tail and
 	// serve end, not an error, so it leaves only the exit code.
 	if err != nil && !errors.Is(err, flag.ErrHelp) && !errors.Is(err, context.Canceled) {
-		fmt.Fprintln(os.Stderr, "herald:", err)
+		printError(os.Stderr, err)
 	}
 	// exitCode (cli.go) is the documented table: 0 ok, 1 error, 2 usage,
 	// 3 cannot connect, 130 interrupted.

@@ -85,6 +85,7 @@ func cmdMigrate(ctx context.Context, args []string) error {
 	c := &config{}
 	fs := flag.NewFlagSet("herald migrate", flag.ContinueOnError)
 	c.flags(fs)
+	fs.Usage = func() { migrateUsage(fs) }
 	if err := c.load(fs, args); err != nil {
 		return err
 	}
@@ -94,6 +95,24 @@ func cmdMigrate(ctx context.Context, args []string) error {
 	}
 	fmt.Println("migrations applied")
 	return s.Close()
+}
+
+// migrateFlags are the flags migrate uses: where the store is and how to
+// open it (openStore).
+var migrateFlags = []string{"config", "data-dir", "database-url", "sqlite-synchronous", "encryption-key", "encryption-key-file"}
+
+// migrateUsage lists only migrateFlags. migrate still accepts every serve
+// flag, so the two can share a config file, environment and command line.
+func migrateUsage(fs *flag.FlagSet) {
+	shown := flag.NewFlagSet(fs.Name(), flag.ContinueOnError)
+	shown.SetOutput(fs.Output())
+	for _, name := range migrateFlags {
+		f := fs.Lookup(name)
+		shown.Var(f.Value, f.Name, f.Usage)
+		shown.Lookup(name).DefValue = f.DefValue // not a value parsed before --help
+	}
+	fmt.Fprintf(fs.Output(), "Usage: herald migrate [flags]\n\nApplies the store's schema migrations and exits (herald serve applies them too).\nherald serve's other flags are accepted and have no effect.\n\nFlags:\n")
+	shown.PrintDefaults()
 }
 
 // ensureToken makes sure an admin token exists. With --api-token nothing is
