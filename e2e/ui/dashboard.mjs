@@ -96,6 +96,7 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
   await page.locator('.field-error').getByText('choose the filter\'s language').waitFor();
   assert(await page.getByLabel('Language').getAttribute('aria-invalid') === 'true', 'Language marked invalid');
   assert((await apiCall('GET', '/v1/subscriptions')).data.length === 0, 'nothing created for an expression without a language');
+  await shot(page, '03b-subscription-no-language');
   await page.getByLabel('Language').selectOption('cel');
   // The API's error shows beside the field it names.
   await page.getByLabel('Endpoint URL').fill('ftp://example.com/hook');
@@ -213,6 +214,7 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
   await page.getByRole('button', { name: 'Reveal secret' }).click();
   await page.locator('.secret-box').getByText('shows it again').waitFor();
   assert(!(await page.locator('.secret-box').textContent()).includes('available later only'), 'a revealed secret does not say it is available only later');
+  await shot(page, '12b-subscription-revealed');
   await page.getByRole('button', { name: 'Send test event' }).click();
   await page.locator('.test-result .attempt').getByText('HTTP 200').waitFor({ timeout: 25000 });
   await shot(page, '12-subscription-rotated-tested');
@@ -223,6 +225,7 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
   await page.getByLabel('per seconds').fill('1');
   await page.getByRole('button', { name: 'Save changes' }).click();
   await page.locator('form .notice').getByText('Saved.').waitFor();
+  await shot(page, '12a-subscription-saved');
   await until('the edit to be saved', async () => {
     const s = await apiCall('GET', '/v1/subscriptions/' + subID);
     return !s.headers['x-tenant'] && s.rate_limit && s.rate_limit.max === 10;
@@ -435,4 +438,13 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
     assert(sw <= iw + 1, `${path || 'overview'} is ${sw}px wide at ${iw}px`);
     await shot(page, name);
   }
+  // A field error at phone width stays on the screen; nothing is saved.
+  await page.goto(BASE + '/ui/subscriptions/' + encodeURIComponent(subID));
+  await page.getByLabel('Endpoint URL').fill('ftp://example.com/hook');
+  await page.getByRole('button', { name: 'Save changes' }).click();
+  await page.locator('input[name=url][aria-invalid=true] ~ .field-error').waitFor();
+  const [sw, iw] = await page.evaluate(() => [document.documentElement.scrollWidth, window.innerWidth]);
+  assert(sw <= iw + 1, `the field error is ${sw}px wide at ${iw}px`);
+  assert((await apiCall('GET', '/v1/subscriptions/' + subID)).url.startsWith(RECEIVER), 'a refused URL is not saved');
+  await shot(page, '24-phone-field-error');
 });
