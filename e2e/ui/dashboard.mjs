@@ -89,8 +89,23 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
   await page.getByLabel('Endpoint URL').fill(RECEIVER + '/hook');
   await page.getByLabel('Description').fill('Order webhooks');
   await page.getByLabel('Event types').fill('order.*');
-  await page.getByLabel('Language').selectOption('cel');
+  // An expression with Language "No filter" is refused at the field, not
+  // dropped (the subscription would receive every event).
   await page.getByLabel('Expression').fill('data.total > 100');
+  await page.getByRole('button', { name: 'Create subscription' }).click();
+  await page.locator('.field-error').getByText('choose the filter\'s language').waitFor();
+  assert(await page.getByLabel('Language').getAttribute('aria-invalid') === 'true', 'Language marked invalid');
+  assert((await apiCall('GET', '/v1/subscriptions')).data.length === 0, 'nothing created for an expression without a language');
+  await shot(page, '03b-subscription-no-language');
+  await page.getByLabel('Language').selectOption('cel');
+  // The API's error shows beside the field it names.
+  await page.getByLabel('Endpoint URL').fill('ftp://example.com/hook');
+  await page.getByRole('button', { name: 'Create subscription' }).click();
+  await page.locator('input[name=url][aria-invalid=true] ~ .field-error').waitFor();
+  assert(await page.locator('.field-error').count() === 1 && await page.getByLabel('Language').getAttribute('aria-invalid') === null, 'only the named field is marked');
+  assert((await apiCall('GET', '/v1/subscriptions')).data.length === 0, 'nothing created for a refused URL');
+  await shot(page, '03a-subscription-field-error');
+  await page.getByLabel('Endpoint URL').fill(RECEIVER + '/hook');
   await page.getByLabel('Timeout (ms)').fill('5000');
   await page.getByLabel('Extra headers').fill('x-tenant: acme');
   const testEvent = page.locator('textarea[name=test_event]');
@@ -196,6 +211,10 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
   const newSecret = await page.locator('.secret-box [data-secret]').textContent();
   const secrets = await apiCall('GET', '/v1/subscriptions/' + subID + '/secret');
   assert(newSecret !== firstSecret && secrets.secret === newSecret, 'rotated secret shown: ' + newSecret);
+  await page.getByRole('button', { name: 'Reveal secret' }).click();
+  await page.locator('.secret-box').getByText('shows it again').waitFor();
+  assert(!(await page.locator('.secret-box').textContent()).includes('available later only'), 'a revealed secret does not say it is available only later');
+  await shot(page, '12b-subscription-revealed');
   await page.getByRole('button', { name: 'Send test event' }).click();
   await page.locator('.test-result .attempt').getByText('HTTP 200').waitFor({ timeout: 25000 });
   await shot(page, '12-subscription-rotated-tested');
@@ -205,6 +224,8 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
   await page.getByLabel('Requests').fill('10');
   await page.getByLabel('per seconds').fill('1');
   await page.getByRole('button', { name: 'Save changes' }).click();
+  await page.locator('form .notice').getByText('Saved.').waitFor();
+  await shot(page, '12a-subscription-saved');
   await until('the edit to be saved', async () => {
     const s = await apiCall('GET', '/v1/subscriptions/' + subID);
     return !s.headers['x-tenant'] && s.rate_limit && s.rate_limit.max === 10;
@@ -286,6 +307,12 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
   await page.reload();
   await page.locator('tbody tr', { hasText: 'ops-admin' }).getByRole('button', { name: 'Revoke' }).click();
   await page.locator('main .error').getByText('signed in with this token').waitFor();
+  // A later success clears the error.
+  await page.locator('input[name=token_name]').fill('ci-bot');
+  await page.locator('input[name=scope][value="events:read"]').check();
+  await page.getByRole('button', { name: 'Create token' }).click();
+  await page.locator('.secret-box [data-secret]').waitFor();
+  assert(await page.locator('main .error').count() === 0, 'the revoke error is gone after a later success');
   await page.evaluate((t) => sessionStorage.setItem('herald.token', t), TOKEN);
   await apiCall('DELETE', '/v1/tokens/' + ops.id);
 
@@ -411,4 +438,13 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
     assert(sw <= iw + 1, `${path || 'overview'} is ${sw}px wide at ${iw}px`);
     await shot(page, name);
   }
+  // A field error at phone width stays on the screen; nothing is saved.
+  await page.goto(BASE + '/ui/subscriptions/' + encodeURIComponent(subID));
+  await page.getByLabel('Endpoint URL').fill('ftp://example.com/hook');
+  await page.getByRole('button', { name: 'Save changes' }).click();
+  await page.locator('input[name=url][aria-invalid=true] ~ .field-error').waitFor();
+  const [sw, iw] = await page.evaluate(() => [document.documentElement.scrollWidth, window.innerWidth]);
+  assert(sw <= iw + 1, `the field error is ${sw}px wide at ${iw}px`);
+  assert((await apiCall('GET', '/v1/subscriptions/' + subID)).url.startsWith(RECEIVER), 'a refused URL is not saved');
+  await shot(page, '24-phone-field-error');
 });

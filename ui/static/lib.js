@@ -135,6 +135,32 @@ export function errorBox(e) {
   return h('div', { class: 'error', role: 'alert' }, ...msg);
 }
 
+// markField shows an error beside the form control it names (the API's
+// "field": "filter.cel" is the control named filter, "rate_limit.max" the
+// one named rate_limit_max) and marks that control aria-invalid. It
+// returns false when no control matches, so the caller shows it elsewhere.
+export function markField(form, e) {
+  clearFieldMarks(form);
+  if (!(e instanceof APIError) || !e.field) return false;
+  const f = e.field.replace(/\[\d+\]/g, '');
+  const ctl = form.elements.namedItem(f.replace(/\./g, '_')) || form.elements.namedItem(f.split('.')[0]);
+  // namedItem gives a list for a name shared by several controls.
+  if (!(ctl instanceof Element)) return false;
+  const id = (ctl.id || ctl.name) + '-error';
+  ctl.setAttribute('aria-invalid', 'true');
+  ctl.setAttribute('aria-describedby', id);
+  const msg = h('small', { class: 'field-error', id }, e.message);
+  const box = ctl.closest('.field');
+  if (box) box.append(msg); else ctl.after(msg);
+  ctl.focus();
+  return true;
+}
+
+export function clearFieldMarks(form) {
+  form.querySelectorAll('.field-error').forEach((n) => n.remove());
+  form.querySelectorAll('[aria-invalid]').forEach((n) => { n.removeAttribute('aria-invalid'); n.removeAttribute('aria-describedby'); });
+}
+
 export function notice(text, kind = 'ok') {
   return h('div', { class: 'notice ' + kind, role: 'status' }, text);
 }

@@ -4,12 +4,14 @@
 
 import {
   h, replace, api, qs, link, navigate, errorBox, notice, table, field, badge, fmtRate, fmtNum, fmtTime,
-  pretty, copyButton, tenantCell, PORTAL, APIError,
+  pretty, copyButton, tenantCell, markField, clearFieldMarks, PORTAL, APIError,
 } from './lib.js';
 import { attemptsView } from './deliveries.js';
 
 // A secret shown once after create, carried to the detail page in memory only.
 let flashSecret = null;
+// The id of a subscription just saved: its re-rendered page says "Saved".
+let flashSaved = null;
 
 export async function renderList(main, { params }) {
   // Tenants are the operator's: the portal's session is confined to one.
@@ -110,7 +112,7 @@ export async function renderDetail(main, { args: [id] }) {
     act('Send test event', 'secondary', () => sendTest(id, testSlot)),
     act('Reveal secret', 'secondary', async () => {
       const r = await api('GET', '/v1/subscriptions/' + encodeURIComponent(id) + '/secret');
-      replace(secretSlot, secretBox('Current signing secret:', r.secret));
+      replace(secretSlot, secretBox('Current signing secret:', r.secret, 'Store it where your receiver verifies signatures; "Reveal secret" shows it again.'));
     }),
     act('Rotate secret', 'secondary', async () => {
       if (!confirm('Rotate the signing secret? The old one keeps signing for the grace period (24 h by default) so receivers can switch.')) return;
@@ -141,14 +143,15 @@ export async function renderDetail(main, { args: [id] }) {
     h('h2', {}, 'Settings'),
     subscriptionForm(s, async (body) => {
       await api('PATCH', '/v1/subscriptions/' + encodeURIComponent(id), patchOf(s, body));
+      flashSaved = id;
       navigate('subscriptions/' + encodeURIComponent(id), { replace: true });
     }));
 }
 
-function secretBox(title, secret) {
+function secretBox(title, secret, note = 'Store it where your receiver verifies signatures. It is available later only through GET /v1/subscriptions/{id}/secret.') {
   return h('div', { class: 'secret-box', role: 'status' },
     h('p', {}, title), h('div', { class: 'secret-row' }, h('code', { class: 'secret', 'data-secret': '' }, secret), copyButton(secret)),
-    h('p', { class: 'muted small' }, 'Store it where your receiver verifies signatures. It is available later only through GET /v1/subscriptions/{id}/secret.'));
+    h('p', { class: 'muted small' }, note));
 }
 
 // sendTest posts a herald.test event to the subscription and follows its
@@ -228,11 +231,18 @@ function subscriptionForm(s, submit) {
   const allTenants = h('input', { type: 'checkbox', name: 'all_tenants', checked: !!f.all_tenants, disabled: !!s });
   const state = h('select', { name: 'state' }, ['enabled', 'disabled'].map((v) => h('option', { value: v, selected: (f.state || 'enabled') === v }, v)));
   const errSlot = h('div');
+  if (s && flashSaved === s.id) {
+    flashSaved = null;
+    replace(errSlot, notice('Saved.'));
+  }
 
   const filterOf = () => {
     const kind = fkind.value;
     const text = ftext.value.trim();
-    if (!kind || !text) return null;
+    if (!text) return null;
+    // An expression without a language would be dropped silently and the
+    // subscription would receive every event (issue 24).
+    if (!kind) throw new APIError(0, 'invalid_field', 'choose the filter\'s language, or clear the expression', 'filter_kind');
     if (kind === 'es_query') {
       try { return { es_query: JSON.parse(text) }; } catch (e) { throw new APIError(0, 'invalid_filter', 'the ES query is not valid JSON: ' + e.message, 'filter.es_query'); }
     }
@@ -264,9 +274,16 @@ function subscriptionForm(s, submit) {
     class: 'panel form-grid', onsubmit: async (e) => {
       e.preventDefault();
       replace(errSlot);
+      clearFieldMarks(form);
       const btn = form.querySelector('button[type=submit]');
       btn.disabled = true;
-      try { await submit(bodyOf()); } catch (err) { replace(errSlot, errorBox(err)); } finally { btn.disabled = false; }
+      try {
+        await submit(bodyOf());
+      } catch (err) {
+        replace(errSlot, markField(form, err)
+          ? h('div', { class: 'error', role: 'alert' }, 'Not saved: ', err.message, h('span', { class: 'muted' }, ' (see the marked field)'))
+          : errorBox(err));
+      } finally { btn.disabled = false; }
     },
   },
   field('Endpoint URL', url, 'http or https; loopback and private addresses need --dev / --allow-private.'),

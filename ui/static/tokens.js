@@ -20,6 +20,13 @@ export const SCOPES = [
 // TENANT is the API's tenant syntax: 1–64 of A-Z a-z 0-9 . _ -.
 const TENANT = '[A-Za-z0-9._\\-]{1,64}';
 
+// clearStale removes the errors of earlier actions on the page once a
+// later one succeeds.
+function clearStale(el) {
+  const main = el.closest('main');
+  if (main) main.querySelectorAll('.error').forEach((n) => n.remove());
+}
+
 // onceBox shows a credential that the API returns only once.
 function onceBox(title, value, warning) {
   return h('div', { class: 'secret-box', role: 'status' },
@@ -73,6 +80,7 @@ function revokeButton(t, errSlot, reload) {
       replace(errSlot);
       try {
         await api('DELETE', '/v1/tokens/' + encodeURIComponent(t.id));
+        clearStale(e.target);
         replace(errSlot, notice('Token "' + (t.name || t.id) + '" revoked.'));
         await reload();
       } catch (err) {
@@ -109,6 +117,7 @@ function createForm(created, reload) {
       try {
         if (!scopes.length) throw new APIError(0, 'missing_field', 'tick at least one scope', 'scopes');
         const t = await api('POST', '/v1/tokens', body);
+        clearStale(form);
         replace(created, onceBox('Token "' + t.name + '" created. Copy it now:', t.token,
           'This is the only time herald shows this token; it keeps only a hash. If it is lost, revoke it and create another.'));
         form.reset();
@@ -143,6 +152,7 @@ export function portalForm(initialTenant) {
       btn.disabled = true;
       try {
         const r = await api('POST', '/v1/tenants/' + encodeURIComponent(tenant.value.trim()) + '/portal', {});
+        clearStale(form);
         replace(out, onceBox('Portal link for ' + tenant.value.trim() + ' (works once, until ' + fmtTime(r.expires_at) + '):', r.url,
           'Send it to the tenant over a channel you trust. Anyone who opens it first gets a session for this tenant\'s subscriptions and deliveries.'));
       } catch (err) {
