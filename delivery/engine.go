@@ -390,30 +390,32 @@ func (e *Engine) weights(work []int64) []int64 {
 }
 
 func (e *Engine) rescue(ctx context.Context) {
-	n, err := e.cfg.Store.DeliveryRescue(ctx, &store.DeliveryRescueParams{Now: e.now()})
-	if err != nil {
-		if ctx.Err() == nil {
-			e.cfg.Logger.Warn("lease rescue failed", "err", err)
-		}
-		return
-	}
-	if n > 0 {
-		e.cfg.Logger.Info("rescued deliveries with expired leases", "count", n)
-		e.Notify()
-	}
+	e.rescueWith(ctx, "lease rescue failed", "rescued deliveries with expired leases",
+		func() (int, error) {
+			return e.cfg.Store.DeliveryRescue(ctx, &store.DeliveryRescueParams{Now: e.now()})
+		})
 }
 
 // rescueDead makes the leases of dead nodes pending (store/liveness.go).
 func (e *Engine) rescueDead(ctx context.Context) {
-	n, err := e.cfg.Store.DeliveryRescueDead(ctx, &store.DeliveryRescueDeadParams{Now: e.now()})
+	e.rescueWith(ctx, "dead node rescue failed", "rescued deliveries of dead nodes",
+		func() (int, error) {
+			return e.cfg.Store.DeliveryRescueDead(ctx, &store.DeliveryRescueDeadParams{Now: e.now()})
+		})
+}
+
+// rescueWith runs one rescue, logs what it made pending (or why it
+// failed, unless the engine is stopping) and wakes the workers for it.
+func (e *Engine) rescueWith(ctx context.Context, failed, rescued string, run func() (int, error)) {
+	n, err := run()
 	if err != nil {
 		if ctx.Err() == nil {
-			e.cfg.Logger.Warn("dead node rescue failed", "err", err)
+			e.cfg.Logger.Warn(failed, "err", err)
 		}
 		return
 	}
 	if n > 0 {
-		e.cfg.Logger.Info("rescued deliveries of dead nodes", "count", n)
+		e.cfg.Logger.Info(rescued, "count", n)
 		e.Notify()
 	}
 }

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"cmp"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"time"
@@ -88,18 +89,25 @@ type subscriptionStatsJSON struct {
 	SuccessRate    *float64 `json:"success_rate"`
 }
 
+// statsSince reads a stats route's `since` (default: defaultStatsWindow
+// ago).
+func (s *server) statsSince(q url.Values) (time.Time, error) {
+	since, err := timeParam(q, "since")
+	if err != nil || !since.IsZero() {
+		return since, err
+	}
+	return s.now().Add(-defaultStatsWindow), nil
+}
+
 // subscriptionStats answers GET /v1/stats/subscriptions.
 func (s *server) subscriptionStats(w http.ResponseWriter, r *http.Request) error {
 	q, err := query(r)
 	if err != nil {
 		return err
 	}
-	since, err := timeParam(q, "since")
+	since, err := s.statsSince(q)
 	if err != nil {
 		return err
-	}
-	if since.IsZero() {
-		since = s.now().Add(-defaultStatsWindow)
 	}
 	tenant, err := tenantFilter(r, q)
 	if err != nil {
@@ -228,12 +236,9 @@ func (s *server) tenantStats(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	since, err := timeParam(q, "since")
+	since, err := s.statsSince(q)
 	if err != nil {
 		return err
-	}
-	if since.IsZero() {
-		since = s.now().Add(-defaultStatsWindow)
 	}
 	limit := defaultTenantStats
 	if v := q.Get("limit"); v != "" {

@@ -57,6 +57,15 @@ func (h *holdingReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mu.Unlock()
 }
 
+// startHoldingReceiver serves a new holdingReceiver for the test.
+func startHoldingReceiver(t *testing.T) (*holdingReceiver, *httptest.Server) {
+	t.Helper()
+	recv := newHoldingReceiver()
+	srv := httptest.NewServer(recv)
+	t.Cleanup(srv.Close)
+	return recv, srv
+}
+
 // kill kills n (kill -9), notes the time as the cut, and releases the held
 // requests.
 func (h *holdingReceiver) kill(t *testing.T, n *node) time.Time {
@@ -163,9 +172,7 @@ func TestCrashLivenessTwoNodes(t *testing.T) {
 	t.Parallel()
 	bin := heraldBinary(t)
 	store := storeArgs(t, "postgres")
-	recv := newHoldingReceiver()
-	srv := httptest.NewServer(recv)
-	t.Cleanup(srv.Close)
+	recv, srv := startHoldingReceiver(t)
 
 	addrA, a := startSubscribed(t, bin, livenessArgs(store, "node-a"), srv.URL, 10*time.Second)
 	// All sent by A (leased at commit by direct dispatch, or claimed): B
@@ -199,9 +206,7 @@ func TestCrashLivenessRestart(t *testing.T) {
 			t.Parallel()
 			bin := heraldBinary(t)
 			args := livenessArgs(storeArgs(t, tc.backend), "node-r")
-			recv := newHoldingReceiver()
-			srv := httptest.NewServer(recv)
-			t.Cleanup(srv.Close)
+			recv, srv := startHoldingReceiver(t)
 
 			addr, n := startSubscribed(t, bin, args, srv.URL, 10*time.Second)
 			ids := publishHeld(t, addr, recv, 8)
@@ -229,9 +234,7 @@ func TestCrashLivenessPausedNode(t *testing.T) {
 	t.Parallel()
 	bin := heraldBinary(t)
 	store := storeArgs(t, "postgres")
-	recv := newHoldingReceiver()
-	srv := httptest.NewServer(recv)
-	t.Cleanup(srv.Close)
+	recv, srv := startHoldingReceiver(t)
 
 	// A's leases last 16 s (a claim leases for at least the default 10 s
 	// timeout plus the margin, 6 s here): long enough to watch B leave them

@@ -23,15 +23,8 @@ func TestNodeLivenessTwoNodes(t *testing.T) {
 	a, b := testdb.OpenPostgres(t, schema), testdb.OpenPostgres(t, schema)
 	now := time.Now().UTC().Truncate(time.Millisecond)
 
-	sub, err := a.SubscriptionCreate(ctx, &store.SubscriptionCreateParams{
-		Subscription: &herald.Subscription{
-			ID: herald.NewID(herald.PrefixSubscription), URL: "https://example.com/hook", Method: "POST",
-			Ordering: herald.OrderingNone, State: herald.SubscriptionEnabled, CreatedAt: now, UpdatedAt: now,
-		},
-		Secret: "whsec_" + herald.NewID(""), Now: now,
-	})
-	require.NoError(t, err)
-	_, err = a.NodeLivenessHold(ctx, &store.NodeLivenessHoldParams{NodeID: "node-a", Now: now})
+	sub := livenessSubscription(t, a, now)
+	_, err := a.NodeLivenessHold(ctx, &store.NodeLivenessHoldParams{NodeID: "node-a", Now: now})
 	require.NoError(t, err)
 	_, err = b.NodeLivenessHold(ctx, &store.NodeLivenessHoldParams{NodeID: "node-b", Now: now})
 	require.NoError(t, err)
@@ -103,14 +96,7 @@ func BenchmarkDeliveryRescueDead(b *testing.B) {
 	schema := testdb.PostgresSchema(b)
 	a, other := testdb.OpenPostgres(b, schema), testdb.OpenPostgres(b, schema)
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	sub, err := a.SubscriptionCreate(ctx, &store.SubscriptionCreateParams{
-		Subscription: &herald.Subscription{
-			ID: herald.NewID(herald.PrefixSubscription), URL: "https://example.com/hook", Method: "POST",
-			Ordering: herald.OrderingNone, State: herald.SubscriptionEnabled, CreatedAt: now, UpdatedAt: now,
-		},
-		Secret: "whsec_" + herald.NewID(""), Now: now,
-	})
-	require.NoError(b, err)
+	sub := livenessSubscription(b, a, now)
 	for _, s := range []struct {
 		st store.Store
 		id string
@@ -127,7 +113,7 @@ func BenchmarkDeliveryRescueDead(b *testing.B) {
 			}},
 		})
 	}
-	_, err = a.EventInsertMany(ctx, &store.EventInsertManyParams{Events: ins, Now: now})
+	_, err := a.EventInsertMany(ctx, &store.EventInsertManyParams{Events: ins, Now: now})
 	require.NoError(b, err)
 	_, err = other.DeliveryClaim(ctx, &store.DeliveryClaimParams{
 		LeaseOwner: "node-b", LeaseUntil: now.Add(time.Hour), Limit: 1000, Now: now,
@@ -184,4 +170,18 @@ func TestNodeLivenessSessionLost(t *testing.T) {
 	var registered int
 	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM herald_nodes WHERE id = 'node-a'`).Scan(&registered))
 	require.Equal(t, 1, registered)
+}
+
+// livenessSubscription creates an enabled unordered subscription on s.
+func livenessSubscription(tb testing.TB, s store.Store, now time.Time) *herald.Subscription {
+	tb.Helper()
+	sub, err := s.SubscriptionCreate(context.Background(), &store.SubscriptionCreateParams{
+		Subscription: &herald.Subscription{
+			ID: herald.NewID(herald.PrefixSubscription), URL: "https://example.com/hook", Method: "POST",
+			Ordering: herald.OrderingNone, State: herald.SubscriptionEnabled, CreatedAt: now, UpdatedAt: now,
+		},
+		Secret: "whsec_" + herald.NewID(""), Now: now,
+	})
+	require.NoError(tb, err)
+	return sub
 }
