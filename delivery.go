@@ -76,6 +76,13 @@ const (
 	ErrorGone                 ErrorClass = "gone"                  // 410: the subscription was disabled
 	ErrorInvalidRequest       ErrorClass = "invalid_request"       // the request could not be built
 	ErrorSecretUnreadable     ErrorClass = "secret_unreadable"     // a signing secret did not decrypt: nothing was sent
+	// Destination-specific classes (package destination and its types).
+	ErrorPayloadTooLarge ErrorClass = "payload_too_large"      // the message exceeds what the destination takes (Web Push: 4 KiB record); dead at once
+	ErrorRejected        ErrorClass = "rejected"               // the destination refused it for good (a push service's 400/401/403); dead at once
+	ErrorUnroutable      ErrorClass = "unroutable"             // AMQP: returned as unroutable (mandatory); retried through the tiers
+	ErrorNoStream        ErrorClass = "no_stream"              // NATS: no JetStream stream holds the subject; retried
+	ErrorBroker          ErrorClass = "broker"                 // the broker refused or did not confirm (nack, channel error); retried
+	ErrorConnectionUnset ErrorClass = "connection_unavailable" // the named connection is missing, of another type, or not granted to the tenant; retried
 )
 
 // Attempt is one HTTP request made for a delivery.

@@ -55,11 +55,15 @@ type RateLimit struct {
 	PerSeconds int `json:"per_seconds"`
 }
 
-// Subscription routes matching events to one endpoint.
+// Subscription routes matching events to one destination.
 type Subscription struct {
-	ID     string `json:"id"`
+	ID string `json:"id"`
+	// URL and Method are the webhook destination's (kept at the top level
+	// for clients older than Destination); "" for other types.
 	URL    string `json:"url"`
 	Method string `json:"method"`
+	// Destination is where deliveries go; see Dest for the zero value.
+	Destination Destination `json:"destination"`
 	// EventTypes are glob patterns ("bundle.*"); empty matches every type.
 	EventTypes    []string          `json:"event_types"`
 	Filter        *Filter           `json:"filter,omitempty"`
@@ -82,6 +86,16 @@ type Subscription struct {
 	AllTenants bool      `json:"all_tenants,omitempty"`
 	CreatedAt  time.Time `json:"created_at"`
 	UpdatedAt  time.Time `json:"updated_at"`
+}
+
+// Dest returns the subscription's destination: Destination, or, when its
+// Type is unset (a subscription built before destinations had types), a
+// webhook to URL with Method.
+func (s *Subscription) Dest() Destination {
+	if s.Destination.Type == "" {
+		return Destination{Type: DestinationWebhook, URL: s.URL, Method: s.Method}
+	}
+	return s.Destination
 }
 
 // WantsSystemEvents reports whether the subscription receives herald's own

@@ -596,6 +596,10 @@ func (e *Engine) attempt(t *tierRunner, c *store.ClaimedDelivery, claimedAt time
 		SubscriptionID: c.Subscription.ID,
 		Timeout:        c.Subscription.Timeout(),
 		Timestamp:      started,
+		Destination:    c.Subscription.Dest(),
+		EventID:        c.Event.ID,
+		EventKey:       c.Event.Key,
+		Tenant:         c.Event.Tenant,
 	}
 	res := e.cfg.Sender.Send(e.sendCtx, req)
 	if e.sendCtx.Err() != nil && !res.Success {

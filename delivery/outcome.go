@@ -66,7 +66,7 @@ func decide(tiers Tiers, c *store.ClaimedDelivery, owner string, started time.Ti
 		pause = &p
 	}
 	next := c.Delivery.Tier + 1
-	if next >= len(tiers) {
+	if next >= len(tiers) || res.Permanent {
 		out.State = herald.DeliveryDead
 		return decision{outcome: out, dead: true, pauseUntil: pause}
 	}

@@ -86,6 +86,16 @@ type Request struct {
 	Timeout time.Duration
 	// Timestamp is signed and sent as webhook-timestamp; zero means now.
 	Timestamp time.Time
+
+	// Destination is the subscription's destination (herald.Subscription.Dest).
+	// The webhook Sender uses URL and Method above and ignores it; the
+	// other destination types (package destination) read their fields
+	// from it, and sign and label their messages with the fields below.
+	Destination herald.Destination
+	// EventID, EventKey and Tenant ("" when untenanted) describe the event.
+	EventID  string
+	EventKey string
+	Tenant   string
 }
 
 // Result is the outcome of one attempt.
@@ -112,6 +122,11 @@ type Result struct {
 	// RetryAfter is the receiver's Retry-After on 429 and 503, clamped to
 	// [0, 24h]; 0 when absent or unparseable.
 	RetryAfter time.Duration
+	// Permanent says that retrying cannot help (a push service's 413, 400,
+	// 401 or 403): the delivery goes to the dead letters at once, whatever
+	// tier it is in. A webhook's failures are never permanent (410 Gone is
+	// ErrorGone, which also disables the subscription).
+	Permanent bool
 }
 
 // Sender makes webhook attempts. It is safe for concurrent use; make one per

@@ -267,6 +267,7 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 	guard := &webhook.Guard{AllowLoopback: c.Dev, AllowPrivate: c.AllowPrivate, Allow: c.allow}
 	userAgent := "herald/" + version
 	sender := webhook.NewSender(webhook.Config{Guard: guard, UserAgent: userAgent, StdTransport: c.WebhookStdTransport})
+	destinations := newDestinations(c, s, sender, logger)
 
 	committers := c.IngestWorkers
 	if committers <= 0 {
@@ -290,7 +291,7 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 	fanout := ingest.NewFanout(s, logger)
 	engine := delivery.New(delivery.Config{
 		Store:           s,
-		Sender:          sender,
+		Sender:          destinations,
 		Fanout:          fanout,
 		Tiers:           c.tiers,
 		Workers:         c.Workers,

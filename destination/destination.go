@@ -1,0 +1,68 @@
+package destination
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/webhook"
+)
+
+// Publisher makes one attempt to one type of destination. It is safe for
+// concurrent use. Send never returns an error: the outcome is the Result
+// (Success, or a Class with a Message; Permanent when retrying cannot
+// help). When ctx is cancelled (shutdown), the Result is a failure and the
+// caller does not count the attempt.
+type Publisher interface {
+	Send(ctx context.Context, r *webhook.Request) webhook.Result
+	// Close releases the publisher's connections. Sends after Close fail.
+	Close()
+}
+
+// Router sends each request through the Publisher of its destination type.
+// It implements delivery.Sender.
+type Router struct {
+	mu   sync.RWMutex
+	pubs map[herald.DestinationType]Publisher
+}
+
+// NewRouter returns a Router that sends webhooks through webhooks (the
+// *webhook.Sender); Register adds the other types.
+func NewRouter(webhooks Publisher) *Router {
+	return &Router{pubs: map[herald.DestinationType]Publisher{herald.DestinationWebhook: webhooks}}
+}
+
+// Register makes p the Publisher of type t.
+func (r *Router) Register(t herald.DestinationType, p Publisher) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pubs[t] = p
+}
+
+// Send implements delivery.Sender.
+func (r *Router) Send(ctx context.Context, req *webhook.Request) webhook.Result {
+	t := req.Destination.Type
+	if t == "" {
+		t = herald.DestinationWebhook
+	}
+	r.mu.RLock()
+	p := r.pubs[t]
+	r.mu.RUnlock()
+	if p == nil {
+		// The API refuses unknown types; this is a type this binary was
+		// built or started without. Retrying lets a fixed node deliver it.
+		return webhook.Result{Class: herald.ErrorInvalidRequest,
+			Message: fmt.Sprintf("destination type %q is not available on this node", t)}
+	}
+	return p.Send(ctx, req)
+}
+
+// Close closes every registered publisher.
+func (r *Router) Close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range r.pubs {
+		p.Close()
+	}
+}
