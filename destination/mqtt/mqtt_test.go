@@ -1,0 +1,275 @@
+package mqttdest_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/destination"
+	mqttdest "github.com/heraldhq/herald/destination/mqtt"
+	"github.com/heraldhq/herald/webhook"
+)
+
+// secret signs every test request.
+var secret = webhook.NewSecret()
+
+// request is one attempt of an event to d.
+func request(d herald.Destination) *webhook.Request {
+	evt := herald.NewID(herald.PrefixEvent)
+	return &webhook.Request{
+		Body:      []byte(`{"id":"` + evt + `","type":"order.paid","data":{"n":1}}`),
+		MsgID:     herald.NewID(herald.PrefixDelivery),
+		Secrets:   []string{secret},
+		Attempt:   2,
+		EventType: "order.paid",
+		Timeout:   5 * time.Second,
+		EventID:   evt,
+		Tenant:    "acme",
+
+		Destination: d,
+	}
+}
+
+// closedPort returns a loopback address nothing listens on.
+func closedPort(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return addr
+}
+
+func waitCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// One Send is one QoS 1 message: the body, application/json, the signature
+// headers as user properties, verifiable as a webhook's.
+func TestSendPublishesOneSignedMessage(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	p := h.Publisher(t)
+	d, c := h.Target(t)
+	r := request(d)
+	res := p.Send(context.Background(), r)
+	require.True(t, res.Success, "%s: %s", res.Class, res.Message)
+	require.Empty(t, res.Excerpt, "a subscriber was there")
+
+	m, err := c.(*consumer).next(waitCtx(t))
+	require.NoError(t, err)
+	require.Equal(t, d.Topic, m.Topic)
+	require.Equal(t, byte(1), m.QoS)
+	require.False(t, m.Retain)
+	require.Equal(t, string(r.Body), string(m.Payload))
+	require.Equal(t, "application/json", m.Properties.ContentType)
+	props := map[string]string{}
+	var keys []string
+	for _, u := range m.Properties.User {
+		props[u.Key] = u.Value
+		keys = append(keys, u.Key)
+	}
+	require.Equal(t, []string{"herald-attempt", "herald-event-type", "herald-tenant",
+		"webhook-id", "webhook-signature", "webhook-timestamp"}, keys)
+	require.Equal(t, r.MsgID, props["webhook-id"])
+	require.Equal(t, "2", props["herald-attempt"])
+	require.Equal(t, "order.paid", props["herald-event-type"])
+	require.Equal(t, "acme", props["herald-tenant"])
+
+	hdr := http.Header{}
+	for k, v := range props {
+		hdr.Set(k, v)
+	}
+	require.NoError(t, webhook.Verify([]string{secret}, hdr, m.Payload, time.Now(), 0))
+	require.Error(t, webhook.Verify([]string{webhook.NewSecret()}, hdr, m.Payload, time.Now(), 0))
+
+	// Exactly one message per Send.
+	require.True(t, p.Send(context.Background(), request(d)).Success)
+	m2, err := c.(*consumer).next(waitCtx(t))
+	require.NoError(t, err)
+	require.NotEqual(t, r.MsgID, m2.Properties.User.Get("webhook-id"), "the first Send was delivered once")
+}
+
+func TestDefaultTopic(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "invoice/paid", mqttdest.DefaultTopic("invoice.paid"))
+	require.Equal(t, "a_b_c/d", mqttdest.DefaultTopic("a+b#c.d"))
+	require.NoError(t, mqttdest.ValidTopic(mqttdest.DefaultTopic("a+b#c.d")))
+	for _, bad := range []string{"", "a/+/b", "a/#", "+", "a\x00b", strings.Repeat("x", 65536), "\xff"} {
+		require.Error(t, mqttdest.ValidTopic(bad), "%q", bad)
+	}
+
+	// Live: no topic publishes to the type's.
+	h := newHarness(t)
+	p := h.Publisher(t)
+	typ := fmt.Sprintf("herald-test.%d.created", time.Now().UnixNano())
+	topic := mqttdest.DefaultTopic(typ)
+	require.Equal(t, strings.ReplaceAll(typ, ".", "/"), topic)
+	c := h.subscribe(t, topic)
+	r := request(herald.Destination{Type: herald.DestinationMQTT, Connection: connName})
+	r.EventType = typ
+	require.True(t, p.Send(context.Background(), r).Success)
+	m, err := c.next(waitCtx(t))
+	require.NoError(t, err)
+	require.Equal(t, topic, m.Topic)
+}
+
+// A wildcard in the topic is refused before anything is sent: the
+// connection below has no broker, yet the class is invalid_request.
+func TestWildcardTopicRefusedBeforeSending(t *testing.T) {
+	t.Parallel()
+	conns := destination.NewStatic(&herald.Connection{Name: "down", Type: herald.DestinationMQTT,
+		URL: "mqtt://" + closedPort(t), AllTenants: true})
+	p := mqttdest.New(mqttdest.Config{Connections: conns})
+	t.Cleanup(p.Close)
+	for _, topic := range []string{"orders/+/paid", "orders/#", "a\x00b"} {
+		res := p.Send(context.Background(), request(herald.Destination{Type: herald.DestinationMQTT, Connection: "down", Topic: topic}))
+		require.Equal(t, herald.ErrorInvalidRequest, res.Class, "%q: %s", topic, res.Message)
+	}
+}
+
+// A PUBACK reason code >= 0x80 is the broker's refusal, with its reason:
+// Mosquitto answers 0x87 (not authorized) to a publish under $SYS.
+func TestPubackRefusalIsBrokerError(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	p := h.Publisher(t)
+	d, class, _ := h.Broken(t)
+	res := p.Send(context.Background(), request(d))
+	require.Equal(t, herald.ErrorBroker, class)
+	require.Equal(t, herald.ErrorBroker, res.Class, res.Message)
+	require.Contains(t, res.Message, "0x87")
+	require.Contains(t, strings.ToLower(res.Message), "not authorized")
+}
+
+// A broker that is not there fails attempts as connection errors, at once.
+func TestBrokerDownIsConnectionError(t *testing.T) {
+	t.Parallel()
+	conns := destination.NewStatic(&herald.Connection{Name: "down", Type: herald.DestinationMQTT,
+		URL: "mqtt://" + closedPort(t), AllTenants: true})
+	p := mqttdest.New(mqttdest.Config{Connections: conns})
+	t.Cleanup(p.Close)
+	d := herald.Destination{Type: herald.DestinationMQTT, Connection: "down", Topic: "t"}
+	for range 3 {
+		res := p.Send(context.Background(), request(d))
+		require.Equal(t, herald.ErrorConnection, res.Class, res.Message)
+		require.Contains(t, res.Message, "refused")
+	}
+}
+
+// A broker that accepts but never answers CONNECT times out within the
+// attempt's timeout.
+func TestSilentBrokerTimesOut(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { _ = c.Close() })
+		}
+	}()
+	conns := destination.NewStatic(&herald.Connection{Name: "silent", Type: herald.DestinationMQTT,
+		URL: "mqtt://" + ln.Addr().String(), AllTenants: true})
+	p := mqttdest.New(mqttdest.Config{Connections: conns})
+	t.Cleanup(p.Close)
+	r := request(herald.Destination{Type: herald.DestinationMQTT, Connection: "silent", Topic: "t"})
+	r.Timeout = 300 * time.Millisecond
+	res := p.Send(context.Background(), r)
+	require.Equal(t, herald.ErrorTimeout, res.Class, res.Message)
+	require.Contains(t, res.Message, "300ms")
+}
+
+// retain: a subscriber arriving later gets the retained message; without
+// retain it gets nothing but what is published after it subscribed.
+func TestRetain(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	p := h.Publisher(t)
+	ctx := context.Background()
+
+	retained := herald.Destination{Type: herald.DestinationMQTT, Connection: connName, Topic: h.topic(t), Retain: true}
+	t.Cleanup(func() { // clear the retained message
+		clear := request(retained)
+		clear.Body = nil
+		_ = p.Send(ctx, clear)
+	})
+	r := request(retained)
+	res := p.Send(ctx, r)
+	require.True(t, res.Success, "%s: %s", res.Class, res.Message)
+	require.Equal(t, "PUBACK 0x10: no matching subscribers", res.Excerpt)
+	m, err := h.subscribe(t, retained.Topic).next(waitCtx(t))
+	require.NoError(t, err)
+	require.True(t, m.Retain)
+	require.Equal(t, r.MsgID, m.Properties.User.Get("webhook-id"))
+
+	plain := herald.Destination{Type: herald.DestinationMQTT, Connection: connName, Topic: h.topic(t)}
+	require.True(t, p.Send(ctx, request(plain)).Success)
+	late := h.subscribe(t, plain.Topic)
+	sentinel := request(plain)
+	require.True(t, p.Send(ctx, sentinel).Success)
+	m, err = late.next(waitCtx(t))
+	require.NoError(t, err)
+	require.Equal(t, sentinel.MsgID, m.Properties.User.Get("webhook-id"), "the first message was not retained")
+	require.False(t, m.Retain)
+}
+
+// Changing a connection's URL makes the next attempt use the new one.
+func TestConnectionURLChangeRedials(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	p := h.Publisher(t)
+	d, _ := h.Target(t)
+	ctx := context.Background()
+	require.True(t, p.Send(ctx, request(d)).Success)
+	h.conns.Put(&herald.Connection{Name: connName, Type: herald.DestinationMQTT, URL: "mqtt://" + closedPort(t), AllTenants: true})
+	require.Equal(t, herald.ErrorConnection, p.Send(ctx, request(d)).Class)
+	h.conns.Put(&herald.Connection{Name: connName, Type: herald.DestinationMQTT, URL: h.url, AllTenants: true})
+	res := p.Send(ctx, request(d))
+	require.True(t, res.Success, "%s: %s", res.Class, res.Message)
+}
+
+// Client ids are unique per node and connection.
+func TestClientID(t *testing.T) {
+	t.Parallel()
+	a := mqttdest.New(mqttdest.Config{})
+	b := mqttdest.New(mqttdest.Config{})
+	require.NotEqual(t, a.ClientID("c"), b.ClientID("c"), "two nodes on one host")
+	require.NotEqual(t, a.ClientID("c"), a.ClientID("d"))
+	require.Equal(t, "herald-n1-c", mqttdest.New(mqttdest.Config{NodeID: "n1"}).ClientID("c"))
+}
+
+// What the destination or its connection gets wrong fails before sending.
+func TestInvalidDestinations(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	p := h.Publisher(t)
+	ctx := context.Background()
+	res := p.Send(ctx, request(herald.Destination{Type: herald.DestinationMQTT, Connection: "nope", Topic: "t"}))
+	require.Equal(t, herald.ErrorConnectionUnset, res.Class)
+
+	h.conns.Put(&herald.Connection{Name: "bad", Type: herald.DestinationMQTT, URL: "http://u:secretpw@127.0.0.1/", AllTenants: true})
+	res = p.Send(ctx, request(herald.Destination{Type: herald.DestinationMQTT, Connection: "bad", Topic: "t"}))
+	require.Equal(t, herald.ErrorConnectionUnset, res.Class)
+	require.NotContains(t, res.Message, "secretpw")
+
+	r := request(herald.Destination{Type: herald.DestinationMQTT, Connection: connName, Topic: "t"})
+	r.Secrets = nil
+	require.Equal(t, herald.ErrorInvalidRequest, p.Send(ctx, r).Class, "never an unsigned message")
+
+	p.Close()
+	res = p.Send(ctx, request(herald.Destination{Type: herald.DestinationMQTT, Connection: connName, Topic: "t"}))
+	require.Equal(t, herald.ErrorConnection, res.Class)
+}
