@@ -65,7 +65,21 @@ func New(cfg Config) *Publisher {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	setLogger.Do(func() { redis.SetLogger(clientLogger{logger}) })
 	return &Publisher{conns: cfg.Connections, logger: logger, clients: map[string]*client{}}
+}
+
+// setLogger routes go-redis's own log lines (one per failed dial, by
+// default printed to stderr) to the first Publisher's logger at debug
+// level: go-redis has one logger per process. The attempt's failure is
+// recorded anyway; during an outage these lines would flood the log.
+var setLogger sync.Once
+
+// clientLogger adapts slog to go-redis's logger.
+type clientLogger struct{ logger *slog.Logger }
+
+func (l clientLogger) Printf(ctx context.Context, format string, v ...any) {
+	l.logger.DebugContext(ctx, "go-redis: "+fmt.Sprintf(format, v...))
 }
 
 // Close closes every client. Sends after Close fail as connection errors.

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -228,4 +229,79 @@ func TestInvalidDestinations(t *testing.T) {
 	p.Close()
 	res = p.Send(ctx, request(herald.Destination{Type: herald.DestinationRedis, Connection: connName, Stream: "s"}))
 	require.Equal(t, herald.ErrorConnection, res.Class)
+}
+
+// holdingServer accepts connections and never answers until release; it
+// reports each accepted connection on accepted.
+type holdingServer struct {
+	addr     string
+	accepted chan struct{}
+	release  func()
+}
+
+func newHoldingServer(t *testing.T) *holdingServer {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	s := &holdingServer{addr: ln.Addr().String(), accepted: make(chan struct{}, 16)}
+	var mu sync.Mutex
+	var held []net.Conn
+	s.release = func() {
+		_ = ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			_ = c.Close()
+		}
+	}
+	t.Cleanup(s.release)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c)
+			mu.Unlock()
+			s.accepted <- struct{}{}
+		}
+	}()
+	return s
+}
+
+// An attempt stuck on a Redis that does not answer holds no other
+// connection's attempts: they complete while it waits, and it ends as a
+// connection error when the server goes away.
+func TestStuckRedisDoesNotHoldOthers(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	silent := newHoldingServer(t)
+	h.conns.Put(&herald.Connection{Name: "silent", Type: herald.DestinationRedis, URL: "redis://" + silent.addr + "/0", AllTenants: true})
+	p := h.Publisher(t)
+
+	done := make(chan webhook.Result, 1)
+	go func() {
+		r := request(herald.Destination{Type: herald.DestinationRedis, Connection: "silent", Stream: "s"})
+		r.Timeout = time.Minute
+		done <- p.Send(context.Background(), r)
+	}()
+	select {
+	case <-silent.accepted:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stuck attempt never connected")
+	}
+	d, _ := h.Target(t)
+	for range 20 {
+		res := p.Send(context.Background(), request(d))
+		require.True(t, res.Success, "%s: %s", res.Class, res.Message)
+	}
+	select {
+	case res := <-done:
+		// Only the client's own read timeout (10 s) could end it this early.
+		t.Fatalf("the stuck attempt ended before the others were sent: %s %s", res.Class, res.Message)
+	default:
+	}
+	silent.release()
+	res := <-done
+	require.Equal(t, herald.ErrorConnection, res.Class, res.Message)
 }
