@@ -227,10 +227,21 @@ func (e *Engine) CheckAllDelivered(t *testing.T, ids []string, c *Counter, withi
 	t.Helper()
 	ds := e.WaitFinished(t, len(ids), within)
 	attempts := 0
+	failed := map[string]int{} // class: message of one -> count
 	for _, d := range ds {
 		require.Equal(t, herald.DeliveryDelivered, d.State, "delivery %s of %s: %s %s", d.ID, d.EventID, d.LastError, d.LastMessage)
 		attempts += d.AttemptCount
+		if d.AttemptCount > 1 {
+			got, err := e.Store.DeliveryGet(context.Background(), d.ID)
+			require.NoError(t, err)
+			for _, a := range got.Attempts {
+				if a.Error != herald.ErrorNone {
+					failed[string(a.Error)+": "+a.ErrorMessage]++
+				}
+			}
+		}
 	}
+	t.Logf("failed attempts during the outage, by class and message: %v", failed)
 	require.Eventually(t, func() bool {
 		for _, id := range ids {
 			if !c.Has(id) {
