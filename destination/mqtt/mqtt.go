@@ -33,6 +33,12 @@ const (
 	backoffMin     = 250 * time.Millisecond
 	backoffMax     = 10 * time.Second
 	closeTimeout   = 2 * time.Second
+	// idleClose closes a client no attempt used for this long (its
+	// connection was deleted or renamed, or its subscriptions went):
+	// longer than any attempt (herald.MaxTimeout), checked at most once a
+	// minute.
+	idleClose     = 10 * time.Minute
+	sweepInterval = time.Minute
 	// maxTopicLen is MQTT's limit on a topic name, in bytes.
 	maxTopicLen = 65535
 	// maxMessageLen bounds Result.Message, as for webhooks.
@@ -58,17 +64,20 @@ type Publisher struct {
 	logger *slog.Logger
 	node   string
 
-	mu      sync.Mutex
-	clients map[string]*client // by connection name
-	closed  bool
+	mu        sync.Mutex
+	clients   map[string]*client // by connection name
+	closed    bool
+	lastSweep time.Time
+	now       func() time.Time // time.Now; tests move it
 }
 
 // client is the connection manager of one connection, with the settings it
 // was built from and the state of its connection.
 type client struct {
-	key    string
-	cm     *autopaho.ConnectionManager
-	cancel context.CancelFunc
+	key      string
+	lastUsed time.Time // under Publisher.mu
+	cm       *autopaho.ConnectionManager
+	cancel   context.CancelFunc
 	// ready is closed at the first connection result, up or failed: until
 	// then an attempt waits (within its timeout) instead of failing.
 	ready     chan struct{}
@@ -91,7 +100,7 @@ func New(cfg Config) *Publisher {
 		_, _ = rand.Read(b[:])
 		node = host + "-" + hex.EncodeToString(b[:])
 	}
-	return &Publisher{conns: cfg.Connections, logger: logger, node: node, clients: map[string]*client{}}
+	return &Publisher{conns: cfg.Connections, logger: logger, node: node, clients: map[string]*client{}, now: time.Now}
 }
 
 // ClientID is the MQTT client id this node uses for connection name.
@@ -238,8 +247,11 @@ func (p *Publisher) client(conn *herald.Connection) (*client, error) {
 	if p.closed {
 		return nil, errClosed
 	}
+	now := p.now()
+	p.sweep(now)
 	if c := p.clients[conn.Name]; c != nil {
 		if c.key == key {
+			c.lastUsed = now
 			return c, nil
 		}
 		// The old client stops reconnecting at once; attempts in flight
@@ -254,8 +266,25 @@ func (p *Publisher) client(conn *herald.Connection) (*client, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.lastUsed = now
 	p.clients[conn.Name] = c
 	return c, nil
+}
+
+// sweep disconnects the clients unused for idleClose; p.mu is held.
+func (p *Publisher) sweep(now time.Time) {
+	if now.Sub(p.lastSweep) < sweepInterval {
+		return
+	}
+	p.lastSweep = now
+	for name, c := range p.clients {
+		if now.Sub(c.lastUsed) >= idleClose {
+			c.cancel()
+			go c.close()
+			delete(p.clients, name)
+			p.logger.Info("mqtt connection unused; disconnected", "connection", name, "idle", idleClose)
+		}
+	}
 }
 
 // start builds and starts the connection manager of conn.

@@ -354,3 +354,32 @@ func TestStuckBrokerDoesNotHoldOthers(t *testing.T) {
 	res := <-done
 	require.Equal(t, herald.ErrorConnection, res.Class, res.Message)
 }
+
+// A client no attempt used for 10 minutes (its connection deleted, say) is
+// disconnected; one in use stays.
+func TestIdleClientClosed(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.conns.Put(&herald.Connection{Name: "other", Type: herald.DestinationMQTT, URL: h.url, AllTenants: true})
+	p := mqttdest.New(mqttdest.Config{Connections: h.conns})
+	t.Cleanup(p.Close)
+	now := time.Now()
+	mqttdest.SetNow(p, func() time.Time { return now })
+	d := herald.Destination{Type: herald.DestinationMQTT, Connection: connName, Topic: h.topic(t)}
+	other := d
+	other.Connection = "other"
+	ctx := context.Background()
+	require.True(t, p.Send(ctx, request(d)).Success)
+	require.True(t, p.Send(ctx, request(other)).Success)
+	require.Equal(t, 2, mqttdest.Clients(p))
+
+	now = now.Add(9 * time.Minute)
+	require.True(t, p.Send(ctx, request(d)).Success)
+	require.Equal(t, 2, mqttdest.Clients(p), "9 minutes idle is not enough")
+	now = now.Add(2 * time.Minute) // "other" idle 11 minutes, d 2
+	require.True(t, p.Send(ctx, request(d)).Success)
+	require.Equal(t, 1, mqttdest.Clients(p))
+	res := p.Send(ctx, request(other))
+	require.True(t, res.Success, "a swept connection connects again when used: %s %s", res.Class, res.Message)
+	require.Equal(t, 2, mqttdest.Clients(p))
+}

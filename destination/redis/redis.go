@@ -29,6 +29,12 @@ import (
 const (
 	dialTimeout = 5 * time.Second
 	ioTimeout   = 10 * time.Second
+	// idleClose closes a client no attempt used for this long (its
+	// connection was deleted or renamed, or its subscriptions went):
+	// longer than any attempt (herald.MaxTimeout), checked at most once a
+	// minute.
+	idleClose     = 10 * time.Minute
+	sweepInterval = time.Minute
 	// maxMessageLen bounds Result.Message, as for webhooks.
 	maxMessageLen = 256
 )
@@ -47,16 +53,19 @@ type Publisher struct {
 	conns  destination.Connections
 	logger *slog.Logger
 
-	mu      sync.Mutex
-	clients map[string]*client // by connection name
-	closed  bool
+	mu        sync.Mutex
+	clients   map[string]*client // by connection name
+	closed    bool
+	lastSweep time.Time
+	now       func() time.Time // time.Now; tests move it
 }
 
 // client is the go-redis client of one connection, with the settings it was
 // built from.
 type client struct {
-	key string
-	rdb *redis.Client
+	key      string
+	rdb      *redis.Client
+	lastUsed time.Time
 }
 
 // New returns a Publisher resolving connections through cfg.Connections.
@@ -66,7 +75,7 @@ func New(cfg Config) *Publisher {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	setLogger.Do(func() { redis.SetLogger(clientLogger{logger}) })
-	return &Publisher{conns: cfg.Connections, logger: logger, clients: map[string]*client{}}
+	return &Publisher{conns: cfg.Connections, logger: logger, clients: map[string]*client{}, now: time.Now}
 }
 
 // setLogger routes go-redis's own log lines (one per failed dial, by
@@ -184,8 +193,11 @@ func (p *Publisher) client(conn *herald.Connection) (*redis.Client, error) {
 	if p.closed {
 		return nil, errClosed
 	}
+	now := p.now()
+	p.sweep(now)
 	if c := p.clients[conn.Name]; c != nil {
 		if c.key == key {
+			c.lastUsed = now
 			return c.rdb, nil
 		}
 		// Attempts in flight on the old client fail as connection errors
@@ -199,8 +211,23 @@ func (p *Publisher) client(conn *herald.Connection) (*redis.Client, error) {
 		return nil, err
 	}
 	rdb := redis.NewClient(opt)
-	p.clients[conn.Name] = &client{key: key, rdb: rdb}
+	p.clients[conn.Name] = &client{key: key, rdb: rdb, lastUsed: now}
 	return rdb, nil
+}
+
+// sweep closes the clients unused for idleClose; p.mu is held.
+func (p *Publisher) sweep(now time.Time) {
+	if now.Sub(p.lastSweep) < sweepInterval {
+		return
+	}
+	p.lastSweep = now
+	for name, c := range p.clients {
+		if now.Sub(c.lastUsed) >= idleClose {
+			_ = c.rdb.Close()
+			delete(p.clients, name)
+			p.logger.Info("redis connection unused; closed", "connection", name, "idle", idleClose)
+		}
+	}
 }
 
 // options builds the client options of conn.

@@ -305,3 +305,31 @@ func TestStuckRedisDoesNotHoldOthers(t *testing.T) {
 	res := <-done
 	require.Equal(t, herald.ErrorConnection, res.Class, res.Message)
 }
+
+// A client no attempt used for 10 minutes (its connection deleted, say) is
+// closed; one in use stays.
+func TestIdleClientClosed(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.conns.Put(&herald.Connection{Name: "other", Type: herald.DestinationRedis, URL: h.url, AllTenants: true})
+	p := redisdest.New(redisdest.Config{Connections: h.conns})
+	t.Cleanup(p.Close)
+	now := time.Now()
+	redisdest.SetNow(p, func() time.Time { return now })
+	d, _ := h.Target(t)
+	other := d
+	other.Connection = "other"
+	ctx := context.Background()
+	require.True(t, p.Send(ctx, request(d)).Success)
+	require.True(t, p.Send(ctx, request(other)).Success)
+	require.Equal(t, 2, redisdest.Clients(p))
+
+	now = now.Add(9 * time.Minute)
+	require.True(t, p.Send(ctx, request(d)).Success)
+	require.Equal(t, 2, redisdest.Clients(p), "9 minutes idle is not enough")
+	now = now.Add(2 * time.Minute) // "other" idle 11 minutes, d 2
+	require.True(t, p.Send(ctx, request(d)).Success)
+	require.Equal(t, 1, redisdest.Clients(p))
+	require.True(t, p.Send(ctx, request(other)).Success, "a swept connection dials again when used")
+	require.Equal(t, 2, redisdest.Clients(p))
+}
