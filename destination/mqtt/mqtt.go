@@ -83,8 +83,9 @@ type client struct {
 	ready     chan struct{}
 	readyOnce sync.Once
 
-	mu      sync.Mutex
-	lastErr string // why the connection is down; "" while up
+	mu        sync.Mutex
+	lastErr   string            // why the connection is down; "" while up
+	lastClass herald.ErrorClass // its class (tls, dns, broker for a refused CONNECT, ...)
 }
 
 // New returns a Publisher resolving connections through cfg.Connections.
@@ -347,12 +348,12 @@ func (p *Publisher) start(conn *herald.Connection, key string) (*client, error) 
 			}
 		},
 		OnConnectionDown: func() bool {
-			c.setDown("connection lost")
+			c.setDown("connection lost", herald.ErrorConnection)
 			p.logger.Warn("mqtt connection lost; reconnecting", "connection", name)
 			return true
 		},
 		OnConnectError: func(err error) {
-			if c.setDown(err.Error()) {
+			if c.setDown(err.Error(), connectClass(err)) {
 				p.logger.Warn("mqtt connect failed; retrying with backoff", "connection", name, "error", herald.CleanLine(err.Error(), maxMessageLen))
 			}
 			c.readyOnce.Do(func() { close(c.ready) })
@@ -366,7 +367,7 @@ func (p *Publisher) start(conn *herald.Connection, key string) (*client, error) 
 				if d.Properties != nil && d.Properties.ReasonString != "" {
 					m += " (" + d.Properties.ReasonString + ")"
 				}
-				c.setDown(m)
+				c.setDown(m, herald.ErrorConnection)
 			},
 		},
 	}
@@ -386,22 +387,55 @@ func (p *Publisher) start(conn *herald.Connection, key string) (*client, error) 
 
 // setDown records why the connection is down; it reports whether it was up
 // (or never tried), so a failure is logged once, not per retry.
-func (c *client) setDown(why string) bool {
+func (c *client) setDown(why string, class herald.ErrorClass) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	first := c.lastErr == ""
 	c.lastErr = why
+	c.lastClass = class
 	return first
 }
 
-// down says why the connection is down.
-func (c *client) down() string {
+// down says why the connection is down, and its class.
+func (c *client) down() (string, herald.ErrorClass) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.lastErr == "" {
-		return "not connected"
+		return "not connected", herald.ErrorConnection
 	}
-	return c.lastErr
+	return c.lastErr, c.lastClass
+}
+
+// connectClass classifies a failed connection attempt: a CONNACK refusal
+// (bad credentials, client id refused, ...) is the broker's, TLS and DNS
+// failures are their own classes, the rest (refused, reset, timed out
+// dialling) is connection.
+func connectClass(err error) herald.ErrorClass {
+	var cerr *autopaho.ConnackError
+	var dnsErr *net.DNSError
+	var ne net.Error
+	switch {
+	case errors.As(err, &cerr):
+		return herald.ErrorBroker
+	case errors.As(err, &dnsErr):
+		return herald.ErrorDNS
+	case isTLSError(err):
+		return herald.ErrorTLS
+	case errors.As(err, &ne) && ne.Timeout():
+		return herald.ErrorTimeout
+	}
+	return herald.ErrorConnection
+}
+
+// isTLSError reports handshake and certificate failures.
+func isTLSError(err error) bool {
+	var (
+		rec    tls.RecordHeaderError
+		alert  tls.AlertError
+		verify *tls.CertificateVerificationError
+	)
+	return errors.As(err, &rec) || errors.As(err, &alert) || errors.As(err, &verify) ||
+		strings.Contains(err.Error(), "tls: ")
 }
 
 // close disconnects, waiting up to closeTimeout.
@@ -416,7 +450,8 @@ func (c *client) close() {
 // class and a one-line message.
 func (c *client) classify(ctx context.Context, err error, timeout time.Duration) (herald.ErrorClass, string) {
 	if errors.Is(err, autopaho.ConnectionDownError) {
-		return herald.ErrorConnection, "MQTT broker connection is down: " + c.down()
+		why, class := c.down()
+		return class, "MQTT broker connection is down: " + why
 	}
 	if ctx.Err() != nil {
 		return ctxResult(ctx, timeout, "no PUBACK")

@@ -2,9 +2,15 @@ package mqttdest_test
 
 import (
 	"context"
+	"encoding/pem"
 	"fmt"
+	"io"
+	"log"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -382,4 +388,40 @@ func TestIdleClientClosed(t *testing.T) {
 	res := p.Send(ctx, request(other))
 	require.True(t, res.Success, "a swept connection connects again when used: %s %s", res.Class, res.Message)
 	require.Equal(t, 2, mqttdest.Clients(p))
+}
+
+// tlsServer is a TLS listener with a certificate no system trusts; it
+// writes its PEM to a file for a connection's tls.ca_file.
+func tlsServer(t *testing.T) (addr, caFile string) {
+	srv := httptest.NewUnstartedServer(http.NotFoundHandler())
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	caFile = filepath.Join(t.TempDir(), "ca.pem")
+	require.NoError(t, os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600))
+	return srv.Listener.Addr().String(), caFile
+}
+
+// An untrusted certificate fails as tls; trusted through tls.ca_file the
+// handshake passes (and the server, not an MQTT broker, fails otherwise).
+func TestTLS(t *testing.T) {
+	t.Parallel()
+	addr, caFile := tlsServer(t)
+	conns := destination.NewStatic(
+		&herald.Connection{Name: "untrusted", Type: herald.DestinationMQTT, URL: "mqtts://" + addr, AllTenants: true},
+		&herald.Connection{Name: "trusted", Type: herald.DestinationMQTT, URL: "mqtts://" + addr, AllTenants: true,
+			TLS: &herald.ConnectionTLS{CAFile: caFile}})
+	p := mqttdest.New(mqttdest.Config{Connections: conns})
+	t.Cleanup(p.Close)
+	res := p.Send(context.Background(), request(herald.Destination{Type: herald.DestinationMQTT, Connection: "untrusted", Topic: "t"}))
+	require.Equal(t, herald.ErrorTLS, res.Class, res.Message)
+	require.Contains(t, res.Message, "certificate")
+
+	// An HTTPS server never answers CONNECT: the attempt ends at its
+	// timeout, past the handshake.
+	r := request(herald.Destination{Type: herald.DestinationMQTT, Connection: "trusted", Topic: "t"})
+	r.Timeout = time.Second
+	res = p.Send(context.Background(), r)
+	require.False(t, res.Success)
+	require.NotEqual(t, herald.ErrorTLS, res.Class, "the CA file is trusted: %s", res.Message)
 }

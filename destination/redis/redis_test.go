@@ -2,8 +2,14 @@ package redisdest_test
 
 import (
 	"context"
+	"encoding/pem"
+	"io"
+	"log"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -332,4 +338,36 @@ func TestIdleClientClosed(t *testing.T) {
 	require.Equal(t, 1, redisdest.Clients(p))
 	require.True(t, p.Send(ctx, request(other)).Success, "a swept connection dials again when used")
 	require.Equal(t, 2, redisdest.Clients(p))
+}
+
+// tlsServer is a TLS listener with a certificate no system trusts; it
+// writes its PEM to a file for a connection's tls.ca_file.
+func tlsServer(t *testing.T) (addr, caFile string) {
+	srv := httptest.NewUnstartedServer(http.NotFoundHandler())
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	caFile = filepath.Join(t.TempDir(), "ca.pem")
+	require.NoError(t, os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600))
+	return srv.Listener.Addr().String(), caFile
+}
+
+// An untrusted certificate fails as tls; trusted through tls.ca_file the
+// handshake passes (and the server, not Redis, fails otherwise).
+func TestTLS(t *testing.T) {
+	t.Parallel()
+	addr, caFile := tlsServer(t)
+	conns := destination.NewStatic(
+		&herald.Connection{Name: "untrusted", Type: herald.DestinationRedis, URL: "rediss://" + addr + "/0", AllTenants: true},
+		&herald.Connection{Name: "trusted", Type: herald.DestinationRedis, URL: "rediss://" + addr + "/0", AllTenants: true,
+			TLS: &herald.ConnectionTLS{CAFile: caFile}})
+	p := redisdest.New(redisdest.Config{Connections: conns})
+	t.Cleanup(p.Close)
+	res := p.Send(context.Background(), request(herald.Destination{Type: herald.DestinationRedis, Connection: "untrusted", Stream: "s"}))
+	require.Equal(t, herald.ErrorTLS, res.Class, res.Message)
+	require.Contains(t, res.Message, "certificate")
+
+	res = p.Send(context.Background(), request(herald.Destination{Type: herald.DestinationRedis, Connection: "trusted", Stream: "s"}))
+	require.False(t, res.Success)
+	require.NotEqual(t, herald.ErrorTLS, res.Class, "the CA file is trusted: %s", res.Message)
 }
