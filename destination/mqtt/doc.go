@@ -37,8 +37,9 @@
 // start, so two nodes, or two processes on one host, never take over each
 // other's session). It starts clean, keeps no session after a disconnect,
 // reconnects with an exponential backoff from 250 ms to 10 s, and is
-// replaced when the connection's URL or TLS settings change. While it is
-// down attempts fail at once as connection errors (the last connect error
-// in the message); an attempt waits for the PUBACK at most the
-// subscription's timeout, then fails as timeout.
+// replaced when the connection's URL or TLS settings change, and closed
+// after 10 minutes unused. While it is down attempts fail at once with the
+// last connect error and its class (connection; tls, dns or timeout; broker
+// when the broker refused the CONNECT); an attempt waits for the PUBACK at
+// most the subscription's timeout, then fails as timeout.
 package mqttdest

@@ -20,7 +20,7 @@
 //
 // One go-redis client (which pools its own connections) serves each
 // herald connection on this node; it is replaced when the connection's URL
-// or TLS settings change. Every attempt is bounded by the subscription's
+// or TLS settings change, and closed after 10 minutes unused. Every attempt is bounded by the subscription's
 // timeout and the client dials with at most a 5 s timeout, reads and
 // writes with at most 10 s, and never retries, so a Redis that is down
 // fails attempts quickly as connection or timeout (retried through the
