@@ -367,3 +367,28 @@ func TestBrokerRestart(t *testing.T) {
 	_, _ = ch2.QueueDelete(queue, false, false, false)
 	_ = ch2.ExchangeDelete(exchange, false, false)
 }
+
+// A queue that rejects publishes when full (x-overflow reject-publish,
+// x-max-length 0) makes the broker nack: the attempt fails as broker, and
+// the channel stays usable for the next publish.
+func TestNack(t *testing.T) {
+	h := newHarness(t)
+	pub := h.Publisher(t)
+	defer pub.Close()
+	exchange, queue := h.declare(t, false, false)
+	ch := h.channel(t)
+	_, err := ch.QueueDeclare(queue, false, false, false, false,
+		amqp.Table{"x-max-length": int32(0), "x-overflow": "reject-publish"})
+	require.NoError(t, err)
+	require.NoError(t, ch.QueueBind(queue, "#", exchange, false, nil))
+	for range 3 {
+		res := pub.Send(context.Background(), request(h.dest(exchange), 5*time.Second))
+		require.False(t, res.Success)
+		require.Equal(t, herald.ErrorBroker, res.Class, res.Message)
+		require.Contains(t, res.Message, "nack")
+	}
+	good, c := h.Target(t)
+	res := pub.Send(context.Background(), request(good, 5*time.Second))
+	require.True(t, res.Success, "%s: %s", res.Class, res.Message)
+	desttest.Drain(t, c, 1, 10*time.Second)
+}

@@ -19,9 +19,12 @@
 // every character NATS does not allow in a published subject replaced by
 // "_": the wildcards "*" and ">", whitespace and control characters, and
 // an empty token (a leading, trailing or doubled dot) becomes "_". So
-// "order.created" publishes to order.created and "a..b>" to a._.b_. A
-// configured subject is used as written and must be a valid publish
-// subject (else the attempt fails as invalid_request).
+// "order.created" publishes to order.created and "a..b>" to a._.b_ ("*"
+// and ">" are replaced inside a token too, although NATS treats them as
+// wildcards only as a whole token: the derived subject never depends on
+// that subtlety). A configured subject is used as written and must be a
+// valid publish subject (non-empty tokens, no whole-token wildcard, no
+// whitespace; else the attempt fails as invalid_request).
 //
 // Outcomes:
 //

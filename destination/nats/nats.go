@@ -98,14 +98,17 @@ func Subject(eventType string) string {
 	return strings.Join(tokens, ".")
 }
 
-// validSubject reports whether s is a subject one may publish to.
+// validSubject reports whether s is a subject one may publish to: non-empty
+// dot-separated tokens, none a wildcard ("*", ">" as a whole token), no
+// whitespace or control characters (the API's check of a configured
+// subject).
 func validSubject(s string) bool {
 	if s == "" {
 		return false
 	}
 	for tok := range strings.SplitSeq(s, ".") {
-		if tok == "" || strings.ContainsFunc(tok, func(r rune) bool {
-			return r == '*' || r == '>' || unicode.IsSpace(r) || unicode.IsControl(r)
+		if tok == "" || tok == "*" || tok == ">" || strings.ContainsFunc(tok, func(r rune) bool {
+			return unicode.IsSpace(r) || unicode.IsControl(r)
 		}) {
 			return false
 		}
