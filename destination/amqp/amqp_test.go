@@ -354,6 +354,7 @@ func TestBrokerRestart(t *testing.T) {
 	require.NoError(t, err)
 	deliveries, err := ch.Consume(queue, "", true, false, false, false, nil)
 	require.NoError(t, err)
+	t.Logf("failed attempts during the outage, by class: %v", rig.FailedAttempts(t, sub.ID))
 	msgs := desttest.Drain(t, consumer(deliveries), n, time.Minute)
 	distinct, dups := desttest.Distinct(msgs)
 	t.Logf("RabbitMQ restart: %d events, %d messages in the queue, %d distinct webhook-ids, %d duplicated ids %v (RabbitMQ has no publish dedupe: a re-sent publish whose confirm was lost is a duplicate; consumers drop it by webhook-id), %d deliveries retried",

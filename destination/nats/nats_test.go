@@ -367,6 +367,7 @@ func TestServerRestart(t *testing.T) {
 			retried++
 		}
 	}
+	t.Logf("failed attempts during the outage, by class: %v", rig.FailedAttempts(t, sub.ID))
 	msgs := desttest.Drain(t, h.consumer(t, s), n, time.Minute)
 	distinct, dups := desttest.Distinct(msgs)
 	t.Logf("nats-server restart: %d events, %d messages in the stream, %d distinct webhook-ids, %d duplicated ids %v (JetStream drops re-sent ones by Nats-Msg-Id), %d deliveries retried",
