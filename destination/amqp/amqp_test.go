@@ -393,3 +393,17 @@ func TestNack(t *testing.T) {
 	require.True(t, res.Success, "%s: %s", res.Class, res.Message)
 	desttest.Drain(t, c, 1, 10*time.Second)
 }
+
+// Close ends the connection; a later attempt fails instead of dialling
+// again (the node is shutting down).
+func TestSendAfterClose(t *testing.T) {
+	h := newHarness(t)
+	pub := h.Publisher(t)
+	d, c := h.Target(t)
+	require.True(t, pub.Send(context.Background(), request(d, 5*time.Second)).Success)
+	desttest.Drain(t, c, 1, 10*time.Second)
+	pub.Close()
+	res := pub.Send(context.Background(), request(d, 5*time.Second))
+	require.False(t, res.Success)
+	require.Equal(t, herald.ErrorConnection, res.Class, res.Message)
+}

@@ -376,3 +376,17 @@ func TestServerRestart(t *testing.T) {
 	require.Empty(t, dups, "JetStream dedupes by Nats-Msg-Id: no duplicates")
 	require.Len(t, msgs, n)
 }
+
+// Close ends the connection; a later attempt fails instead of dialling
+// again (the node is shutting down).
+func TestSendAfterClose(t *testing.T) {
+	h := newHarness(t)
+	pub := h.Publisher(t)
+	d, c := h.Target(t)
+	require.True(t, pub.Send(context.Background(), request(d, "x", 5*time.Second)).Success)
+	desttest.Drain(t, c, 1, 10*time.Second)
+	pub.Close()
+	res := pub.Send(context.Background(), request(d, "x", 5*time.Second))
+	require.False(t, res.Success)
+	require.Equal(t, herald.ErrorConnection, res.Class, res.Message)
+}
