@@ -298,6 +298,14 @@ func classify(ctx context.Context, err error, timeout time.Duration) (herald.Err
 		// The server's answer: WRONGTYPE, OOM, NOPERM, READONLY, ...
 		return herald.ErrorBroker, "redis: " + rerr.Error()
 	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		// go-redis sets the socket deadline to the context's: the read may
+		// time out a hair before the context says it is done.
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < 5*time.Millisecond {
+			<-ctx.Done()
+		}
+	}
 	if ctx.Err() != nil {
 		switch cause := context.Cause(ctx); {
 		case errors.Is(cause, errAttemptTimeout):
@@ -309,7 +317,6 @@ func classify(ctx context.Context, err error, timeout time.Duration) (herald.Err
 		}
 	}
 	var dnsErr *net.DNSError
-	var ne net.Error
 	switch {
 	case errors.Is(err, redis.ErrPoolTimeout):
 		return herald.ErrorTimeout, "redis: every pooled connection is busy"
