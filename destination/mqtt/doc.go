@@ -41,5 +41,7 @@
 // after 10 minutes unused. While it is down attempts fail at once with the
 // last connect error and its class (connection; tls, dns or timeout; broker
 // when the broker refused the CONNECT); an attempt waits for the PUBACK at
-// most the subscription's timeout, then fails as timeout.
+// most the subscription's timeout, then fails as timeout, and fails at once
+// as connection when the connection drops first (the session ends with it,
+// so no PUBACK can come).
 package mqttdest

@@ -86,6 +86,10 @@ type client struct {
 	mu        sync.Mutex
 	lastErr   string            // why the connection is down; "" while up
 	lastClass herald.ErrorClass // its class (tls, dns, broker for a refused CONNECT, ...)
+	// lost is closed when the current network connection goes down, so
+	// the attempts waiting for their PUBACK on it end at once (the session
+	// does not outlive the connection: no PUBACK can come for them).
+	lost chan struct{}
 }
 
 // New returns a Publisher resolving connections through cfg.Connections.
@@ -148,6 +152,9 @@ func ValidTopic(topic string) error {
 // errAttemptTimeout is the cause of the per-attempt context, to tell our own
 // timeout from the caller's deadline or cancellation.
 var errAttemptTimeout = errors.New("attempt timeout")
+
+// errConnectionLost ends a publish whose connection went down.
+var errConnectionLost = errors.New("connection lost")
 
 // errClosed is returned for sends after Close.
 var errClosed = errors.New("publisher closed")
@@ -212,7 +219,19 @@ func (p *Publisher) send(ctx context.Context, r *webhook.Request) webhook.Result
 	for _, k := range names {
 		props.User.Add(k, msg.Headers[k])
 	}
-	resp, err := c.cm.Publish(ctx, &paho.Publish{
+	c.mu.Lock()
+	lost := c.lost
+	c.mu.Unlock()
+	pubCtx, cancelPub := context.WithCancelCause(ctx)
+	defer cancelPub(nil)
+	go func() {
+		select {
+		case <-lost:
+			cancelPub(errConnectionLost)
+		case <-pubCtx.Done():
+		}
+	}()
+	resp, err := c.cm.Publish(pubCtx, &paho.Publish{
 		QoS: 1, Retain: d.Retain, Topic: topic, Payload: msg.Body, Properties: props,
 	})
 	if resp != nil && resp.ReasonCode >= 0x80 {
@@ -226,6 +245,10 @@ func (p *Publisher) send(ctx context.Context, r *webhook.Request) webhook.Result
 		return webhook.Result{Class: herald.ErrorBroker, Message: m}
 	}
 	if err != nil {
+		if errors.Is(context.Cause(pubCtx), errConnectionLost) && ctx.Err() == nil {
+			// The broker may have taken it: the retry may duplicate it.
+			return webhook.Result{Class: herald.ErrorConnection, Message: "connection to the MQTT broker lost before the PUBACK"}
+		}
 		cls, m := c.classify(ctx, err, timeout)
 		return webhook.Result{Class: cls, Message: m}
 	}
@@ -327,7 +350,7 @@ func (p *Publisher) start(conn *herald.Connection, key string) (*client, error) 
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &client{key: key, cancel: cancel, ready: make(chan struct{})}
+	c := &client{key: key, cancel: cancel, ready: make(chan struct{}), lost: make(chan struct{})}
 	name := conn.Name
 	cfg := autopaho.ClientConfig{
 		ServerUrls:                    []*url.URL{&server},
@@ -341,6 +364,11 @@ func (p *Publisher) start(conn *herald.Connection, key string) (*client, error) 
 			c.mu.Lock()
 			was := c.lastErr
 			c.lastErr = ""
+			select {
+			case <-c.lost: // the previous connection's: a fresh one
+				c.lost = make(chan struct{})
+			default:
+			}
 			c.mu.Unlock()
 			c.readyOnce.Do(func() { close(c.ready) })
 			if was != "" {
@@ -349,6 +377,13 @@ func (p *Publisher) start(conn *herald.Connection, key string) (*client, error) 
 		},
 		OnConnectionDown: func() bool {
 			c.setDown("connection lost", herald.ErrorConnection)
+			c.mu.Lock()
+			select {
+			case <-c.lost:
+			default:
+				close(c.lost)
+			}
+			c.mu.Unlock()
 			p.logger.Warn("mqtt connection lost; reconnecting", "connection", name)
 			return true
 		},

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eclipse/paho.golang/packets"
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhq/herald"
@@ -424,4 +425,60 @@ func TestTLS(t *testing.T) {
 	res = p.Send(context.Background(), r)
 	require.False(t, res.Success)
 	require.NotEqual(t, herald.ErrorTLS, res.Class, "the CA file is trusted: %s", res.Message)
+}
+
+// A connection lost while an attempt waits for its PUBACK ends the attempt
+// at once as a connection error, not at its timeout: the session ends
+// with the connection, so no PUBACK can come.
+func TestConnectionLostBeforePuback(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	published := make(chan struct{})
+	go func() { // a broker that accepts one PUBLISH, never acknowledges it, and goes away
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		_ = ln.Close() // reconnects are refused
+		defer c.Close()
+		if cp, err := packets.ReadPacket(c); err != nil || cp.Type != packets.CONNECT {
+			return
+		}
+		if _, err := packets.NewControlPacket(packets.CONNACK).WriteTo(c); err != nil {
+			return
+		}
+		for {
+			cp, err := packets.ReadPacket(c)
+			if err != nil {
+				return
+			}
+			switch cp.Type {
+			case packets.PINGREQ:
+				if _, err := packets.NewControlPacket(packets.PINGRESP).WriteTo(c); err != nil {
+					return
+				}
+			case packets.PUBLISH:
+				close(published)
+				return
+			default:
+				return
+			}
+		}
+	}()
+	conns := destination.NewStatic(&herald.Connection{Name: "dropping", Type: herald.DestinationMQTT,
+		URL: "mqtt://" + ln.Addr().String(), AllTenants: true})
+	p := mqttdest.New(mqttdest.Config{Connections: conns})
+	t.Cleanup(p.Close)
+	r := request(herald.Destination{Type: herald.DestinationMQTT, Connection: "dropping", Topic: "t"})
+	r.Timeout = time.Minute
+	res := p.Send(context.Background(), r)
+	require.Equal(t, herald.ErrorConnection, res.Class, res.Message)
+	require.Contains(t, res.Message, "lost before the PUBACK")
+	select {
+	case <-published:
+	default:
+		t.Fatal("the broker never got the PUBLISH")
+	}
 }
