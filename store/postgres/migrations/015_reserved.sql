@@ -1,0 +1,3 @@
+-- 015: reserved for another branch of issue 22 (destinations); this
+-- placeholder only keeps the versions gapless (store/migrate.go) until it
+-- lands. Whoever merges both keeps theirs and deletes this file.
