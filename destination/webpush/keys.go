@@ -1,0 +1,106 @@
+package webpushdest
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/store"
+)
+
+// KeyRefresh is how long StoreKeys uses the key it read before reading it
+// again: after a rotation on one node, the others sign with the new key
+// within this time.
+const KeyRefresh = time.Minute
+
+// StoreKeys reads the installation's VAPID key from the store, generating
+// it on first use (store.VAPIDStore.VAPIDKeyEnsure: nodes starting
+// together agree on one). It implements KeySource.
+type StoreKeys struct {
+	s   store.VAPIDStore
+	now func() time.Time
+
+	mu      sync.Mutex
+	key     *VAPIDKey
+	readAt  time.Time
+	ensured bool
+}
+
+// NewStoreKeys returns a StoreKeys reading s.
+func NewStoreKeys(s store.VAPIDStore) *StoreKeys {
+	return &StoreKeys{s: s, now: time.Now}
+}
+
+// Ensure generates and stores the key pair unless one is stored (and
+// re-seals it under the first encryption key), and returns the stored
+// one. herald serve calls it at start.
+func (k *StoreKeys) Ensure(ctx context.Context) (*VAPIDKey, error) {
+	priv, pub, err := GenerateVAPIDKey()
+	if err != nil {
+		return nil, err
+	}
+	stored, err := k.s.VAPIDKeyEnsure(ctx, &store.VAPIDKeyParams{PrivateKey: priv, PublicKey: pub, Now: k.now()})
+	if err != nil {
+		return nil, err
+	}
+	return k.keep(stored)
+}
+
+// VAPIDKey returns the key, read again from the store every KeyRefresh.
+func (k *StoreKeys) VAPIDKey(ctx context.Context) (*VAPIDKey, error) {
+	k.mu.Lock()
+	key, at, ensured := k.key, k.readAt, k.ensured
+	k.mu.Unlock()
+	if key != nil && k.now().Sub(at) < KeyRefresh {
+		return key, nil
+	}
+	if !ensured {
+		return k.Ensure(ctx)
+	}
+	stored, err := k.s.VAPIDKeyGet(ctx)
+	if errors.Is(err, herald.ErrNotFound) {
+		return k.Ensure(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return k.keep(stored)
+}
+
+// PublicKey is the applicationServerKey pages subscribe with.
+func (k *StoreKeys) PublicKey(ctx context.Context) (string, error) {
+	key, err := k.VAPIDKey(ctx)
+	if err != nil {
+		return "", err
+	}
+	return key.Public, nil
+}
+
+// Rotate replaces the stored key pair with a new one. Browsers subscribed
+// with the old public key must subscribe again: push services refuse
+// messages signed with another key than the subscription's (401/403,
+// which dead-letters them as rejected).
+func (k *StoreKeys) Rotate(ctx context.Context) (*VAPIDKey, error) {
+	priv, pub, err := GenerateVAPIDKey()
+	if err != nil {
+		return nil, err
+	}
+	stored, err := k.s.VAPIDKeyReplace(ctx, &store.VAPIDKeyParams{PrivateKey: priv, PublicKey: pub, Now: k.now()})
+	if err != nil {
+		return nil, err
+	}
+	return k.keep(stored)
+}
+
+func (k *StoreKeys) keep(stored *store.VAPIDKey) (*VAPIDKey, error) {
+	key, err := ParseVAPIDKey(stored.PrivateKey, stored.PublicKey)
+	if err != nil {
+		return nil, err
+	}
+	k.mu.Lock()
+	k.key, k.readAt, k.ensured = key, k.now(), true
+	k.mu.Unlock()
+	return key, nil
+}
