@@ -51,11 +51,31 @@ func (k *StoreKeys) Ensure(ctx context.Context) (*VAPIDKey, error) {
 // VAPIDKey returns the key, read again from the store every KeyRefresh.
 func (k *StoreKeys) VAPIDKey(ctx context.Context) (*VAPIDKey, error) {
 	k.mu.Lock()
-	key, at, ensured := k.key, k.readAt, k.ensured
+	key, at := k.key, k.readAt
 	k.mu.Unlock()
 	if key != nil && k.now().Sub(at) < KeyRefresh {
 		return key, nil
 	}
+	return k.load(ctx)
+}
+
+// PublicKey is the applicationServerKey pages subscribe with, read from
+// the store on every call: a page must never be handed a key older than
+// a rotation.
+func (k *StoreKeys) PublicKey(ctx context.Context) (string, error) {
+	key, err := k.load(ctx)
+	if err != nil {
+		return "", err
+	}
+	return key.Public, nil
+}
+
+// load reads the stored key (generating it when there is none yet) and
+// caches it.
+func (k *StoreKeys) load(ctx context.Context) (*VAPIDKey, error) {
+	k.mu.Lock()
+	ensured := k.ensured
+	k.mu.Unlock()
 	if !ensured {
 		return k.Ensure(ctx)
 	}
@@ -67,15 +87,6 @@ func (k *StoreKeys) VAPIDKey(ctx context.Context) (*VAPIDKey, error) {
 		return nil, err
 	}
 	return k.keep(stored)
-}
-
-// PublicKey is the applicationServerKey pages subscribe with.
-func (k *StoreKeys) PublicKey(ctx context.Context) (string, error) {
-	key, err := k.VAPIDKey(ctx)
-	if err != nil {
-		return "", err
-	}
-	return key.Public, nil
 }
 
 // Rotate replaces the stored key pair with a new one. Browsers subscribed
