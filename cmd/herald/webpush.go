@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/heraldhq/herald"
 	webpushdest "github.com/heraldhq/herald/destination/webpush"
 	"github.com/heraldhq/herald/httpapi"
 	"github.com/heraldhq/herald/store"
@@ -80,6 +81,25 @@ func validVAPIDSubject(s string) error {
 		return nil
 	}
 	return fmt.Errorf("--vapid-subject: %q is not a mailto: or https: contact (e.g. mailto:ops@example.com)", s)
+}
+
+// resealVAPID re-seals the stored VAPID private key under the first
+// encryption key (herald secrets rotate-key), when one is stored.
+func resealVAPID(ctx context.Context, s store.Store) error {
+	vs, ok := s.(store.VAPIDStore)
+	if !ok {
+		return nil
+	}
+	if _, err := vs.VAPIDKeyGet(ctx); errors.Is(err, herald.ErrNotFound) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("error reading the VAPID key of Web Push destinations: %w", err)
+	}
+	// Ensure finds the key stored and re-seals it.
+	if _, err := webpushdest.NewStoreKeys(vs).Ensure(ctx); err != nil {
+		return fmt.Errorf("error re-encrypting the VAPID key of Web Push destinations: %w", err)
+	}
+	return nil
 }
 
 func webpushUsage(w io.Writer) {
