@@ -184,3 +184,27 @@ func TestEngineOutcomes(t *testing.T) {
 	require.Contains(t, d.LastMessage, "bytes")
 	require.Empty(t, local.received())
 }
+
+// TestEngineRetryAfter: a push service's 429 with Retry-After pauses the
+// subscription for that long, as a webhook receiver's does, and the
+// message is delivered on the next attempt.
+func TestEngineRetryAfter(t *testing.T) {
+	t.Parallel()
+	vapid := newVAPIDKey(t)
+	h := newEngine(t, vapid, delivery.Tiers{0, 10 * time.Millisecond, 10 * time.Millisecond})
+	ps := newPushService(t, vapid)
+	ps.answer(http.StatusTooManyRequests, "slow down", http.Header{"Retry-After": {"1"}})
+	sub := h.subscribe(t, ps.destination(), "order.*")
+	_, err := h.ing.PublishOne(t.Context(), &herald.Event{Type: "order.paid", Data: json.RawMessage(`{}`)})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return len(ps.received()) == 1 }, 30*time.Second, 10*time.Millisecond)
+	first := time.Now()
+	ps.answer(http.StatusCreated, "", nil)
+	d := h.finished(t, sub.ID)
+	require.Equal(t, herald.DeliveryDelivered, d.State)
+	require.Equal(t, 2, d.AttemptCount)
+	require.Len(t, ps.received(), 2)
+	// Not before Retry-After (measured from after the first answer, so
+	// the bound is loose, never tight).
+	require.GreaterOrEqual(t, time.Since(first), 900*time.Millisecond)
+}
