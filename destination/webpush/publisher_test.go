@@ -3,9 +3,9 @@ package webpushdest
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"crypto/ecdsa"
 	"crypto/elliptic"
+	"encoding/base64"
 	"io"
 	"net/http"
 	"net/http/httptest"
