@@ -2,6 +2,7 @@ package webpushdest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -9,6 +10,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -93,8 +95,8 @@ func (p *Publisher) send(ctx context.Context, r *webhook.Request) webhook.Result
 		return webhook.Result{Class: herald.ErrorConnection, Message: "webpush publisher closed"}
 	}
 	d := r.Destination
-	if d.Subscription == nil {
-		return invalid("webpush destination has no subscription")
+	if _, err := Check(d, p.cfg.AllowHTTP); err != nil {
+		return invalid("%s", err.Error())
 	}
 	keys, err := ParseKeys(d.Subscription.Keys.P256DH, d.Subscription.Keys.Auth)
 	if err != nil {
@@ -104,32 +106,12 @@ func (p *Publisher) send(ctx context.Context, r *webhook.Request) webhook.Result
 	if err != nil {
 		return invalid("%s", err.Error())
 	}
-	switch {
-	case len(origin) > 8 && origin[:8] == "https://":
-	case len(origin) > 7 && origin[:7] == "http://" && p.cfg.AllowHTTP:
-	default:
-		return invalid("subscription.endpoint must be an https URL")
-	}
-	urgency := d.Urgency
-	if urgency == "" {
-		urgency = DefaultUrgency
-	}
-	if !ValidUrgency(urgency) {
-		return invalid("urgency must be very-low, low, normal or high")
-	}
+	urgency := cmp.Or(d.Urgency, DefaultUrgency)
 	ttl := DefaultTTL
 	if d.TTLS != nil {
 		ttl = *d.TTLS
 	}
-	if ttl < 0 {
-		return invalid("ttl_s must not be negative")
-	}
-	topic := d.Topic
-	if topic == "" {
-		topic = TopicOf(r.EventKey)
-	} else if !ValidTopic(topic) {
-		return invalid("topic must be at most 32 characters of A-Z a-z 0-9 - _")
-	}
+	topic := cmp.Or(d.Topic, TopicOf(r.EventKey))
 
 	body, err := Encrypt(keys, r.Body)
 	if errors.Is(err, ErrTooLarge) {
@@ -191,6 +173,40 @@ func classify(res *webhook.Result) {
 		res.Class = herald.ErrorHTTPStatus
 		res.Message = text + said
 	}
+}
+
+// Check validates a webpush destination, as the API does when a
+// subscription is created and Send does before every attempt (a bad one
+// is dead at once as invalid_request). field is the offending field's
+// path under destination ("subscription.keys.p256dh", "urgency", …);
+// allowHTTP accepts http:// endpoints (--dev).
+func Check(d herald.Destination, allowHTTP bool) (field string, err error) {
+	if d.Subscription == nil {
+		return "subscription", errors.New("subscription is required: the browser's PushSubscription (endpoint, keys.p256dh, keys.auth)")
+	}
+	if _, err := ParseKeys(d.Subscription.Keys.P256DH, ""); err != nil && strings.HasPrefix(err.Error(), "keys.p256dh") {
+		return "subscription.keys.p256dh", fmt.Errorf("subscription.%w", err)
+	}
+	if _, err := ParseKeys(d.Subscription.Keys.P256DH, d.Subscription.Keys.Auth); err != nil {
+		return "subscription.keys.auth", fmt.Errorf("subscription.%w", err)
+	}
+	origin, err := Origin(d.Subscription.Endpoint)
+	if err != nil {
+		return "subscription.endpoint", err
+	}
+	if !strings.HasPrefix(origin, "https://") && !(allowHTTP && strings.HasPrefix(origin, "http://")) {
+		return "subscription.endpoint", errors.New("subscription.endpoint must be an https URL (http only with --dev)")
+	}
+	if d.Urgency != "" && !ValidUrgency(d.Urgency) {
+		return "urgency", errors.New("urgency must be very-low, low, normal or high")
+	}
+	if d.TTLS != nil && *d.TTLS < 0 {
+		return "ttl_s", errors.New("ttl_s must not be negative")
+	}
+	if d.Topic != "" && !ValidTopic(d.Topic) {
+		return "topic", errors.New("topic must be at most 32 characters of A-Z a-z 0-9 - _")
+	}
+	return "", nil
 }
 
 // ValidUrgency reports whether u is an RFC 8030 §5.3 urgency.

@@ -342,3 +342,40 @@ func TestSendRefusedLocally(t *testing.T) {
 	p.Close()
 	require.False(t, p.Send(t.Context(), request(down, []byte(`{}`))).Success)
 }
+
+// TestCheck: the field each problem is reported under (the API's
+// invalid_field names destination.<field>).
+func TestCheck(t *testing.T) {
+	t.Parallel()
+	ua := newUserAgent(t)
+	good := func() herald.Destination {
+		return herald.Destination{Type: herald.DestinationWebPush, Subscription: &herald.PushSubscription{
+			Endpoint: "https://push.example.test/wpush/v2/abc",
+			Keys:     herald.PushKeys{P256DH: ua.p256dh(), Auth: ua.authB64()},
+		}}
+	}
+	field, err := Check(good(), false)
+	require.NoError(t, err)
+	require.Empty(t, field)
+	neg, ttl := -1, 0
+	for want, mut := range map[string]func(d *herald.Destination){
+		"subscription":             func(d *herald.Destination) { d.Subscription = nil },
+		"subscription.keys.p256dh": func(d *herald.Destination) { d.Subscription.Keys.P256DH = "BAAA" },
+		"subscription.keys.auth":   func(d *herald.Destination) { d.Subscription.Keys.Auth = "" },
+		"subscription.endpoint":    func(d *herald.Destination) { d.Subscription.Endpoint = "http://push.example.test/x" },
+		"urgency":                  func(d *herald.Destination) { d.Urgency = "urgent" },
+		"ttl_s":                    func(d *herald.Destination) { d.TTLS = &neg },
+		"topic":                    func(d *herald.Destination) { d.Topic = strings.Repeat("t", 33) },
+	} {
+		d := good()
+		mut(&d)
+		field, err := Check(d, false)
+		require.Error(t, err, want)
+		require.Equal(t, want, field, err)
+	}
+	d := good()
+	d.Subscription.Endpoint = "http://127.0.0.1:8080/wpush/v2/abc"
+	d.TTLS, d.Urgency, d.Topic = &ttl, "very-low", "a_B-9"
+	_, err = Check(d, true)
+	require.NoError(t, err, "http with --dev; TTL 0 is valid")
+}
