@@ -159,14 +159,14 @@ func classify(res *webhook.Result) {
 	if res.Excerpt != "" {
 		said = ": " + herald.CleanLine(res.Excerpt, 160)
 	}
-	switch {
-	case code == http.StatusNotFound || code == http.StatusGone:
+	switch code {
+	case http.StatusNotFound, http.StatusGone:
 		res.Class = herald.ErrorGone
 		res.Message = text + ": the push subscription expired or was unsubscribed" + said
-	case code == http.StatusRequestEntityTooLarge:
+	case http.StatusRequestEntityTooLarge:
 		res.Class, res.Permanent = herald.ErrorPayloadTooLarge, true
 		res.Message = text + ": the push service refused the message's size" + said
-	case code == http.StatusBadRequest || code == http.StatusUnauthorized || code == http.StatusForbidden:
+	case http.StatusBadRequest, http.StatusUnauthorized, http.StatusForbidden:
 		res.Class, res.Permanent = herald.ErrorRejected, true
 		res.Message = text + ": the push service refused the message" + said
 	default:
