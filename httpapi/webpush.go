@@ -14,7 +14,7 @@ import (
 const ScopePublic Scope = "public"
 
 // WebPushKeys gives the VAPID public key of herald's Web Push destinations
-// (destination/webpush.StoreKeys implements it).
+// (cmd/herald reads it from the store).
 type WebPushKeys interface {
 	// PublicKey is the uncompressed P-256 point, base64url without
 	// padding: a page's applicationServerKey.

@@ -268,7 +268,7 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 		return nil, err
 	}
 
-	vapid := vapidKeys(s)
+	vapid := storeVAPIDKeys(s)
 	ensureVAPID(ctx, vapid, logger)
 
 	guard := &webhook.Guard{AllowLoopback: c.Dev, AllowPrivate: c.AllowPrivate, Allow: c.allow}

@@ -21,19 +21,19 @@ import (
 // Web Push destinations: the VAPID key (one per installation, in the
 // store), the publisher, and herald webpush rotate-vapid.
 
-// vapidKeys returns the store's VAPID key source, or nil when the store
-// keeps none (a test double).
-func vapidKeys(s store.Store) *webpushdest.StoreKeys {
+// storeVAPIDKeys returns the store's VAPID key source, or nil when the
+// store keeps none (a test double).
+func storeVAPIDKeys(s store.Store) *vapidKeys {
 	vs, ok := s.(store.VAPIDStore)
 	if !ok {
 		return nil
 	}
-	return webpushdest.NewStoreKeys(vs)
+	return newVAPIDKeys(vs)
 }
 
 // webPushKeys is keys as httpapi.Config.WebPush: nil (no route) when the
 // store keeps no key.
-func webPushKeys(keys *webpushdest.StoreKeys) httpapi.WebPushKeys {
+func webPushKeys(keys *vapidKeys) httpapi.WebPushKeys {
 	if keys == nil {
 		return nil
 	}
@@ -46,7 +46,7 @@ func webPushKeys(keys *webpushdest.StoreKeys) httpapi.WebPushKeys {
 // stop herald: webpush deliveries then fail as secret_unreadable and GET
 // /v1/webpush/vapid-public-key answers 503, both until the key is given
 // back or rotated.
-func ensureVAPID(ctx context.Context, keys *webpushdest.StoreKeys, logger *slog.Logger) {
+func ensureVAPID(ctx context.Context, keys *vapidKeys, logger *slog.Logger) {
 	if keys == nil {
 		return
 	}
@@ -62,7 +62,7 @@ func ensureVAPID(ctx context.Context, keys *webpushdest.StoreKeys, logger *slog.
 // webhook sender's guarded client, http:// endpoints only with --dev.
 func newWebPushPublisher(c *config, s store.Store, sender *webhook.Sender) *webpushdest.Publisher {
 	var keys webpushdest.KeySource = noVAPID{}
-	if k := vapidKeys(s); k != nil {
+	if k := storeVAPIDKeys(s); k != nil {
 		keys = k
 	}
 	return webpushdest.New(webpushdest.Config{Sender: sender, Keys: keys, Subject: c.VAPIDSubject, AllowHTTP: c.Dev})
@@ -96,7 +96,7 @@ func resealVAPID(ctx context.Context, s store.Store) error {
 		return fmt.Errorf("error reading the VAPID key of Web Push destinations: %w", err)
 	}
 	// Ensure finds the key stored and re-seals it.
-	if _, err := webpushdest.NewStoreKeys(vs).Ensure(ctx); err != nil {
+	if _, err := newVAPIDKeys(vs).Ensure(ctx); err != nil {
 		return fmt.Errorf("error re-encrypting the VAPID key of Web Push destinations: %w", err)
 	}
 	return nil
@@ -155,7 +155,7 @@ func cmdRotateVAPID(ctx context.Context, args []string, stdout, stderr io.Writer
 		return err
 	}
 	defer s.Close()
-	keys := vapidKeys(s)
+	keys := storeVAPIDKeys(s)
 	if keys == nil {
 		return errors.New("the store keeps no VAPID key")
 	}

@@ -22,5 +22,6 @@
 //   - other statuses and network errors: retried through the tiers.
 //
 // The VAPID key pair is one per installation, kept by the store
-// (store.VAPIDStore) and read through StoreKeys.
+// (store.VAPIDStore) and handed in as a KeySource by cmd/herald (a
+// destination package reaches no store).
 package webpushdest

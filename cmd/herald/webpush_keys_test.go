@@ -1,4 +1,4 @@
-package webpushdest
+package main
 
 import (
 	"testing"
@@ -6,18 +6,19 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	webpushdest "github.com/heraldhq/herald/destination/webpush"
 	"github.com/heraldhq/herald/internal/testdb"
 	"github.com/heraldhq/herald/store"
 )
 
-// TestStoreKeys: the first node generates the key, others read it; a
+// TestvapidKeys: the first node generates the key, others read it; a
 // rotation reaches the public key at once and the signing key within
-// KeyRefresh.
-func TestStoreKeys(t *testing.T) {
+// vapidKeyRefresh.
+func TestVAPIDKeys(t *testing.T) {
 	t.Parallel()
 	s := testdb.SQLite(t).(store.VAPIDStore)
 	ctx := t.Context()
-	a, b := NewStoreKeys(s), NewStoreKeys(s)
+	a, b := newVAPIDKeys(s), newVAPIDKeys(s)
 	ka, err := a.Ensure(ctx)
 	require.NoError(t, err)
 	kb, err := b.VAPIDKey(ctx)
@@ -38,7 +39,7 @@ func TestStoreKeys(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, rotated.Public, pub)
 
-	c := NewStoreKeys(s)
+	c := newVAPIDKeys(s)
 	c.now = func() time.Time { return now }
 	_, err = c.VAPIDKey(ctx)
 	require.NoError(t, err)
@@ -46,15 +47,15 @@ func TestStoreKeys(t *testing.T) {
 	require.NoError(t, err)
 	cached, err := c.VAPIDKey(ctx)
 	require.NoError(t, err)
-	require.Equal(t, rotated.Public, cached.Public, "cached until KeyRefresh")
-	c.now = func() time.Time { return now.Add(KeyRefresh) }
+	require.Equal(t, rotated.Public, cached.Public, "cached until vapidKeyRefresh")
+	c.now = func() time.Time { return now.Add(vapidKeyRefresh) }
 	fresh, err := c.VAPIDKey(ctx)
 	require.NoError(t, err)
 	require.NotEqual(t, rotated.Public, fresh.Public)
 
 	// Halves that do not belong together are refused.
-	priv, _, err := GenerateVAPIDKey()
+	priv, _, err := webpushdest.GenerateVAPIDKey()
 	require.NoError(t, err)
-	_, err = ParseVAPIDKey(priv, rotated.Public)
+	_, err = webpushdest.ParseVAPIDKey(priv, rotated.Public)
 	require.Error(t, err)
 }

@@ -1,4 +1,4 @@
-package webpushdest
+package main
 
 import (
 	"context"
@@ -7,37 +7,40 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald"
+	webpushdest "github.com/heraldhq/herald/destination/webpush"
 	"github.com/heraldhq/herald/store"
 )
 
-// KeyRefresh is how long StoreKeys uses the key it read before reading it
-// again: after a rotation on one node, the others sign with the new key
-// within this time.
-const KeyRefresh = time.Minute
+// vapidKeyRefresh is how long vapidKeys signs with the key it read before
+// reading it again: after a rotation on one node, the others sign with
+// the new key within this time.
+const vapidKeyRefresh = time.Minute
 
-// StoreKeys reads the installation's VAPID key from the store, generating
+// vapidKeys reads the installation's VAPID key from the store, generating
 // it on first use (store.VAPIDStore.VAPIDKeyEnsure: nodes starting
-// together agree on one). It implements KeySource.
-type StoreKeys struct {
+// together agree on one). It implements webpushdest.KeySource and
+// httpapi.WebPushKeys; it lives at the composition root because
+// destination packages reach no store (depguard).
+type vapidKeys struct {
 	s   store.VAPIDStore
 	now func() time.Time
 
 	mu      sync.Mutex
-	key     *VAPIDKey
+	key     *webpushdest.VAPIDKey
 	readAt  time.Time
 	ensured bool
 }
 
-// NewStoreKeys returns a StoreKeys reading s.
-func NewStoreKeys(s store.VAPIDStore) *StoreKeys {
-	return &StoreKeys{s: s, now: time.Now}
+// newVAPIDKeys returns a vapidKeys reading s.
+func newVAPIDKeys(s store.VAPIDStore) *vapidKeys {
+	return &vapidKeys{s: s, now: time.Now}
 }
 
 // Ensure generates and stores the key pair unless one is stored (and
 // re-seals it under the first encryption key), and returns the stored
 // one. herald serve calls it at start.
-func (k *StoreKeys) Ensure(ctx context.Context) (*VAPIDKey, error) {
-	priv, pub, err := GenerateVAPIDKey()
+func (k *vapidKeys) Ensure(ctx context.Context) (*webpushdest.VAPIDKey, error) {
+	priv, pub, err := webpushdest.GenerateVAPIDKey()
 	if err != nil {
 		return nil, err
 	}
@@ -48,12 +51,12 @@ func (k *StoreKeys) Ensure(ctx context.Context) (*VAPIDKey, error) {
 	return k.keep(stored)
 }
 
-// VAPIDKey returns the key, read again from the store every KeyRefresh.
-func (k *StoreKeys) VAPIDKey(ctx context.Context) (*VAPIDKey, error) {
+// VAPIDKey returns the key, read again from the store every vapidKeyRefresh.
+func (k *vapidKeys) VAPIDKey(ctx context.Context) (*webpushdest.VAPIDKey, error) {
 	k.mu.Lock()
 	key, at := k.key, k.readAt
 	k.mu.Unlock()
-	if key != nil && k.now().Sub(at) < KeyRefresh {
+	if key != nil && k.now().Sub(at) < vapidKeyRefresh {
 		return key, nil
 	}
 	return k.load(ctx)
@@ -62,7 +65,7 @@ func (k *StoreKeys) VAPIDKey(ctx context.Context) (*VAPIDKey, error) {
 // PublicKey is the applicationServerKey pages subscribe with, read from
 // the store on every call: a page must never be handed a key older than
 // a rotation.
-func (k *StoreKeys) PublicKey(ctx context.Context) (string, error) {
+func (k *vapidKeys) PublicKey(ctx context.Context) (string, error) {
 	key, err := k.load(ctx)
 	if err != nil {
 		return "", err
@@ -72,7 +75,7 @@ func (k *StoreKeys) PublicKey(ctx context.Context) (string, error) {
 
 // load reads the stored key (generating it when there is none yet) and
 // caches it.
-func (k *StoreKeys) load(ctx context.Context) (*VAPIDKey, error) {
+func (k *vapidKeys) load(ctx context.Context) (*webpushdest.VAPIDKey, error) {
 	k.mu.Lock()
 	ensured := k.ensured
 	k.mu.Unlock()
@@ -93,8 +96,8 @@ func (k *StoreKeys) load(ctx context.Context) (*VAPIDKey, error) {
 // with the old public key must subscribe again: push services refuse
 // messages signed with another key than the subscription's (401/403,
 // which dead-letters them as rejected).
-func (k *StoreKeys) Rotate(ctx context.Context) (*VAPIDKey, error) {
-	priv, pub, err := GenerateVAPIDKey()
+func (k *vapidKeys) Rotate(ctx context.Context) (*webpushdest.VAPIDKey, error) {
+	priv, pub, err := webpushdest.GenerateVAPIDKey()
 	if err != nil {
 		return nil, err
 	}
@@ -105,8 +108,8 @@ func (k *StoreKeys) Rotate(ctx context.Context) (*VAPIDKey, error) {
 	return k.keep(stored)
 }
 
-func (k *StoreKeys) keep(stored *store.VAPIDKey) (*VAPIDKey, error) {
-	key, err := ParseVAPIDKey(stored.PrivateKey, stored.PublicKey)
+func (k *vapidKeys) keep(stored *store.VAPIDKey) (*webpushdest.VAPIDKey, error) {
+	key, err := webpushdest.ParseVAPIDKey(stored.PrivateKey, stored.PublicKey)
 	if err != nil {
 		return nil, err
 	}
