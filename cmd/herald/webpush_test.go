@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -83,7 +85,11 @@ func TestWebPushCLIErrors(t *testing.T) {
 	out, err = exec.Command(bin, "webpush").CombinedOutput()
 	require.Error(t, err)
 	require.Contains(t, string(out), "rotate-vapid")
-	out, err = exec.Command(bin, "serve", "--vapid-subject", "ops@example.com", "--data-dir", t.TempDir()).CombinedOutput()
+	// Refused before listening (a timeout guards against a serving node).
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	out, err = exec.CommandContext(ctx, bin, "serve", "--vapid-subject", "ops@example.com", "--data-dir", t.TempDir(),
+		"--listen", freeAddr(t)).CombinedOutput()
 	require.Error(t, err)
 	require.True(t, strings.Contains(string(out), "--vapid-subject"), "%s", out)
 }
