@@ -1,3 +1,4 @@
 -- 015: reserved for another branch of issue 22 (destinations); this
 -- placeholder only keeps the versions gapless (store/migrate.go) until it
--- lands. Whoever merges both keeps theirs and deletes this file.
+-- lands. It has the name of that branch's file on purpose: a merge of both
+-- conflicts here, and theirs is the one to keep.
