@@ -268,7 +268,9 @@ func ValidConnectionName(s string) bool {
 	return true
 }
 
-func isAlnum(c byte) bool { return c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' }
+func isAlnum(c byte) bool {
+	return c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9'
+}
 
 // ConnectionSchemes are the URL schemes a connection of type t may have,
 // plain first: amqp/amqps, nats/tls, redis/rediss, mqtt/mqtts/tcp/ssl.

@@ -370,4 +370,3 @@ func (s *server) connectionDelete(w http.ResponseWriter, r *http.Request) error 
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
-
