@@ -115,6 +115,24 @@ func ConnectionURLOpen(keys *seal.Ring, stored, name string) string {
 	return plain
 }
 
+// ConnectionResealValue returns a connection's stored URL sealed under
+// keys' first key, and false when it already is. A value keys cannot open
+// is an error.
+func ConnectionResealValue(keys *seal.Ring, stored, name string) (string, bool, error) {
+	if keys.Current(stored) {
+		return "", false, nil
+	}
+	plain, err := keys.Open(stored, ConnectionAAD(name))
+	if err != nil {
+		return "", false, fmt.Errorf("url of connection %s: %w", name, err)
+	}
+	sealed, err := keys.Seal(plain, ConnectionAAD(name))
+	if err != nil {
+		return "", false, err
+	}
+	return sealed, true, nil
+}
+
 // DestinationColumns returns the destination and connection column values
 // of sub: both nil for a webhook (its url and method columns hold it).
 func DestinationColumns(sub *herald.Subscription) (dest, conn *string, err error) {
