@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -157,6 +158,36 @@ func testConnection(t *testing.T, newStore NewStoreFunc) {
 		_, err = b.store.SubscriptionUpdate(b.ctx, &store.SubscriptionUpdateParams{Subscription: &upd, Now: now})
 		require.NoError(t, err)
 		require.NoError(t, b.store.ConnectionDelete(b.ctx, &store.ConnectionDeleteParams{Name: "conn-amqp"}))
+	})
+
+	// A subscription write racing a delete of its connection: either the
+	// delete sees the subscription (conflict) or the write finds the
+	// connection gone, never both succeeding.
+	t.Run("DeleteRacesSubscriptionCreate", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newStore)
+		for i := range 20 {
+			name := fmt.Sprintf("race-%d", i)
+			b.createConnection(t, newConnection(name, func(c *herald.Connection) { c.Type = herald.DestinationNATS }))
+			dest := herald.Destination{Type: herald.DestinationNATS, Connection: name}
+			var subErr, delErr error
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				_, subErr = b.store.SubscriptionCreate(b.ctx, &store.SubscriptionCreateParams{
+					Subscription: newSubscription(func(s *herald.Subscription) { s.URL, s.Method, s.Destination = "", "", dest }),
+					Secret:       newSecret(), Now: now,
+				})
+			})
+			wg.Go(func() { delErr = b.store.ConnectionDelete(b.ctx, &store.ConnectionDeleteParams{Name: name}) })
+			wg.Wait()
+			if delErr == nil {
+				require.Error(t, subErr, "round %d: the connection was deleted and a subscription names it", i)
+				require.Equal(t, herald.CodeInvalidField, herald.ErrorCode(subErr), "%v", subErr)
+			} else {
+				require.ErrorIs(t, delErr, herald.ErrConflict, "round %d", i)
+				require.NoError(t, subErr, "round %d", i)
+			}
+		}
 	})
 
 	t.Run("SubscriptionNamesMissingConnection", func(t *testing.T) {
