@@ -46,7 +46,7 @@ func checkSecrets(ctx context.Context, c *config, s store.Store, logger *slog.Lo
 		return err
 	}
 	if c.keys == nil {
-		logger.Warn("subscription secrets are stored in plain text; set --encryption-key or --encryption-key-file to encrypt them (herald secrets generate-key makes a key)")
+		logger.Warn("subscription secrets and broker connection URLs are stored in plain text; set --encryption-key or --encryption-key-file to encrypt them (herald secrets generate-key makes a key)")
 		return nil
 	}
 	counts, err := keeper.SecretKeyCounts(ctx)
