@@ -55,7 +55,7 @@ func TestSubscriptionDestinations(t *testing.T) {
 		// url alone is a webhook, shown with its destination.
 		hook := b.createSub(t, obj{"url": "https://example.com/a"})
 		require.Equal(t, "https://example.com/a", hook.URL)
-		require.Equal(t, destinationJSON{Type: "webhook", URL: ptr("https://example.com/a"), Method: ptr("POST")}, hook.Destination)
+		require.Equal(t, destinationJSON{Type: "webhook", URL: refOf("https://example.com/a"), Method: refOf("POST")}, hook.Destination)
 		// url and destination together must agree.
 		same := b.createSub(t, obj{"url": "https://example.com/a", "method": "put",
 			"destination": obj{"type": "webhook", "url": "https://example.com/a", "method": "PUT"}})
@@ -74,21 +74,21 @@ func TestSubscriptionDestinations(t *testing.T) {
 			dest obj
 			want destinationJSON
 		}{
-			{push, destinationJSON{Type: "webpush", Urgency: ptr("normal"), TTLS: ptr(86400), Topic: ptr("")}},
+			{push, destinationJSON{Type: "webpush", Urgency: refOf("normal"), TTLS: refOf(86400), Topic: refOf("")}},
 			{obj{"type": "webpush", "subscription": push["subscription"], "urgency": "high", "ttl_s": 0, "topic": "k-1"},
-				destinationJSON{Type: "webpush", Urgency: ptr("high"), TTLS: ptr(0), Topic: ptr("k-1")}},
+				destinationJSON{Type: "webpush", Urgency: refOf("high"), TTLS: refOf(0), Topic: refOf("k-1")}},
 			{obj{"type": "amqp", "connection": "amqp", "exchange": "events", "routing_key": "a.b"},
-				destinationJSON{Type: "amqp", Connection: ptr("amqp"), Exchange: ptr("events"), RoutingKey: ptr("a.b")}},
+				destinationJSON{Type: "amqp", Connection: refOf("amqp"), Exchange: refOf("events"), RoutingKey: refOf("a.b")}},
 			{obj{"type": "amqp", "connection": "amqp"},
-				destinationJSON{Type: "amqp", Connection: ptr("amqp"), Exchange: ptr(""), RoutingKey: ptr("")}},
+				destinationJSON{Type: "amqp", Connection: refOf("amqp"), Exchange: refOf(""), RoutingKey: refOf("")}},
 			{obj{"type": "nats", "connection": "nats", "subject": "herald.events"},
-				destinationJSON{Type: "nats", Connection: ptr("nats"), Subject: ptr("herald.events")}},
+				destinationJSON{Type: "nats", Connection: refOf("nats"), Subject: refOf("herald.events")}},
 			{obj{"type": "redis", "connection": "redis", "stream": "events", "maxlen": 100000},
-				destinationJSON{Type: "redis", Connection: ptr("redis"), Stream: ptr("events"), MaxLen: ptr(int64(100000))}},
+				destinationJSON{Type: "redis", Connection: refOf("redis"), Stream: refOf("events"), MaxLen: refOf(int64(100000))}},
 			{obj{"type": "mqtt", "connection": "mqtt", "topic": "herald/events", "retain": true},
-				destinationJSON{Type: "mqtt", Connection: ptr("mqtt"), Topic: ptr("herald/events"), Retain: ptr(true)}},
+				destinationJSON{Type: "mqtt", Connection: refOf("mqtt"), Topic: refOf("herald/events"), Retain: refOf(true)}},
 			{obj{"type": "mqtt", "connection": "mqtt"},
-				destinationJSON{Type: "mqtt", Connection: ptr("mqtt"), Topic: ptr(""), Retain: ptr(false)}},
+				destinationJSON{Type: "mqtt", Connection: refOf("mqtt"), Topic: refOf(""), Retain: refOf(false)}},
 		} {
 			res := b.do(t, http.MethodPost, "/v1/subscriptions", obj{"destination": tc.dest})
 			created := ok[subscriptionJSON](t, res, http.StatusCreated)
@@ -116,11 +116,11 @@ func TestSubscriptionDestinations(t *testing.T) {
 		path := "/v1/subscriptions/" + hook.ID
 		p := ok[subscriptionJSON](t, b.do(t, http.MethodPatch, path,
 			obj{"destination": obj{"type": "amqp", "connection": "amqp", "exchange": "x"}}), http.StatusOK)
-		require.Equal(t, destinationJSON{Type: "amqp", Connection: ptr("amqp"), Exchange: ptr("x"), RoutingKey: ptr("")}, p.Destination)
+		require.Equal(t, destinationJSON{Type: "amqp", Connection: refOf("amqp"), Exchange: refOf("x"), RoutingKey: refOf("")}, p.Destination)
 		require.Empty(t, p.URL)
 		// … a destination of the same type (or none) is merged …
 		p = ok[subscriptionJSON](t, b.do(t, http.MethodPatch, path, obj{"destination": obj{"routing_key": "r.k"}}), http.StatusOK)
-		require.Equal(t, destinationJSON{Type: "amqp", Connection: ptr("amqp"), Exchange: ptr("x"), RoutingKey: ptr("r.k")}, p.Destination)
+		require.Equal(t, destinationJSON{Type: "amqp", Connection: refOf("amqp"), Exchange: refOf("x"), RoutingKey: refOf("r.k")}, p.Destination)
 		p = ok[subscriptionJSON](t, b.do(t, http.MethodPatch, path, obj{"description": "unrelated"}), http.StatusOK)
 		require.Equal(t, "r.k", *p.Destination.RoutingKey)
 		// … a field of another type is refused, naming it …
@@ -128,14 +128,14 @@ func TestSubscriptionDestinations(t *testing.T) {
 			http.StatusBadRequest, herald.CodeInvalidField, "destination.stream")
 		// … and a url makes it a webhook again.
 		p = ok[subscriptionJSON](t, b.do(t, http.MethodPatch, path, obj{"url": "https://example.com/back"}), http.StatusOK)
-		require.Equal(t, destinationJSON{Type: "webhook", URL: ptr("https://example.com/back"), Method: ptr("POST")}, p.Destination)
+		require.Equal(t, destinationJSON{Type: "webhook", URL: refOf("https://example.com/back"), Method: refOf("POST")}, p.Destination)
 		require.Equal(t, "https://example.com/back", p.URL)
 		// webhook → webhook through destination.url.
 		p = ok[subscriptionJSON](t, b.do(t, http.MethodPatch, path,
 			obj{"destination": obj{"url": "https://example.com/d", "method": "PUT"}}), http.StatusOK)
 		require.Equal(t, "https://example.com/d", p.URL)
 		require.Equal(t, "PUT", p.Method)
-		require.Equal(t, destinationJSON{Type: "webhook", URL: ptr("https://example.com/d"), Method: ptr("PUT")}, p.Destination)
+		require.Equal(t, destinationJSON{Type: "webhook", URL: refOf("https://example.com/d"), Method: refOf("PUT")}, p.Destination)
 		// A webhook patched to a url-less type needs no url removal.
 		p = ok[subscriptionJSON](t, b.do(t, http.MethodPatch, path, obj{"destination": push}), http.StatusOK)
 		require.Equal(t, herald.DestinationWebPush, p.Destination.Type)
@@ -299,4 +299,4 @@ func TestWebPushEndpointDev(t *testing.T) {
 	})
 }
 
-func ptr[T any](v T) *T { return &v }
+func refOf[T any](v T) *T { return &v }
