@@ -122,10 +122,6 @@ type config struct {
 	// keys seals subscription secrets and push.keys (nil without
 	// --encryption-key / --encryption-key-file); set by validate.
 	keys *seal.Ring
-	// wrapSender, when set, wraps the Router the engine sends through
-	// (tests: the Web Push browser test hands a request the destination it
-	// created when the store does not keep destinations).
-	wrapSender func(delivery.Sender) delivery.Sender
 	// noLock opens SQLite without the data directory lock (herald secrets
 	// rotate-key beside a serving herald).
 	noLock bool

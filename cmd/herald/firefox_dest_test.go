@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -11,37 +10,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhq/herald"
-	"github.com/heraldhq/herald/delivery"
 	"github.com/heraldhq/herald/store"
-	"github.com/heraldhq/herald/webhook"
 )
-
-// pushDestinations gives a request the webpush destination the test
-// created for its subscription when the store handed the engine none (a
-// store that does not keep destinations yet); with one that does, it
-// passes requests through untouched.
-type pushDestinations struct {
-	next delivery.Sender
-	mu   sync.Mutex
-	subs map[string]herald.Destination
-}
-
-func (p *pushDestinations) Send(ctx context.Context, r *webhook.Request) webhook.Result {
-	p.mu.Lock()
-	d, ok := p.subs[r.SubscriptionID]
-	p.mu.Unlock()
-	if ok && r.Destination.Type != herald.DestinationWebPush {
-		r.Destination = d
-	}
-	return p.next.Send(ctx, r)
-}
 
 // TestFirefoxWebPushDestination is the webpush destination end to end in
 // a real browser: headless Firefox ESR subscribes to herald's own push
@@ -53,7 +29,6 @@ func (p *pushDestinations) Send(ctx context.Context, r *webhook.Request) webhook
 func TestFirefoxWebPushDestination(t *testing.T) {
 	ffBin := firefoxBinary(t)
 	addr := freeAddr(t)
-	dests := &pushDestinations{subs: map[string]herald.Destination{}}
 
 	c := &config{}
 	fs := flag.NewFlagSet("test node", flag.ContinueOnError)
@@ -62,7 +37,6 @@ func TestFirefoxWebPushDestination(t *testing.T) {
 	c.Listen, c.DataDir, c.Dev, c.APIToken = addr, t.TempDir(), true, "test-token"
 	c.VAPIDSubject = "mailto:ops@example.test"
 	c.ShutdownWait = 2 * time.Second
-	c.wrapSender = func(next delivery.Sender) delivery.Sender { dests.next = next; return dests }
 	require.NoError(t, c.validate())
 	logs := &syncBuffer{}
 	n, err := startHeraldNode(t.Context(), c, slog.New(slog.NewTextHandler(logs, nil)))
@@ -104,29 +78,12 @@ func TestFirefoxWebPushDestination(t *testing.T) {
 	}, func(last string) string { return "no subscription from Firefox; page errors: " + last })
 	require.True(t, strings.HasPrefix(endpoint, base+"/wpush/v2/"), endpoint)
 
-	// The browser's PushSubscription becomes a webpush subscription:
-	// through the API (POST /v1/subscriptions with the destination), or,
-	// while this herald's API and store do not take destinations yet,
-	// through the store with the destination handed to the engine's
-	// requests (pushDestinations).
+	// The browser's PushSubscription becomes a webpush subscription, as
+	// the page's backend would make it.
 	dest := herald.Destination{Type: herald.DestinationWebPush,
 		Subscription: &herald.PushSubscription{Endpoint: endpoint, Keys: herald.PushKeys{P256DH: p256dh, Auth: auth}},
 		Urgency:      "high"}
 	subID := createWebPushSubscription(t, base, dest)
-	if subID == "" {
-		t.Log("the API does not take webpush destinations yet: creating the subscription through the store")
-		now := time.Now().UTC().Truncate(time.Millisecond)
-		sub, err := n.store.SubscriptionCreate(t.Context(), &store.SubscriptionCreateParams{Subscription: &herald.Subscription{
-			ID: herald.NewID(herald.PrefixSubscription), URL: endpoint, Method: http.MethodPost, Destination: dest,
-			EventTypes: []string{"order.*"}, Headers: map[string]string{}, Ordering: herald.OrderingNone, TimeoutMS: 10000,
-			State: herald.SubscriptionEnabled, CreatedAt: now, UpdatedAt: now, Metadata: json.RawMessage(`{}`),
-		}, Secret: webhook.NewSecret(), Now: now})
-		require.NoError(t, err)
-		subID = sub.ID
-		dests.mu.Lock()
-		dests.subs[subID] = dest
-		dests.mu.Unlock()
-	}
 
 	// An event published to herald arrives, decrypted, in the service
 	// worker.
@@ -171,9 +128,8 @@ func TestFirefoxWebPushDestination(t *testing.T) {
 	}, func(last string) string { return "the delivery is " + last })
 }
 
-// createWebPushSubscription creates a subscription to dest through the
-// API and returns its id, or "" when the API predates destinations (400
-// unknown_field destination).
+// createWebPushSubscription creates a subscription to dest through POST
+// /v1/subscriptions and returns its id.
 func createWebPushSubscription(t *testing.T, base string, dest herald.Destination) string {
 	t.Helper()
 	body, err := json.Marshal(map[string]any{"event_types": []string{"order.*"}, "destination": dest, "timeout_ms": 10000})
@@ -186,11 +142,6 @@ func createWebPushSubscription(t *testing.T, base string, dest herald.Destinatio
 	require.NoError(t, err)
 	out, _ := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()
-	if resp.StatusCode == http.StatusBadRequest && strings.Contains(string(out), `"code":"unknown_field"`) &&
-		strings.Contains(string(out), `"field":"destination"`) {
-		// An API that predates destinations; any other refusal fails below.
-		return ""
-	}
 	require.Equal(t, http.StatusCreated, resp.StatusCode, "%s", out)
 	var sub struct {
 		ID          string             `json:"id"`

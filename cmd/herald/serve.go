@@ -275,10 +275,6 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 	userAgent := "herald/" + version
 	sender := webhook.NewSender(webhook.Config{Guard: guard, UserAgent: userAgent, StdTransport: c.WebhookStdTransport})
 	destinations := newDestinations(c, s, sender, logger)
-	var engineSender delivery.Sender = destinations
-	if c.wrapSender != nil {
-		engineSender = c.wrapSender(destinations)
-	}
 
 	committers := c.IngestWorkers
 	if committers <= 0 {
@@ -302,7 +298,7 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 	fanout := ingest.NewFanout(s, logger)
 	engine := delivery.New(delivery.Config{
 		Store:           s,
-		Sender:          engineSender,
+		Sender:          destinations,
 		Fanout:          fanout,
 		Tiers:           c.tiers,
 		Workers:         c.Workers,

@@ -2,10 +2,8 @@ package webpushdest
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"net/http"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,30 +18,9 @@ import (
 	"github.com/heraldhq/herald/webhook"
 )
 
-// destinations hands the engine's requests their subscription's webpush
-// destination. The engine reads it from the subscription
-// (Subscription.Dest); until the store keeps destinations, this puts back
-// what the test created, so the outcome handling is what is tested.
-type destinations struct {
-	next delivery.Sender
-	mu   sync.Mutex
-	subs map[string]herald.Destination
-}
-
-func (d *destinations) Send(ctx context.Context, r *webhook.Request) webhook.Result {
-	d.mu.Lock()
-	dest, ok := d.subs[r.SubscriptionID]
-	d.mu.Unlock()
-	if ok && r.Destination.Type != herald.DestinationWebPush {
-		r.Destination = dest
-	}
-	return d.next.Send(ctx, r)
-}
-
 type engineHarness struct {
 	store store.Store
 	ing   *ingest.Ingester
-	dests *destinations
 }
 
 // newEngine runs an ingester and an engine on a SQLite store, sending
@@ -55,10 +32,9 @@ func newEngine(t *testing.T, vapid *VAPIDKey, tiers delivery.Tiers) *engineHarne
 	sender := webhook.NewSender(webhook.Config{Guard: &webhook.Guard{AllowLoopback: true}})
 	router := destination.NewRouter(sender)
 	router.Register(herald.DestinationWebPush, New(Config{Sender: sender, Keys: staticKeys{vapid}, AllowHTTP: true}))
-	dests := &destinations{next: router, subs: map[string]herald.Destination{}}
 	fanout := ingest.NewFanout(s, nil)
 	engine := delivery.New(delivery.Config{
-		Store: s, Sender: dests, Fanout: fanout, Tiers: tiers, Workers: 4,
+		Store: s, Sender: router, Fanout: fanout, Tiers: tiers, Workers: 4,
 		LeaseMargin: 2 * time.Second, PollInterval: 50 * time.Millisecond,
 	})
 	ing := ingest.New(ingest.Config{Store: s, Fanout: fanout, Tier0Delay: tiers[0], OnCommit: engine.Notify, Dispatcher: engine})
@@ -69,7 +45,7 @@ func newEngine(t *testing.T, vapid *VAPIDKey, tiers delivery.Tiers) *engineHarne
 		engine.Stop()
 		router.Close()
 	})
-	return &engineHarness{store: s, ing: ing, dests: dests}
+	return &engineHarness{store: s, ing: ing}
 }
 
 func (h *engineHarness) subscribe(t *testing.T, d herald.Destination, types ...string) *herald.Subscription {
@@ -82,9 +58,7 @@ func (h *engineHarness) subscribe(t *testing.T, d herald.Destination, types ...s
 	}
 	created, err := h.store.SubscriptionCreate(t.Context(), &store.SubscriptionCreateParams{Subscription: sub, Secret: webhook.NewSecret(), Now: now})
 	require.NoError(t, err)
-	h.dests.mu.Lock()
-	h.dests.subs[created.ID] = d
-	h.dests.mu.Unlock()
+	require.Equal(t, d.Type, created.Dest().Type, "the store keeps the destination")
 	return created
 }
 
