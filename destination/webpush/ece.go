@@ -12,6 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/heraldhq/herald"
 )
 
 // Sizes of an RFC 8291 message (aes128gcm, RFC 8188).
@@ -32,7 +34,6 @@ const (
 	// recordSize is the rs the header declares: the one record
 	// (plaintext, delimiter, tag) is never longer.
 	recordSize = MaxBody
-	authLen    = 16
 )
 
 // ErrTooLarge is returned (wrapped, with the size) for a payload over
@@ -47,33 +48,23 @@ type Keys struct {
 	Auth []byte
 }
 
-// ParseKeys decodes a PushSubscription's keys: p256dh must be an
-// uncompressed P-256 point and auth 16 bytes, both base64url (padded or
-// not; standard base64 is accepted too, as browsers' older serialisations
-// and some libraries produce it).
+// ParseKeys decodes a PushSubscription's keys by the API's rules
+// (herald.PushPublicKey, herald.PushAuthSecret): p256dh an uncompressed
+// P-256 point and auth 16 bytes, both base64url, padded or not.
 func ParseKeys(p256dh, auth string) (*Keys, error) {
-	raw, err := decodeB64(p256dh)
+	pub, err := herald.PushPublicKey(p256dh)
 	if err != nil {
-		return nil, fmt.Errorf("keys.p256dh is not base64url")
+		return nil, fmt.Errorf("keys.p256dh %w", err)
 	}
-	if len(raw) != 65 || raw[0] != 4 {
-		return nil, fmt.Errorf("keys.p256dh is not an uncompressed P-256 point (%d bytes)", len(raw))
-	}
-	pub, err := ecdh.P256().NewPublicKey(raw)
+	a, err := herald.PushAuthSecret(auth)
 	if err != nil {
-		return nil, fmt.Errorf("keys.p256dh is not a point on P-256")
-	}
-	a, err := decodeB64(auth)
-	if err != nil {
-		return nil, fmt.Errorf("keys.auth is not base64url")
-	}
-	if len(a) != authLen {
-		return nil, fmt.Errorf("keys.auth must be 16 bytes, not %d", len(a))
+		return nil, fmt.Errorf("keys.auth %w", err)
 	}
 	return &Keys{Public: pub, Auth: a}, nil
 }
 
-// decodeB64 reads base64url or standard base64, padded or not.
+// decodeB64 reads base64url or standard base64, padded or not (VAPID
+// keys as web-push libraries print them).
 func decodeB64(s string) ([]byte, error) {
 	s = strings.TrimRight(strings.TrimSpace(s), "=")
 	s = strings.NewReplacer("+", "-", "/", "_").Replace(s)

@@ -9,8 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -19,15 +19,15 @@ import (
 	"github.com/heraldhq/herald/webhook"
 )
 
-// Defaults of a push message (RFC 8030).
+// Defaults of a push message (RFC 8030), the API's.
 const (
 	// DefaultTTL is the TTL header when the destination sets none: how
 	// long the push service keeps a message for a browser that is away.
-	DefaultTTL = 86400
+	DefaultTTL = herald.DefaultPushTTLS
 	// DefaultUrgency is the Urgency header when the destination sets none.
-	DefaultUrgency = "normal"
+	DefaultUrgency = herald.DefaultPushUrgency
 	// MaxTopicLen is the longest Topic RFC 8030 §5.4 allows.
-	MaxTopicLen = 32
+	MaxTopicLen = herald.MaxPushTopicLen
 )
 
 // KeySource gives the VAPID key to sign with.
@@ -175,33 +175,29 @@ func classify(res *webhook.Result) {
 	}
 }
 
-// Check validates a webpush destination, as the API does when a
-// subscription is created and Send does before every attempt (a bad one
-// is dead at once as invalid_request). field is the offending field's
-// path under destination ("subscription.keys.p256dh", "urgency", …);
-// allowHTTP accepts http:// endpoints (--dev).
+// Check validates a webpush destination by the API's rules
+// (herald.ValidatePushSubscription and the limits beside it), as the API
+// does when a subscription is created and Send does before every attempt
+// (a bad one is dead at once as invalid_request). field is the offending
+// field's path under destination ("subscription.keys.p256dh",
+// "urgency", …); allowHTTP accepts http:// endpoints (--dev).
 func Check(d herald.Destination, allowHTTP bool) (field string, err error) {
-	if d.Subscription == nil {
-		return "subscription", errors.New("subscription is required: the browser's PushSubscription (endpoint, keys.p256dh, keys.auth)")
-	}
-	if _, err := ParseKeys(d.Subscription.Keys.P256DH, ""); err != nil && strings.HasPrefix(err.Error(), "keys.p256dh") {
-		return "subscription.keys.p256dh", fmt.Errorf("subscription.%w", err)
-	}
-	if _, err := ParseKeys(d.Subscription.Keys.P256DH, d.Subscription.Keys.Auth); err != nil {
-		return "subscription.keys.auth", fmt.Errorf("subscription.%w", err)
-	}
-	origin, err := Origin(d.Subscription.Endpoint)
-	if err != nil {
-		return "subscription.endpoint", err
-	}
-	if !strings.HasPrefix(origin, "https://") && !(allowHTTP && strings.HasPrefix(origin, "http://")) {
-		return "subscription.endpoint", errors.New("subscription.endpoint must be an https URL (http only with --dev)")
+	if err := herald.ValidatePushSubscription(d.Subscription, allowHTTP); err != nil {
+		field := "subscription"
+		var he *herald.Error
+		if errors.As(err, &he) {
+			if he.Field != "" {
+				field += "." + he.Field
+			}
+			return field, fmt.Errorf("%s %s", field, he.Message)
+		}
+		return field, fmt.Errorf("%s: %w", field, err)
 	}
 	if d.Urgency != "" && !ValidUrgency(d.Urgency) {
 		return "urgency", errors.New("urgency must be very-low, low, normal or high")
 	}
-	if d.TTLS != nil && *d.TTLS < 0 {
-		return "ttl_s", errors.New("ttl_s must not be negative")
+	if d.TTLS != nil && (*d.TTLS < 0 || *d.TTLS > herald.MaxPushTTLS) {
+		return "ttl_s", fmt.Errorf("ttl_s must be from 0 to %d (28 days)", herald.MaxPushTTLS)
 	}
 	if d.Topic != "" && !ValidTopic(d.Topic) {
 		return "topic", errors.New("topic must be at most 32 characters of A-Z a-z 0-9 - _")
@@ -210,28 +206,11 @@ func Check(d herald.Destination, allowHTTP bool) (field string, err error) {
 }
 
 // ValidUrgency reports whether u is an RFC 8030 §5.3 urgency.
-func ValidUrgency(u string) bool {
-	switch u {
-	case "very-low", "low", "normal", "high":
-		return true
-	}
-	return false
-}
+func ValidUrgency(u string) bool { return slices.Contains(herald.PushUrgencies, u) }
 
 // ValidTopic reports whether t is an RFC 8030 §5.4 topic: 1 to 32
 // characters of the base64url alphabet.
-func ValidTopic(t string) bool {
-	if t == "" || len(t) > MaxTopicLen {
-		return false
-	}
-	for i := 0; i < len(t); i++ {
-		c := t[i]
-		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-			return false
-		}
-	}
-	return true
-}
+func ValidTopic(t string) bool { return t != "" && herald.CheckPushTopic(t) == nil }
 
 // TopicOf is the default Topic of an event key: the first 32 characters
 // of the base64url SHA-256 of the key (an event key is free text, a topic
