@@ -3,6 +3,7 @@ package desttest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"sync"
 	"testing"
@@ -87,10 +88,22 @@ func NewRig(t *testing.T, typ herald.DestinationType, pub destination.Publisher,
 }
 
 // Subscribe creates a subscription to every event type delivering to d,
-// edited by edit (nil: none).
+// edited by edit (nil: none). A broker destination's connection is
+// created in the rig's store first when absent, as the store refuses a
+// subscription naming a connection it does not hold; the row only
+// satisfies that check (its URL is a placeholder): the publisher under
+// test resolves connections through the Connections it was built with.
 func (r *Rig) Subscribe(t *testing.T, d herald.Destination, edit func(*herald.Subscription)) *herald.Subscription {
 	t.Helper()
 	now := time.Now().UTC().Truncate(time.Millisecond)
+	if d.Connection != "" {
+		_, err := r.Store.ConnectionCreate(context.Background(), &store.ConnectionCreateParams{Connection: &herald.Connection{
+			Name: d.Connection, Type: d.Type, URL: string(d.Type) + "://desttest.invalid/", AllTenants: true,
+			CreatedAt: now, UpdatedAt: now}})
+		if !errors.Is(err, herald.ErrConflict) {
+			require.NoError(t, err)
+		}
+	}
 	sub := &herald.Subscription{
 		ID: herald.NewID(herald.PrefixSubscription), Destination: d,
 		Headers: map[string]string{}, Ordering: herald.OrderingNone, TimeoutMS: 10_000,
