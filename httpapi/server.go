@@ -86,6 +86,9 @@ type Config struct {
 	// Push, when set, serves the Web Push broadcast source under
 	// /v1/push/broadcasts (admin token).
 	Push PushBroadcaster
+	// WebPush, when set, serves GET /v1/webpush/vapid-public-key (no
+	// token): the applicationServerKey of webpush destinations.
+	WebPush WebPushKeys
 	// History, when set, serves GET /v1/stats/history (this node's last
 	// hour, for the dashboard's charts); without it the list is empty.
 	History History
@@ -107,6 +110,10 @@ type Config struct {
 	// SecretGrace is how long a rotated-out secret keeps signing when the
 	// rotate call names no grace period (default herald.DefaultSecretGrace).
 	SecretGrace time.Duration
+	// AllowHTTPPushEndpoints accepts http:// Web Push endpoints in
+	// subscriptions (herald serve --dev: a push service on the machine);
+	// otherwise they must be https.
+	AllowHTTPPushEndpoints bool
 	// AllowPrivateURLs is informational only: subscription URLs are not
 	// resolved here, because the SSRF guard runs at dial time, after DNS,
 	// where a check cannot be raced by a rebinding resolver.
@@ -207,6 +214,14 @@ func (s *server) routes() {
 	s.v1("GET /v1/stats", ScopeAdmin, s.statsGet)
 	s.v1("GET /v1/stats/history", ScopeAdmin, s.statsHistory)
 
+	// Broker connections are operator-owned (connection.go): admin, and
+	// never a tenant-confined token.
+	s.v1("POST /v1/connections", ScopeAdmin, s.connectionCreate)
+	s.v1("GET /v1/connections", ScopeAdmin, s.connectionList)
+	s.v1("GET /v1/connections/{name}", ScopeAdmin, s.connectionGet)
+	s.v1("PATCH /v1/connections/{name}", ScopeAdmin, s.connectionPatch)
+	s.v1("DELETE /v1/connections/{name}", ScopeAdmin, s.connectionDelete)
+
 	s.v1("POST /v1/tokens", ScopeAdmin, s.tokenCreate)
 	s.v1("GET /v1/tokens", ScopeAdmin, s.tokenList)
 	s.v1("DELETE /v1/tokens/{id}", ScopeAdmin, s.tokenDelete)
@@ -221,6 +236,9 @@ func (s *server) routes() {
 	if s.cfg.Push != nil {
 		s.v1("PUT /v1/push/broadcasts/{id...}", ScopeAdmin, s.pushBroadcastPut)
 		s.v1("GET /v1/push/broadcasts", ScopeAdmin, s.pushBroadcastList)
+	}
+	if s.cfg.WebPush != nil {
+		s.v1Public("GET /v1/webpush/vapid-public-key", s.webPushKey)
 	}
 }
 
