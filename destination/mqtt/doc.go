@@ -6,9 +6,11 @@
 //
 // The message: the topic is the destination's, or by default the event
 // type with every "." turned into "/" (MQTT's level separator) and every
-// "+" or "#" into "_" (wildcards are not allowed in a publish topic):
-// "invoice.paid" publishes to "invoice/paid". A destination topic holding
-// "+", "#" or NUL, empty, or longer than 65,535 bytes fails the attempt as
+// "+" or "#" into "_" (wildcards are not allowed in a publish topic), and
+// a leading "$" (the broker's own topics, such as $SYS) into "_":
+// "invoice.paid" publishes to "invoice/paid". A topic the API would refuse
+// (herald.CheckMQTTTopic: empty, a wildcard, a leading "$", control
+// characters, over herald.MaxBrokerNameBytes) fails the attempt as
 // invalid_request before anything is sent. The payload is the JSON
 // envelope a webhook gets, the content type application/json, and the
 // signature headers (webhook-id, webhook-timestamp, webhook-signature,

@@ -23,8 +23,9 @@ import (
 const connName = "mqtt-test"
 
 // harness adapts MQTT to desttest: a fresh topic with a QoS 1 subscriber
-// per Target; Broken publishes to $SYS, which Mosquitto refuses with PUBACK
-// 0x87 (not authorized).
+// per Target; Broken names a topic with a wildcard, refused before sending
+// (invalid_request). (Mosquitto's own refusal, PUBACK 0x87 for a publish
+// to $SYS, is out of reach: the API and the sender refuse "$" topics.)
 type harness struct {
 	url   string
 	conns *destination.Static
@@ -53,7 +54,7 @@ func (h *harness) Target(t *testing.T) (herald.Destination, desttest.Consumer) {
 }
 
 func (h *harness) Broken(t *testing.T) (herald.Destination, herald.ErrorClass, bool) {
-	return herald.Destination{Type: herald.DestinationMQTT, Connection: connName, Topic: "$SYS/herald-test"}, herald.ErrorBroker, true
+	return herald.Destination{Type: herald.DestinationMQTT, Connection: connName, Topic: "herald-test/+/wildcard"}, herald.ErrorInvalidRequest, true
 }
 
 // topic returns a topic unique to this test run.

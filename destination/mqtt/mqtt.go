@@ -16,7 +16,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/eclipse/paho.golang/autopaho"
 	"github.com/eclipse/paho.golang/paho"
@@ -39,8 +38,6 @@ const (
 	// minute.
 	idleClose     = 10 * time.Minute
 	sweepInterval = time.Minute
-	// maxTopicLen is MQTT's limit on a topic name, in bytes.
-	maxTopicLen = 65535
 	// maxMessageLen bounds Result.Message, as for webhooks.
 	maxMessageLen = 256
 )
@@ -125,26 +122,23 @@ func (p *Publisher) Close() {
 }
 
 // DefaultTopic is the topic an event type publishes to when the
-// destination names none: "." becomes "/", "+" and "#" become "_".
+// destination names none: "." becomes "/", "+" and "#" become "_", and a
+// leading "$" (topics the broker reserves) becomes "_".
 func DefaultTopic(eventType string) string {
-	return strings.NewReplacer(".", "/", "+", "_", "#", "_").Replace(eventType)
+	t := strings.NewReplacer(".", "/", "+", "_", "#", "_").Replace(eventType)
+	if strings.HasPrefix(t, "$") {
+		t = "_" + t[1:]
+	}
+	return t
 }
 
-// ValidTopic reports why topic cannot be published to, or nil: it must be
-// non-empty UTF-8 of at most 65,535 bytes without the wildcards "+" and "#"
-// or NUL (MQTT 5, 4.7.3).
+// ValidTopic reports why topic cannot be published to, or nil: the API's
+// rule (herald.CheckMQTTTopic) applied again at send time — not empty, at
+// most herald.MaxBrokerNameBytes, no wildcard ("+", "#"), no leading "$",
+// UTF-8 without control characters (NUL included).
 func ValidTopic(topic string) error {
-	switch {
-	case topic == "":
-		return errors.New("empty MQTT topic")
-	case len(topic) > maxTopicLen:
-		return fmt.Errorf("MQTT topic of %d bytes exceeds %d", len(topic), maxTopicLen)
-	case !utf8.ValidString(topic):
-		return errors.New("MQTT topic is not UTF-8")
-	case strings.ContainsAny(topic, "+#"):
-		return fmt.Errorf("MQTT topic %q holds a wildcard (+ or #), not allowed when publishing", topic)
-	case strings.ContainsRune(topic, 0):
-		return errors.New("MQTT topic holds NUL")
+	if err := herald.CheckMQTTTopic(topic); err != nil {
+		return fmt.Errorf("MQTT topic %q %s", herald.CleanLine(topic, 64), err)
 	}
 	return nil
 }

@@ -120,8 +120,9 @@ func (p *Publisher) Send(ctx context.Context, r *webhook.Request) webhook.Result
 
 func (p *Publisher) send(ctx context.Context, r *webhook.Request) webhook.Result {
 	d := r.Destination
-	if d.Stream == "" {
-		return webhook.Result{Class: herald.ErrorInvalidRequest, Message: "redis destination has no stream"}
+	// The API's rule, again at send time.
+	if err := herald.CheckRedisStream(d.Stream); err != nil {
+		return webhook.Result{Class: herald.ErrorInvalidRequest, Message: "redis stream " + err.Error()}
 	}
 	if d.MaxLen < 0 {
 		return webhook.Result{Class: herald.ErrorInvalidRequest, Message: fmt.Sprintf("redis maxlen %d is negative", d.MaxLen)}
