@@ -138,7 +138,7 @@ func DefaultTopic(eventType string) string {
 // UTF-8 without control characters (NUL included).
 func ValidTopic(topic string) error {
 	if err := herald.CheckMQTTTopic(topic); err != nil {
-		return fmt.Errorf("MQTT topic %q %s", herald.CleanLine(topic, 64), err)
+		return fmt.Errorf("MQTT topic %q %w", herald.CleanLine(topic, 64), err)
 	}
 	return nil
 }
