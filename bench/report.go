@@ -105,7 +105,8 @@ func WriteReport(w io.Writer, r *Result) {
 			r.Ceiling.PerSecond, r.Ceiling.Requests, r.Ceiling.P50Ms, r.Ceiling.P99Ms)
 		fmt.Fprintf(w, "deliveries/ceiling  %.1f%%\n", 100*r.CeilingRatio)
 	}
-	if r.CPUPerDeliveryUs > 0 {
+	// A destination run's in-process CPU is on its "process CPU" line.
+	if r.CPUPerDeliveryUs > 0 && (r.Broker == nil || r.CPUScope == "node") {
 		scope := "herald process (in-process: publishers and receiver included)"
 		if r.CPUScope == "node" {
 			scope = "target node only"
