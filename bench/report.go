@@ -96,7 +96,7 @@ func WriteReport(w io.Writer, r *Result) {
 		r.Delivered, r.DeliveriesWanted, r.DeliverSeconds, r.DeliveriesPerSec, r.FailedAttempts, r.Dead)
 	if r.Broker != nil {
 		fmt.Fprintf(w, "publish→broker      p50 %.2f ms, p95 %.2f ms, p99 %.2f ms\n", r.LatencyP50Ms, r.LatencyP95Ms, r.LatencyP99Ms)
-		writeBroker(w, r.Broker)
+		writeBroker(w, r.Broker, r.CPUScope == "node")
 	} else {
 		fmt.Fprintf(w, "publish→delivery    p50 %.2f ms, p95 %.2f ms, p99 %.2f ms\n", r.LatencyP50Ms, r.LatencyP95Ms, r.LatencyP99Ms)
 	}
@@ -143,7 +143,7 @@ func WriteReport(w io.Writer, r *Result) {
 }
 
 // writeBroker writes a --destination run's broker lines.
-func writeBroker(w io.Writer, d *DestinationResult) {
+func writeBroker(w io.Writer, d *DestinationResult, remote bool) {
 	raw := d.Raw
 	if raw.Messages > 0 {
 		fmt.Fprintf(w, "raw publish-with-ack %.0f messages/s (%d messages in %.2fs, p50 %.2f ms, p99 %.2f ms; broker client alone, no consumer)\n",
@@ -154,7 +154,11 @@ func writeBroker(w io.Writer, d *DestinationResult) {
 		fmt.Fprintf(w, "raw first error     %s\n", raw.Error)
 	}
 	if d.CPUPerDeliveryUs > 0 {
-		fmt.Fprintf(w, "process CPU         %.0f µs per delivery (publishers, node and consumer)", d.CPUPerDeliveryUs)
+		whose := "publishers, node and consumer"
+		if remote {
+			whose = "publishers and consumer; the node's own is below"
+		}
+		fmt.Fprintf(w, "process CPU         %.0f µs per delivery (%s)", d.CPUPerDeliveryUs, whose)
 		if raw.Messages > 0 {
 			fmt.Fprintf(w, "; raw %.0f µs per message", raw.CPUPerMessageUs)
 		}
