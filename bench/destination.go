@@ -91,7 +91,9 @@ type DestinationResult struct {
 	PublishToBrokerP50Ms float64 `json:"publish_to_broker_p50_ms"`
 	PublishToBrokerP99Ms float64 `json:"publish_to_broker_p99_ms"`
 	// CPUPerDeliveryUs is the bench process's user+system CPU during the
-	// herald phase (publishers, node, consumer) per delivery, in µs;
+	// herald phase (publishers, consumer and, unless --target, the node)
+	// per delivery, in µs (with --target, Result.CPUPerDeliveryUs is the
+	// node's own);
 	// ExtraCPUPerDeliveryUs is it minus Raw.CPUPerMessageUs: what herald
 	// adds over publishing the message oneself (in-process runs only).
 	CPUPerDeliveryUs      float64 `json:"cpu_us_per_delivery"`
