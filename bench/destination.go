@@ -108,7 +108,9 @@ type DestinationResult struct {
 
 // RawResult is the broker client's own publish-with-ack run.
 type RawResult struct {
-	Messages  int64   `json:"messages"`
+	// Concurrency is the workers, each awaiting its acknowledgement.
+	Concurrency int     `json:"concurrency"`
+	Messages    int64   `json:"messages"`
 	Seconds   float64 `json:"seconds"`
 	PerSecond float64 `json:"per_second"`
 	// P50Ms and P99Ms are the publish-with-ack call's latency.

@@ -60,6 +60,11 @@ type Config struct {
 	// webhook, CeilingMax bounds the raw phase (destination.go) instead
 	// of the HTTP ceiling run.
 	Destination, BrokerURL string
+	// RawConcurrency is the raw phase's workers (0: Concurrency). herald
+	// delivers from its own workers whatever the publish concurrency, so a
+	// --batch run with few publishers compares fairly only with as many
+	// raw workers as the node has.
+	RawConcurrency int
 }
 
 // Node is the herald under load.
@@ -116,7 +121,12 @@ func Run(ctx context.Context, cfg Config, start func(context.Context) (Node, fun
 		}
 		if cfg.CeilingMax > 0 {
 			n := min(max(cfg.Count*int64(cfg.Fanout), 2000), 500_000)
-			res.Broker.Raw = runRaw(ctx, b, ceilingBody(eventType, pad), cfg.Concurrency, n, cfg.CeilingMax)
+			workers := cfg.RawConcurrency
+			if workers <= 0 {
+				workers = cfg.Concurrency
+			}
+			res.Broker.Raw = runRaw(ctx, b, ceilingBody(eventType, pad), workers, n, cfg.CeilingMax)
+			res.Broker.Raw.Concurrency = workers
 			if res.Broker.Raw.Messages == 0 {
 				return nil, fmt.Errorf("raw %s publish: nothing acknowledged: %s", cfg.Destination, res.Broker.Raw.Error)
 			}

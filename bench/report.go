@@ -146,8 +146,8 @@ func WriteReport(w io.Writer, r *Result) {
 func writeBroker(w io.Writer, d *DestinationResult, remote bool) {
 	raw := d.Raw
 	if raw.Messages > 0 {
-		fmt.Fprintf(w, "raw publish-with-ack %.0f messages/s (%d messages in %.2fs, p50 %.2f ms, p99 %.2f ms; broker client alone, no consumer)\n",
-			raw.PerSecond, raw.Messages, raw.Seconds, raw.P50Ms, raw.P99Ms)
+		fmt.Fprintf(w, "raw publish-with-ack %.0f messages/s (%d messages in %.2fs from %d workers, p50 %.2f ms, p99 %.2f ms; broker client alone, no consumer)\n",
+			raw.PerSecond, raw.Messages, raw.Seconds, raw.Concurrency, raw.P50Ms, raw.P99Ms)
 		fmt.Fprintf(w, "herald/raw          %.0f ÷ %.0f = %.2f\n", d.HeraldPerSecond, raw.PerSecond, d.Ratio)
 	}
 	if raw.Error != "" {

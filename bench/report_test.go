@@ -63,7 +63,7 @@ func TestWriteReportDestination(t *testing.T) {
 		CPUPerDeliveryUs: 700, CPUScope: "process", Complete: true,
 		Broker: &DestinationResult{
 			Type: "redis", BrokerURL: "redis://127.0.0.1:6379/0",
-			Raw:             RawResult{Messages: 50000, Seconds: 2.5, PerSecond: 20000, P50Ms: 3, P99Ms: 8, CPUPerMessageUs: 45},
+			Raw:             RawResult{Concurrency: 64, Messages: 50000, Seconds: 2.5, PerSecond: 20000, P50Ms: 3, P99Ms: 8, CPUPerMessageUs: 45},
 			HeraldPerSecond: 999, Ratio: 0.04995, PublishToBrokerP50Ms: 2.5, PublishToBrokerP99Ms: 9.75,
 			CPUPerDeliveryUs: 702, ExtraCPUPerDeliveryUs: 657, Duplicates: 1,
 		},
@@ -77,7 +77,7 @@ published           10000 events in 10.00s: 1000 events/s accepted (0 errors)
 publish call        p50 0.00 ms, p99 0.00 ms
 delivered           10000 of 10000 in 10.01s: 999 deliveries/s (0 attempts failed on purpose, 0 dead)
 publish→broker      p50 2.50 ms, p95 6.00 ms, p99 9.75 ms
-raw publish-with-ack 20000 messages/s (50000 messages in 2.50s, p50 3.00 ms, p99 8.00 ms; broker client alone, no consumer)
+raw publish-with-ack 20000 messages/s (50000 messages in 2.50s from 64 workers, p50 3.00 ms, p99 8.00 ms; broker client alone, no consumer)
 herald/raw          999 ÷ 20000 = 0.05
 process CPU         702 µs per delivery (publishers, node and consumer); raw 45 µs per message; herald's extra 657 µs
 consumer            1 duplicates, 0 without a readable stamp
