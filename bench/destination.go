@@ -111,8 +111,8 @@ type RawResult struct {
 	// Concurrency is the workers, each awaiting its acknowledgement.
 	Concurrency int     `json:"concurrency"`
 	Messages    int64   `json:"messages"`
-	Seconds   float64 `json:"seconds"`
-	PerSecond float64 `json:"per_second"`
+	Seconds     float64 `json:"seconds"`
+	PerSecond   float64 `json:"per_second"`
 	// P50Ms and P99Ms are the publish-with-ack call's latency.
 	P50Ms float64 `json:"p50_ms"`
 	P99Ms float64 `json:"p99_ms"`
