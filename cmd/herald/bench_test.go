@@ -38,7 +38,7 @@ func runBenchJSON(t *testing.T, args ...string) bench.Result {
 			"publish_to_broker_p99_ms", "cpu_us_per_delivery", "duplicates", "invalid"} {
 			require.Contains(t, b, k)
 		}
-		for _, k := range []string{"messages", "seconds", "per_second", "p50_ms", "p99_ms", "cpu_us_per_message"} {
+		for _, k := range []string{"concurrency", "messages", "seconds", "per_second", "p50_ms", "p99_ms", "cpu_us_per_message"} {
 			require.Contains(t, b["raw"], k)
 		}
 	}
