@@ -13,14 +13,13 @@ import (
 // redisBroker is Redis Streams: herald-bench:<run>:events for herald,
 // herald-bench:<run>:raw for the raw phase, both deleted afterwards.
 type redisBroker struct {
-	url                 string
-	stream, rawStream   string
-	rdb                 *redis.Client
-	reader              *redis.Client
-	stop                context.CancelFunc
-	done                chan struct{}
-	eventType           string
-	headerNames, fields []string
+	url               string
+	stream, rawStream string
+	rdb               *redis.Client
+	reader            *redis.Client
+	stop              context.CancelFunc
+	done              chan struct{}
+	eventType         string
 }
 
 func newRedisBroker(ctx context.Context, rawURL, run string, concurrency int) (*redisBroker, error) {
