@@ -17,11 +17,11 @@ import (
 // until their first attempt; the Router is closed at shutdown, after the
 // engine stopped (heraldNode.stop).
 func newDestinations(c *config, s store.Store, sender *webhook.Sender, logger *slog.Logger) *destination.Router {
-	_, _ = c, s // used by the types registered below
-	// The operator-owned connections the broker types resolve by name. An
-	// empty set until connections are stored: every broker attempt fails
-	// as connection_unavailable (retried) meanwhile.
-	var conns destination.Connections = destination.NewStatic()
+	_ = c // used by the types registered below
+	// conns resolves the operator-owned connections the broker publishers
+	// deliver through: from the store, cached for
+	// destination.DefaultConnectionTTL so an attempt costs no read.
+	conns := destination.NewCache(s, 0)
 	r := destination.NewRouter(sender)
 	r.Register(herald.DestinationAMQP, amqpdest.New(amqpdest.Config{Connections: conns, Logger: logger}))
 	r.Register(herald.DestinationNATS, natsdest.New(natsdest.Config{Connections: conns, Logger: logger}))

@@ -388,6 +388,8 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 		History:      historyView{history},
 		UserAgent:    userAgent,
 		PublicURL:    publicURL(c, lns.api()),
+		// --dev: a push service on the machine may serve http endpoints.
+		AllowHTTPPushEndpoints: c.Dev,
 	})
 
 	var handler http.Handler = api

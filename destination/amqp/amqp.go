@@ -136,7 +136,7 @@ func (p *Publisher) send(ctx context.Context, r *webhook.Request) webhook.Result
 		Headers:      headers,
 		ContentType:  destination.ContentType,
 		DeliveryMode: amqp.Persistent,
-		MessageId:    msg.ID,
+		MessageId:    messageID(r),
 		Timestamp:    r.Timestamp,
 		Type:         r.EventType,
 		AppId:        "herald",
@@ -167,7 +167,7 @@ func (p *Publisher) send(ctx context.Context, r *webhook.Request) webhook.Result
 	// A mandatory message that found no queue is returned before it is
 	// confirmed (the client dispatches both in arrival order), so the
 	// return, if any, is already waiting.
-	if ret, returned := pc.returned(msg.ID); returned {
+	if ret, returned := pc.returned(messageID(r)); returned {
 		s.put(pc, true)
 		return webhook.Result{Class: herald.ErrorUnroutable, Message: herald.CleanLine(fmt.Sprintf(
 			"returned by the broker: %s (%d): no queue bound to exchange %q for routing key %q",
@@ -589,4 +589,15 @@ func (pc *pubChan) returned(id string) (amqp.Return, bool) {
 			return amqp.Return{}, false
 		}
 	}
+}
+
+// messageID is the AMQP message-id: the event id, as the wire
+// contract says (the delivery id, which stays the same across retries, is
+// the webhook-id header). A request without one (tests) uses the delivery
+// id.
+func messageID(r *webhook.Request) string {
+	if r.EventID != "" {
+		return r.EventID
+	}
+	return r.MsgID
 }

@@ -138,7 +138,7 @@ func request(d herald.Destination, timeout time.Duration) *webhook.Request {
 	}
 }
 
-// The message's AMQP properties: persistent, JSON, MessageId = webhook-id,
+// The message's AMQP properties: persistent, JSON, MessageId = event id,
 // and the routing key defaults to the event type.
 func TestMessageProperties(t *testing.T) {
 	h := newHarness(t)
@@ -153,13 +153,15 @@ func TestMessageProperties(t *testing.T) {
 	require.NoError(t, err)
 
 	req := request(h.dest(exchange), 5*time.Second)
+	req.EventID = "evt_1"
 	res := pub.Send(context.Background(), req)
 	require.True(t, res.Success, "%s: %s", res.Class, res.Message)
 	select {
 	case d := <-deliveries:
 		require.Equal(t, uint8(amqp.Persistent), d.DeliveryMode)
 		require.Equal(t, "application/json", d.ContentType)
-		require.Equal(t, req.MsgID, d.MessageId)
+		require.Equal(t, "evt_1", d.MessageId)
+		require.Equal(t, req.MsgID, d.Headers["webhook-id"])
 		require.Equal(t, "order.created", d.RoutingKey, "routing key defaults to the event type")
 		require.Equal(t, "order.created", d.Type)
 	case <-time.After(10 * time.Second):

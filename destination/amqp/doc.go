@@ -4,8 +4,7 @@
 // type) and counts it delivered only once the broker confirmed it.
 //
 // One attempt is one message: persistent (DeliveryMode 2), content-type
-// application/json, MessageId the delivery id (webhook-id, the same on every
-// attempt, so a consumer drops repeats), the headers table of
+// application/json, MessageId the event id, the headers table of
 // destination.NewMessage (webhook-id, webhook-timestamp, webhook-signature,
 // herald-event-type, herald-attempt, herald-tenant), and the webhook body.
 // It is published with mandatory set on a channel in confirm mode, and the
@@ -24,7 +23,8 @@
 // disk. A timeout, or a connection lost after the publish but before the
 // confirm, leaves the outcome unknown: herald retries, and the consumer may
 // see the message twice (RabbitMQ has no publish-side dedupe; consumers
-// drop repeats by MessageId / webhook-id).
+// drop repeats by the webhook-id header, the delivery id, the same on every
+// attempt).
 //
 // Connections: one AMQP connection per herald connection per node, dialled
 // on first use with a timeout (DefaultDialTimeout) and outside any lock
