@@ -6,6 +6,8 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/heraldhq/herald/client"
 )
 
 // amqpBroker is RabbitMQ: durable queues on the default exchange, one for
@@ -107,12 +109,12 @@ func (b *amqpBroker) consume(_ context.Context, a *arrivals) error {
 	return nil
 }
 
-func (b *amqpBroker) connection(name string) map[string]any {
-	return map[string]any{"name": name, "type": "amqp", "url": b.url, "tenants": "all"}
+func (b *amqpBroker) connection(name string) *client.ConnectionInput {
+	return connectionInput(name, "amqp", b.url)
 }
 
-func (b *amqpBroker) destination(conn string) map[string]any {
-	return map[string]any{"type": "amqp", "connection": conn, "exchange": "", "routing_key": b.queue}
+func (b *amqpBroker) destination(conn string) client.Destination {
+	return client.AMQPDestination(conn, "", b.queue)
 }
 
 func (b *amqpBroker) close() {

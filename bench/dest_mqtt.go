@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/eclipse/paho.golang/paho"
+
+	"github.com/heraldhq/herald/client"
 )
 
 // mqttBroker is an MQTT 5 broker (Mosquitto): herald publishes to
@@ -135,12 +137,12 @@ func (b *mqttBroker) consume(ctx context.Context, a *arrivals) error {
 	return nil
 }
 
-func (b *mqttBroker) connection(name string) map[string]any {
-	return map[string]any{"name": name, "type": "mqtt", "url": b.url, "tenants": "all"}
+func (b *mqttBroker) connection(name string) *client.ConnectionInput {
+	return connectionInput(name, "mqtt", b.url)
 }
 
-func (b *mqttBroker) destination(conn string) map[string]any {
-	return map[string]any{"type": "mqtt", "connection": conn, "topic": b.topic, "retain": false}
+func (b *mqttBroker) destination(conn string) client.Destination {
+	return client.MQTTDestination(conn, b.topic, false)
 }
 
 func (b *mqttBroker) close() {

@@ -8,6 +8,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/heraldhq/herald/client"
 )
 
 // natsBroker is NATS JetStream: one file-backed stream over
@@ -89,12 +91,12 @@ func (b *natsBroker) consume(ctx context.Context, a *arrivals) error {
 	return err
 }
 
-func (b *natsBroker) connection(name string) map[string]any {
-	return map[string]any{"name": name, "type": "nats", "url": b.url, "tenants": "all"}
+func (b *natsBroker) connection(name string) *client.ConnectionInput {
+	return connectionInput(name, "nats", b.url)
 }
 
-func (b *natsBroker) destination(conn string) map[string]any {
-	return map[string]any{"type": "nats", "connection": conn, "subject": b.subject}
+func (b *natsBroker) destination(conn string) client.Destination {
+	return client.NATSDestination(conn, b.subject)
 }
 
 func (b *natsBroker) close() {

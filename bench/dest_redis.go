@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/heraldhq/herald/client"
 )
 
 // redisBroker is Redis Streams: herald-bench:<run>:events for herald,
@@ -101,12 +103,12 @@ func (b *redisBroker) consume(_ context.Context, a *arrivals) error {
 	return nil
 }
 
-func (b *redisBroker) connection(name string) map[string]any {
-	return map[string]any{"name": name, "type": "redis", "url": b.url, "tenants": "all"}
+func (b *redisBroker) connection(name string) *client.ConnectionInput {
+	return connectionInput(name, "redis", b.url)
 }
 
-func (b *redisBroker) destination(conn string) map[string]any {
-	return map[string]any{"type": "redis", "connection": conn, "stream": b.stream}
+func (b *redisBroker) destination(conn string) client.Destination {
+	return client.RedisDestination(conn, b.stream, 0)
 }
 
 func (b *redisBroker) close() {

@@ -17,6 +17,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/heraldhq/herald/client"
 )
 
 // pushService is the Web Push destination's receiving side: a local push
@@ -132,19 +134,19 @@ func (s *pushService) consume(_ context.Context, a *arrivals) error {
 	return nil
 }
 
-func (s *pushService) connection(string) map[string]any { return nil }
+func (s *pushService) connection(string) *client.ConnectionInput { return nil }
 
-func (s *pushService) destination(string) map[string]any {
+// destination is the browser's PushSubscription for the service's
+// endpoint, urgency normal, a TTL of a minute.
+func (s *pushService) destination(string) client.Destination {
 	b64 := base64.RawURLEncoding.EncodeToString
-	return map[string]any{
-		"type": "webpush",
-		"subscription": map[string]any{
-			"endpoint": s.url() + "/push/" + s.run,
-			"keys":     map[string]string{"p256dh": b64(s.priv.PublicKey().Bytes()), "auth": b64(s.auth)},
-		},
-		"urgency": "normal",
-		"ttl_s":   60,
-	}
+	d := client.WebPushDestination(client.PushSubscription{
+		Endpoint: s.url() + "/push/" + s.run,
+		Keys:     client.PushKeys{P256DH: b64(s.priv.PublicKey().Bytes()), Auth: b64(s.auth)},
+	})
+	urgency, ttl := "normal", 60
+	d.Urgency, d.TTLS = &urgency, &ttl
+	return d
 }
 
 func (s *pushService) close() {

@@ -133,10 +133,10 @@ type broker interface {
 	// consume starts the herald phase's consumer, which reports every
 	// message to a.
 	consume(ctx context.Context, a *arrivals) error
-	// connection is the POST /v1/connections body (nil: the type needs no
-	// connection) and destination the subscription's destination.
-	connection(name string) map[string]any
-	destination(conn string) map[string]any
+	// connection is the connection to create (nil: the type needs none)
+	// and destination the subscriptions' destination.
+	connection(name string) *client.ConnectionInput
+	destination(conn string) client.Destination
 	// close stops the consumer and deletes what the run created on the
 	// broker.
 	close()
@@ -351,20 +351,25 @@ type destRun struct {
 // setupDestination creates the herald phase's connection (when the type
 // uses one) and starts the consumer; it returns the subscription's
 // destination.
-func (d *destRun) setup(ctx context.Context, api *client.Client, run string) (map[string]any, error) {
-	if body := d.b.connection("bench-" + run); body != nil {
-		if _, err := api.CreateConnection(ctx, body); err != nil {
-			return nil, fmt.Errorf("error creating the bench connection: %w", err)
+func (d *destRun) setup(ctx context.Context, api *client.Client, run string) (client.Destination, error) {
+	if in := d.b.connection("bench-" + run); in != nil {
+		if _, err := api.CreateConnection(ctx, *in); err != nil {
+			return client.Destination{}, fmt.Errorf("error creating the bench connection: %w", err)
 		}
 		d.connName = "bench-" + run
 	}
 	if err := d.b.consume(ctx, d.arr); err != nil {
-		return nil, fmt.Errorf("error starting the %s consumer: %w", d.typ, err)
+		return client.Destination{}, fmt.Errorf("error starting the %s consumer: %w", d.typ, err)
 	}
 	return d.b.destination(d.connName), nil
 }
 
-func createDestSubscription(ctx context.Context, api *client.Client, dest map[string]any, eventType string) (string, error) {
+// connectionInput is a broker connection open to every tenant.
+func connectionInput(name, typ, url string) *client.ConnectionInput {
+	return &client.ConnectionInput{Name: name, Type: typ, URL: url, Tenants: client.ConnectionTenants{All: true}}
+}
+
+func createDestSubscription(ctx context.Context, api *client.Client, dest client.Destination, eventType string) (string, error) {
 	sub, err := api.CreateSubscription(ctx, map[string]any{"destination": dest, "event_types": []string{eventType}, "description": "herald bench"})
 	if err != nil {
 		return "", fmt.Errorf("error creating the bench subscription: %w", err)

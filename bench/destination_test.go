@@ -54,8 +54,10 @@ func TestBrokerRawAndConsumer(t *testing.T) {
 			require.Positive(t, raw.PerSecond)
 			require.LessOrEqual(t, raw.P50Ms, raw.P99Ms)
 
-			require.Equal(t, string(k), b.connection("c")["type"])
-			require.Equal(t, "c", b.destination("c")["connection"])
+			require.Equal(t, string(k), b.connection("c").Type)
+			require.True(t, b.connection("c").Tenants.All)
+			require.Equal(t, string(k), b.destination("c").Type)
+			require.Equal(t, "c", *b.destination("c").Connection)
 
 			a := newArrivals()
 			require.NoError(t, b.consume(ctx, a))
@@ -81,15 +83,13 @@ func TestPushService(t *testing.T) {
 	a := newArrivals()
 	require.NoError(t, s.consume(t.Context(), a))
 	require.Nil(t, s.connection("x"))
-	d := s.destination("")
-	sub := d["subscription"].(map[string]any)
-	keys := sub["keys"].(map[string]string)
+	sub := s.destination("").Subscription
 
 	vapidPriv, vapidPub, err := webpush.GenerateVAPIDKeys()
 	require.NoError(t, err)
 	for range 3 {
 		resp, err := webpush.SendNotification(EventBody("bench.x", time.Now(), Pad(100)), &webpush.Subscription{
-			Endpoint: sub["endpoint"].(string), Keys: webpush.Keys{P256dh: keys["p256dh"], Auth: keys["auth"]},
+			Endpoint: sub.Endpoint, Keys: webpush.Keys{P256dh: sub.Keys.P256DH, Auth: sub.Keys.Auth},
 		}, &webpush.Options{Subscriber: "ops@example.test", VAPIDPublicKey: vapidPub, VAPIDPrivateKey: vapidPriv, TTL: 60})
 		require.NoError(t, err)
 		_ = resp.Body.Close()

@@ -147,7 +147,7 @@ func Run(ctx context.Context, cfg Config, start func(context.Context) (Node, fun
 	defer api.HTTP.CloseIdleConnections()
 
 	var out sink = recv
-	var destBody map[string]any
+	var destBody client.Destination
 	if dest != nil {
 		if destBody, err = dest.setup(ctx, api, runID); err != nil {
 			return nil, err
