@@ -23,6 +23,7 @@ func newDestinations(c *config, s store.Store, sender *webhook.Sender, logger *s
 	// destination.DefaultConnectionTTL so an attempt costs no read.
 	conns := destination.NewCache(s, 0)
 	r := destination.NewRouter(sender)
+	r.Register(herald.DestinationWebPush, newWebPushPublisher(c, s, sender))
 	r.Register(herald.DestinationAMQP, amqpdest.New(amqpdest.Config{Connections: conns, Logger: logger}))
 	r.Register(herald.DestinationNATS, natsdest.New(natsdest.Config{Connections: conns, Logger: logger}))
 	return r
