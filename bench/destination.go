@@ -342,13 +342,13 @@ func (a *arrivals) LastDelivered() time.Time {
 
 // destRun is the broker side of a --destination run.
 type destRun struct {
-	typ, url string
+	typ      string
 	b        broker
 	arr      *arrivals
 	connName string
 }
 
-// setupDestination creates the herald phase's connection (when the type
+// setup creates the herald phase's connection (when the type
 // uses one) and starts the consumer; it returns the subscription's
 // destination.
 func (d *destRun) setup(ctx context.Context, api *client.Client, run string) (client.Destination, error) {

@@ -113,7 +113,7 @@ func Run(ctx context.Context, cfg Config, start func(context.Context) (Node, fun
 			return nil, err
 		}
 		defer b.close()
-		dest = &destRun{typ: cfg.Destination, url: cfg.BrokerURL, b: b, arr: newArrivals()}
+		dest = &destRun{typ: cfg.Destination, b: b, arr: newArrivals()}
 		res.Destination = cfg.Destination
 		res.Broker = &DestinationResult{Type: cfg.Destination, BrokerURL: redact(cfg.BrokerURL)}
 		if ps, ok := b.(*pushService); ok {
