@@ -5,10 +5,10 @@
 // (sampler.go), the report (report.go), the Web Push load (push.go) and
 // the destination runs (destination.go: the broker client's own
 // publish-with-ack rate, then herald delivering to a consumer on the same
-// broker, dest_*.go per type). It
-// reaches herald through client/ only and never starts a node:
-// cmd/herald/bench.go parses the flags, starts the in-process node (or
-// bench_push.go the child herald serve) and prints.
+// broker, dest_*.go per type). It reaches herald through client/ only
+// and never starts a node: cmd/herald/bench.go parses the flags, starts
+// the in-process node (or bench_push.go the child herald serve) and
+// prints.
 //
 // Every bench run talks to loopback only (CheckLoopback): it is a load
 // generator, and must not be pointable at somebody else's server.
