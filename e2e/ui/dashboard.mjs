@@ -379,9 +379,9 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
   await page.locator('input[name=url]').fill('amqp://guest:guest@127.0.0.1:5672/');
   await page.getByRole('button', { name: 'Create connection' }).click();
   await page.locator('input[name=url][aria-invalid=true]').waitFor();
-  // Redis without a password is accepted with an empty one (AUTH is sent
-  // only when the URL has a password), so the sealed password is checked
-  // on the listing rather than by delivering through it.
+  // The machine's Redis has no password (it would refuse AUTH), so the
+  // sealed password is checked on the listing, then dropped by a PATCH
+  // before delivering through the connection.
   await page.locator('input[name=url]').fill(withPass);
   await page.locator('input[name=tenants]').fill('acme');
   await page.getByRole('button', { name: 'Create connection' }).click();
