@@ -256,6 +256,42 @@ func (c *Client) TestFilter(ctx context.Context, p FilterTestParams) (*FilterTes
 	return &out, c.do(ctx, http.MethodPost, "/v1/filters/test", nil, p, &out)
 }
 
+// ---- connections (admin) ----
+
+// CreateConnection creates an operator-owned broker connection.
+func (c *Client) CreateConnection(ctx context.Context, in ConnectionInput) (*Connection, error) {
+	var out Connection
+	return &out, c.do(ctx, http.MethodPost, "/v1/connections", nil, in, &out)
+}
+
+// ListConnections returns one page of connections (limit 0: the server's
+// default, 100).
+func (c *Client) ListConnections(ctx context.Context, limit int, cursor string) (*ConnectionList, error) {
+	q := url.Values{}
+	setPage(q, limit, cursor)
+	var out ConnectionList
+	return &out, c.do(ctx, http.MethodGet, "/v1/connections", q, nil, &out)
+}
+
+// GetConnection returns one connection (its URL without the password).
+func (c *Client) GetConnection(ctx context.Context, name string) (*Connection, error) {
+	var out Connection
+	return &out, c.do(ctx, http.MethodGet, pathID("/v1/connections/", name), nil, nil, &out)
+}
+
+// UpdateConnection replaces the fields patch names: url (a password of
+// "***" keeps the stored one), tls, tenants ("all" or a list).
+func (c *Client) UpdateConnection(ctx context.Context, name string, patch map[string]any) (*Connection, error) {
+	var out Connection
+	return &out, c.do(ctx, http.MethodPatch, pathID("/v1/connections/", name), nil, patch, &out)
+}
+
+// DeleteConnection deletes a connection; the server answers 409 (a
+// conflict *Error) while a subscription uses it.
+func (c *Client) DeleteConnection(ctx context.Context, name string) error {
+	return c.do(ctx, http.MethodDelete, pathID("/v1/connections/", name), nil, nil, nil)
+}
+
 // ---- tokens ----
 
 // CreateToken makes a scoped API token (admin). The answer's Token is

@@ -2,11 +2,13 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -167,4 +169,57 @@ not_a_number x
 	})
 	_, err = c.Metrics(context.Background())
 	require.ErrorIs(t, err, ErrUnauthorized)
+}
+
+func TestConnections(t *testing.T) {
+	t.Parallel()
+	var got []string
+	conn := `{"name":"rabbit","type":"amqp","url":"amqp://guest:***@h:5672/","tls":null,"tenants":"all","created_at":"2026-01-01T00:00:00Z","updated_at":"2026-01-01T00:00:00Z"}`
+	c := setup(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got = append(got, r.Method+" "+r.URL.RequestURI()+" "+string(b))
+		w.Header().Set("Content-Type", "application/json")
+		switch r.Method {
+		case http.MethodPost:
+			w.WriteHeader(http.StatusCreated)
+			_, _ = io.WriteString(w, conn)
+		case http.MethodDelete:
+			w.WriteHeader(http.StatusConflict)
+			_, _ = io.WriteString(w, `{"error":{"code":"conflict","message":"connection \"rabbit\" is used by subscription sub_1"}}`)
+		default:
+			if strings.HasSuffix(r.URL.Path, "/connections") {
+				_, _ = io.WriteString(w, `{"data":[`+strings.Replace(conn, `"all"`, `["acme"]`, 1)+`],"next_cursor":null}`)
+				return
+			}
+			_, _ = io.WriteString(w, conn)
+		}
+	})
+	ctx := context.Background()
+	created, err := c.CreateConnection(ctx, ConnectionInput{Name: "rabbit", Type: "amqp", URL: "amqp://guest:guest@h:5672/",
+		Tenants: ConnectionTenants{All: true}})
+	require.NoError(t, err)
+	require.True(t, created.Tenants.All)
+	list, err := c.ListConnections(ctx, 10, "")
+	require.NoError(t, err)
+	require.Equal(t, ConnectionTenants{List: []string{"acme"}}, list.Data[0].Tenants)
+	_, err = c.GetConnection(ctx, "rabbit")
+	require.NoError(t, err)
+	_, err = c.UpdateConnection(ctx, "rabbit", map[string]any{"tenants": []string{"acme"}})
+	require.NoError(t, err)
+	err = c.DeleteConnection(ctx, "rabbit")
+	var apiErr *APIError
+	require.ErrorAs(t, err, &apiErr)
+	require.Equal(t, "conflict", apiErr.Code)
+	require.Equal(t, []string{
+		`POST /v1/connections {"name":"rabbit","type":"amqp","url":"amqp://guest:guest@h:5672/","tenants":"all"}`,
+		"GET /v1/connections?limit=10 ",
+		"GET /v1/connections/rabbit ",
+		`PATCH /v1/connections/rabbit {"tenants":["acme"]}`,
+		"DELETE /v1/connections/rabbit ",
+	}, got)
+
+	d := AMQPDestination("rabbit", "events", "")
+	b, err := json.Marshal(d)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"type":"amqp","connection":"rabbit","exchange":"events","routing_key":""}`, string(b))
 }

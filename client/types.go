@@ -24,9 +24,11 @@ type RateLimit struct {
 
 // Subscription is a webhook subscription.
 type Subscription struct {
-	ID             string            `json:"id"`
-	URL            string            `json:"url"`
-	Method         string            `json:"method"`
+	ID string `json:"id"`
+	// URL and Method are a webhook's ("" for other destination types).
+	URL            string            `json:"url,omitempty"`
+	Method         string            `json:"method,omitempty"`
+	Destination    Destination       `json:"destination"`
 	EventTypes     []string          `json:"event_types"`
 	Filter         *Filter           `json:"filter"`
 	Secret         string            `json:"secret,omitempty"`
@@ -370,4 +372,151 @@ type PortalLinkInput struct {
 type PortalLink struct {
 	URL       string `json:"url"`
 	ExpiresAt string `json:"expires_at"`
+}
+
+// Destination is where a subscription delivers: Type selects the fields
+// that apply (answers show all of them for the type, none of the others).
+// Build one for a create or update with the Webhook, WebPush, AMQP,
+// NATS, Redis and MQTT constructors or by hand.
+type Destination struct {
+	// Type is webhook, webpush, amqp, nats, redis or mqtt.
+	Type string `json:"type"`
+	// webhook
+	URL    *string `json:"url,omitempty"`
+	Method *string `json:"method,omitempty"`
+	// webpush: the browser's PushSubscription, Urgency (very-low, low,
+	// normal, high), TTLS (seconds, ≤ 2419200) and Topic.
+	Subscription *PushSubscription `json:"subscription,omitempty"`
+	Urgency      *string           `json:"urgency,omitempty"`
+	TTLS         *int              `json:"ttl_s,omitempty"`
+	// brokers: the connection's name (see CreateConnection) and where on
+	// it; an empty RoutingKey, Subject or Topic is derived from the event
+	// type when sent.
+	Connection *string `json:"connection,omitempty"`
+	Exchange   *string `json:"exchange,omitempty"`
+	RoutingKey *string `json:"routing_key,omitempty"`
+	Subject    *string `json:"subject,omitempty"`
+	Stream     *string `json:"stream,omitempty"`
+	MaxLen     *int64  `json:"maxlen,omitempty"`
+	// Topic is the mqtt topic, or the webpush Topic.
+	Topic  *string `json:"topic,omitempty"`
+	Retain *bool   `json:"retain,omitempty"`
+}
+
+// PushSubscription is a browser's PushSubscription.toJSON().
+type PushSubscription struct {
+	Endpoint string   `json:"endpoint"`
+	Keys     PushKeys `json:"keys"`
+}
+
+// PushKeys are the browser's P-256 public key and auth secret, base64url.
+type PushKeys struct {
+	P256DH string `json:"p256dh"`
+	Auth   string `json:"auth"`
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// WebhookDestination is a webhook to url with method ("" = POST).
+func WebhookDestination(url, method string) Destination {
+	d := Destination{Type: "webhook", URL: ptr(url)}
+	if method != "" {
+		d.Method = ptr(method)
+	}
+	return d
+}
+
+// WebPushDestination delivers to a browser's push subscription.
+func WebPushDestination(sub PushSubscription) Destination {
+	return Destination{Type: "webpush", Subscription: &sub}
+}
+
+// AMQPDestination publishes to exchange ("" = the default exchange) with
+// routingKey ("" = the event type) on connection.
+func AMQPDestination(connection, exchange, routingKey string) Destination {
+	return Destination{Type: "amqp", Connection: ptr(connection), Exchange: ptr(exchange), RoutingKey: ptr(routingKey)}
+}
+
+// NATSDestination publishes to subject ("" = derived from the event type)
+// on connection.
+func NATSDestination(connection, subject string) Destination {
+	return Destination{Type: "nats", Connection: ptr(connection), Subject: ptr(subject)}
+}
+
+// RedisDestination appends to stream on connection, trimmed to about
+// maxLen entries (0 = no trimming).
+func RedisDestination(connection, stream string, maxLen int64) Destination {
+	return Destination{Type: "redis", Connection: ptr(connection), Stream: ptr(stream), MaxLen: ptr(maxLen)}
+}
+
+// MQTTDestination publishes to topic ("" = derived from the event type) on
+// connection.
+func MQTTDestination(connection, topic string, retain bool) Destination {
+	return Destination{Type: "mqtt", Connection: ptr(connection), Topic: ptr(topic), Retain: ptr(retain)}
+}
+
+// Connection is an operator-owned broker connection. URL never holds the
+// password: answers show it as "***".
+type Connection struct {
+	Name      string            `json:"name"`
+	Type      string            `json:"type"`
+	URL       string            `json:"url"`
+	TLS       *ConnectionTLS    `json:"tls"`
+	Tenants   ConnectionTenants `json:"tenants"`
+	CreatedAt string            `json:"created_at"`
+	UpdatedAt string            `json:"updated_at"`
+}
+
+// ConnectionTLS is a connection's client-side TLS (files on the herald
+// node).
+type ConnectionTLS struct {
+	CAFile             string `json:"ca_file,omitempty"`
+	CertFile           string `json:"cert_file,omitempty"`
+	KeyFile            string `json:"key_file,omitempty"`
+	ServerName         string `json:"server_name,omitempty"`
+	InsecureSkipVerify bool   `json:"insecure_skip_verify,omitempty"`
+}
+
+// ConnectionTenants are the tenants granted a connection: All, or the
+// List (JSON: "all" or an array).
+type ConnectionTenants struct {
+	All  bool
+	List []string
+}
+
+// MarshalJSON writes "all" or the list.
+func (t ConnectionTenants) MarshalJSON() ([]byte, error) {
+	if t.All {
+		return []byte(`"all"`), nil
+	}
+	if t.List == nil {
+		return []byte(`[]`), nil
+	}
+	return json.Marshal(t.List)
+}
+
+// UnmarshalJSON reads "all" or a list.
+func (t *ConnectionTenants) UnmarshalJSON(b []byte) error {
+	*t = ConnectionTenants{}
+	if string(b) == `"all"` {
+		t.All = true
+		return nil
+	}
+	return json.Unmarshal(b, &t.List)
+}
+
+// ConnectionInput is a connection to create: Type amqp, nats, redis or
+// mqtt, and a URL whose scheme fits it.
+type ConnectionInput struct {
+	Name    string            `json:"name"`
+	Type    string            `json:"type"`
+	URL     string            `json:"url"`
+	TLS     *ConnectionTLS    `json:"tls,omitempty"`
+	Tenants ConnectionTenants `json:"tenants"`
+}
+
+// ConnectionList is a page of connections, in name order.
+type ConnectionList struct {
+	Data       []Connection `json:"data"`
+	NextCursor *string      `json:"next_cursor"`
 }

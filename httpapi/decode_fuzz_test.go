@@ -126,6 +126,12 @@ func FuzzDecodeSubscription(f *testing.F) {
 		`{"url": "https://e.com", "filter": {"cel": "data.a == '\u0000'"}}`,
 		`{"url": "https://e.com", "event_types": ["a\u0000"]}`,
 		`{"url": "https://e.com", "headers": {"Expect": "100-continue", "Proxy-Authorization": "x"}}`,
+		`{"destination": {"type": "amqp", "connection": "rabbit", "exchange": "events", "routing_key": "a.b"}}`,
+		`{"destination": {"type": "nats", "connection": "n", "subject": "a.*"}}`,
+		`{"destination": {"type": "redis", "connection": "r", "stream": "s", "maxlen": 10}}`,
+		`{"destination": {"type": "mqtt", "connection": "m", "topic": "a/b", "retain": true}}`,
+		`{"url": "https://e.com", "destination": {"type": "webhook", "url": "https://e.com", "method": "put"}}`,
+		`{"destination": {"type": "webpush", "subscription": {"endpoint": "https://p.example/x", "keys": {"p256dh": "BNcRdreALRFXTkOOUHK1EtK2wtaz5Ry4YfYCA_0QTpQtUbVlUls0VJXg7A8u-Ts1XbjhazAkj7I99e8QcYP7DkM", "auth": "tBHItJI5svbpez7KI4CCXg"}}}}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -137,8 +143,14 @@ func FuzzDecodeSubscription(f *testing.F) {
 			return
 		}
 		s := in.sub
-		require.NotEmpty(t, s.URL)
-		require.Contains(t, []string{"POST", "PUT"}, s.Method)
+		require.True(t, s.Destination.Type.Valid())
+		if s.Destination.Type == herald.DestinationWebhook {
+			require.NotEmpty(t, s.URL)
+			require.Contains(t, []string{"POST", "PUT"}, s.Method)
+			require.Equal(t, s.URL, s.Destination.URL)
+		} else {
+			require.Empty(t, s.URL)
+		}
 		require.True(t, s.Ordering.Valid())
 		require.True(t, s.TimeoutMS >= 1 && s.TimeoutMS <= maxTimeoutMS)
 		require.True(t, json.Valid(s.Metadata))
@@ -166,6 +178,7 @@ func FuzzDecodeSubscription(f *testing.F) {
 		again, err := decodeSubscription(merged)
 		require.NoError(t, err, "%s", merged)
 		require.Equal(t, s.URL, again.sub.URL)
+		require.Equal(t, s.Destination, again.sub.Destination)
 		require.Equal(t, s.Filter, again.sub.Filter)
 		require.Equal(t, s.RateLimit, again.sub.RateLimit)
 	})

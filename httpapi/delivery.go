@@ -134,7 +134,9 @@ func (s *server) deliveryGet(w http.ResponseWriter, r *http.Request) error {
 			N: a.N, At: timestamp(a.At), Tier: a.Tier, DurationMS: a.DurationMS, Status: a.Status,
 			Error: a.Error, ErrorMessage: a.ErrorMessage, ResponseExcerpt: a.ResponseExcerpt,
 		}
-		if sub != nil {
+		// Only a webhook's attempt is an HTTP request to rebuild; other
+		// destination types show none.
+		if sub != nil && sub.Dest().Type == herald.DestinationWebhook {
 			attempts[i].Request = attemptRequest(sub, res.Delivery, eventType, &res.Attempts[i], s.cfg.UserAgent)
 		}
 	}

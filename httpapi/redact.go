@@ -30,6 +30,9 @@ func receiverAsSeenBy(r *http.Request, sub *herald.Subscription) *herald.Subscri
 	}
 	c := *sub
 	c.URL = maskURL(sub.URL)
+	if sub.Destination.Subscription != nil {
+		c.Destination.Subscription = maskPushSubscription(sub.Destination.Subscription)
+	}
 	if len(sub.Headers) > 0 {
 		c.Headers = maps.Clone(sub.Headers)
 		for name, v := range c.Headers {

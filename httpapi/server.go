@@ -107,6 +107,10 @@ type Config struct {
 	// SecretGrace is how long a rotated-out secret keeps signing when the
 	// rotate call names no grace period (default herald.DefaultSecretGrace).
 	SecretGrace time.Duration
+	// AllowHTTPPushEndpoints accepts http:// Web Push endpoints in
+	// subscriptions (herald serve --dev: a push service on the machine);
+	// otherwise they must be https.
+	AllowHTTPPushEndpoints bool
 	// AllowPrivateURLs is informational only: subscription URLs are not
 	// resolved here, because the SSRF guard runs at dial time, after DNS,
 	// where a check cannot be raced by a rebinding resolver.
@@ -206,6 +210,14 @@ func (s *server) routes() {
 	// Queue-wide figures span every tenant: admin only.
 	s.v1("GET /v1/stats", ScopeAdmin, s.statsGet)
 	s.v1("GET /v1/stats/history", ScopeAdmin, s.statsHistory)
+
+	// Broker connections are operator-owned (connection.go): admin, and
+	// never a tenant-confined token.
+	s.v1("POST /v1/connections", ScopeAdmin, s.connectionCreate)
+	s.v1("GET /v1/connections", ScopeAdmin, s.connectionList)
+	s.v1("GET /v1/connections/{name}", ScopeAdmin, s.connectionGet)
+	s.v1("PATCH /v1/connections/{name}", ScopeAdmin, s.connectionPatch)
+	s.v1("DELETE /v1/connections/{name}", ScopeAdmin, s.connectionDelete)
 
 	s.v1("POST /v1/tokens", ScopeAdmin, s.tokenCreate)
 	s.v1("GET /v1/tokens", ScopeAdmin, s.tokenList)

@@ -44,7 +44,7 @@ const (
 
 // subscriptionFields are the keys a subscription body may have.
 var subscriptionFields = []string{
-	"url", "method", "event_types", "filter", "secret", "headers", "ordering", "key_interval_ms",
+	"url", "method", "destination", "event_types", "filter", "secret", "headers", "ordering", "key_interval_ms",
 	"rate_limit", "max_in_flight", "timeout_ms", "description", "metadata", "state",
 	"tenant", "all_tenants",
 }
@@ -65,17 +65,23 @@ type subscriptionInput struct {
 	state herald.SubscriptionState
 }
 
-// decodeSubscription decodes and validates a subscription body. Every
-// error is a *herald.Error naming the JSON path at fault.
+// decodeSubscription decodes and validates a subscription body with the
+// default rules. Every error is a *herald.Error naming the JSON path at
+// fault.
 func decodeSubscription(body []byte) (*subscriptionInput, error) {
+	return decodeSubscriptionRules(body, subscriptionRules{})
+}
+
+// decodeSubscriptionRules is decodeSubscription with the server's rules.
+func decodeSubscriptionRules(body []byte, rules subscriptionRules) (*subscriptionInput, error) {
 	o, err := parseBody(body)
 	if err != nil {
 		return nil, err
 	}
-	return subscriptionFromObject(o)
+	return subscriptionFromObject(o, rules)
 }
 
-func subscriptionFromObject(o object) (*subscriptionInput, error) {
+func subscriptionFromObject(o object, rules subscriptionRules) (*subscriptionInput, error) {
 	if err := o.allow(subscriptionFields...); err != nil {
 		return nil, err
 	}
@@ -89,8 +95,7 @@ func subscriptionFromObject(o object) (*subscriptionInput, error) {
 	}}
 	s := &in.sub
 	steps := []func() error{
-		func() error { return decodeURL(o, s) },
-		func() error { return decodeMethod(o, s) },
+		func() error { return decodeDestination(o, s, rules) },
 		func() error { return decodeEventTypes(o, s) },
 		func() error { return decodeFilter(o, s) },
 		func() error { return decodeSecret(o, in) },
@@ -121,8 +126,16 @@ func decodeURL(o object, s *herald.Subscription) error {
 	if !set || s.URL == "" {
 		return herald.FieldErrorf(herald.CodeMissingField, "url", "url is required")
 	}
+	return checkWebhookURL("url", s)
+}
+
+// checkWebhookURL checks s.URL, named path in errors.
+func checkWebhookURL(path string, s *herald.Subscription) error {
+	if s.URL == "" {
+		return herald.FieldErrorf(herald.CodeMissingField, path, "%s is required", path)
+	}
 	if len(s.URL) > maxURLBytes {
-		return invalid("url", "must be at most %d bytes, got %d", maxURLBytes, len(s.URL))
+		return invalid(path, "must be at most %d bytes, got %d", maxURLBytes, len(s.URL))
 	}
 	u, err := url.Parse(s.URL)
 	if err != nil {
@@ -130,13 +143,13 @@ func decodeURL(o object, s *herald.Subscription) error {
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return invalid("url", "is not a valid URL: %v", err)
+		return invalid(path, "is not a valid URL: %v", err)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return invalid("url", "must be an absolute http or https URL")
+		return invalid(path, "must be an absolute http or https URL")
 	}
 	if u.Opaque != "" || u.Host == "" || u.Hostname() == "" {
-		return invalid("url", "must name a host (https://host/path)")
+		return invalid(path, "must name a host (https://host/path)")
 	}
 	return nil
 }
@@ -145,9 +158,14 @@ func decodeMethod(o object, s *herald.Subscription) error {
 	if _, err := o.str("method", &s.Method); err != nil {
 		return err
 	}
+	return checkMethod("method", s)
+}
+
+// checkMethod upper-cases s.Method and checks it, named path in errors.
+func checkMethod(path string, s *herald.Subscription) error {
 	s.Method = strings.ToUpper(s.Method)
 	if s.Method != "POST" && s.Method != "PUT" {
-		return invalid("method", "must be POST or PUT")
+		return invalid(path, "must be POST or PUT")
 	}
 	return nil
 }
@@ -443,9 +461,12 @@ func decodeState(o object, in *subscriptionInput) error {
 // subscriptionJSON is a subscription as the API shows it. Optional objects
 // are null rather than absent so clients see every field.
 type subscriptionJSON struct {
-	ID             string                   `json:"id"`
-	URL            string                   `json:"url"`
-	Method         string                   `json:"method"`
+	ID string `json:"id"`
+	// URL and Method are a webhook's (absent for other types), kept
+	// beside Destination for clients older than destinations.
+	URL            string                   `json:"url,omitempty"`
+	Method         string                   `json:"method,omitempty"`
+	Destination    destinationJSON          `json:"destination"`
 	EventTypes     []string                 `json:"event_types"`
 	Filter         *herald.Filter           `json:"filter"`
 	Secret         string                   `json:"secret,omitempty"`
@@ -480,9 +501,14 @@ func subscriptionView(s *herald.Subscription, secret string) subscriptionJSON {
 	if !s.Filter.IsZero() {
 		v.Filter = s.Filter
 	}
-	if v.Method == "" {
-		v.Method = "POST"
+	if s.Dest().Type == herald.DestinationWebhook {
+		if v.Method == "" {
+			v.Method = "POST"
+		}
+	} else {
+		v.URL, v.Method = "", ""
 	}
+	v.Destination = destinationView(s, v.Method)
 	if v.EventTypes == nil {
 		v.EventTypes = []string{}
 	}
@@ -503,7 +529,7 @@ func (s *server) subscriptionCreate(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	in, err := decodeSubscription(body)
+	in, err := decodeSubscriptionRules(body, s.rules())
 	if err != nil {
 		return err
 	}
@@ -515,6 +541,9 @@ func (s *server) subscriptionCreate(w http.ResponseWriter, r *http.Request) erro
 			return herald.Errorf(herald.CodeForbidden, "a token confined to a tenant cannot create an all_tenants subscription")
 		}
 		in.sub.Tenant = own
+	}
+	if err := s.checkDestinationConnection(r.Context(), &in.sub); err != nil {
+		return err
 	}
 	secret := in.secret
 	if secret == "" {
@@ -612,13 +641,21 @@ func (s *server) subscriptionPatch(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	in, err := decodeSubscription(merged)
+	in, err := decodeSubscriptionRules(merged, s.rules())
 	if err != nil {
 		return err
 	}
 	upd := in.sub
 	upd.ID, upd.CreatedAt = cur.ID, cur.CreatedAt
 	upd.Tenant, upd.AllTenants = cur.Tenant, cur.AllTenants
+	// The connection is checked when the destination moves to it, not on
+	// every patch: an admin who revokes a grant later leaves existing
+	// subscriptions editable (their deliveries fail until it is restored).
+	if nd, cd := upd.Dest(), cur.Dest(); nd.Type != cd.Type || nd.Connection != cd.Connection {
+		if err := s.checkDestinationConnection(r.Context(), &upd); err != nil {
+			return err
+		}
+	}
 	upd.State, upd.DisabledReason = cur.State, cur.DisabledReason
 	switch in.state {
 	case herald.SubscriptionEnabled:
@@ -656,8 +693,11 @@ func mergeSubscription(cur *herald.Subscription, body []byte) ([]byte, error) {
 	for _, f := range readOnlySubscriptionFields {
 		delete(doc, f)
 	}
+	mergeDestination(doc, patch)
 	for k, v := range patch {
 		switch {
+		case k == "destination":
+			// merged by mergeDestination
 		case v == nil:
 			delete(doc, k)
 		case k == "filter":

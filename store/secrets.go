@@ -78,8 +78,8 @@ const DefaultResealBatch = 500
 // rotate-key). It is apart from Store so test doubles need not grow.
 type SecretKeeper interface {
 	// SecretKeyCounts counts stored secret rows (of every subscription,
-	// deleted ones too) by the id of the key that sealed them; plain-text
-	// rows count under "".
+	// deleted ones too) and connection URLs (store/connection.go) by the
+	// id of the key that sealed them; plain-text rows count under "".
 	SecretKeyCounts(ctx context.Context) (map[string]int64, error)
 	// SecretReseal re-seals, under the ring's first key, the secret rows
 	// with id > After (at most Limit rows scanned, in id order, in one
@@ -91,6 +91,21 @@ type SecretKeeper interface {
 	// must not stop the rotation of every other. Without a ring it is an
 	// error.
 	SecretReseal(ctx context.Context, params *SecretResealParams) (*SecretResealResult, error)
+	// ConnectionReseal re-seals, under the ring's first key, every
+	// connection URL that is plain text or sealed under another key, in
+	// one transaction (connections are few), each with a compare-and-set
+	// on its old value like SecretReseal. A URL no key opens is left as it
+	// is and named in Unreadable. Without a ring it is an error.
+	ConnectionReseal(ctx context.Context) (*ConnectionResealResult, error)
+}
+
+// ConnectionResealResult reports a ConnectionReseal.
+type ConnectionResealResult struct {
+	// Scanned connections, of which Resealed were rewritten and Raced
+	// changed meanwhile (left for a later pass).
+	Scanned, Resealed, Raced int
+	// Unreadable names the connections whose URL no key opens.
+	Unreadable []string
 }
 
 // SecretResealParams is one batch of SecretReseal.

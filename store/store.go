@@ -80,6 +80,13 @@ type Store interface {
 	// including expired ones. ErrNotFound if the subscription is absent.
 	SubscriptionSecretList(ctx context.Context, id string) ([]herald.Secret, error)
 
+	// ConnectionStore keeps the operator-owned broker connections
+	// (store/connection.go). Subscriptions read back with Destination
+	// filled; SubscriptionCreate and SubscriptionUpdate store it, and
+	// refuse (ErrConnectionMissing) a destination naming a connection that
+	// does not exist.
+	ConnectionStore
+
 	// EventInsertMany stores events and their deliveries in ONE transaction:
 	// either all of it commits or nothing does. An event whose key (EventKey:
 	// its ID within its tenant) already exists is not stored again (nor are

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -35,11 +36,80 @@ type subFlags struct {
 	keyIntervalMS, timeoutMS                                 int64
 	rateMax, ratePer, maxInFlight                            int
 	headers                                                  headerFlag
+	dest                                                     destFlags
+}
+
+// destFlags are the destination's fields as --destination-* flags, named
+// after the API's (destination.routing_key → --destination-routing-key).
+type destFlags struct {
+	typ, connection, exchange, routingKey, subject, stream string
+	topic, pushSubscription, urgency                       string
+	maxLen, ttlS                                           int64
+	retain                                                 bool
+}
+
+// destFlagFields maps each --destination-* flag to its destination field.
+var destFlagFields = map[string]string{
+	"destination-type": "type", "destination-connection": "connection", "destination-exchange": "exchange",
+	"destination-routing-key": "routing_key", "destination-subject": "subject", "destination-stream": "stream",
+	"destination-maxlen": "maxlen", "destination-topic": "topic", "destination-retain": "retain",
+	"destination-push-subscription": "subscription", "destination-urgency": "urgency", "destination-ttl-s": "ttl_s",
+}
+
+func (f *destFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.typ, "destination-type", "", "webhook (default with --url), webpush, amqp, nats, redis or mqtt")
+	fs.StringVar(&f.connection, "destination-connection", "", "amqp, nats, redis, mqtt: the connection's name (herald connections list)")
+	fs.StringVar(&f.exchange, "destination-exchange", "", "amqp: exchange (default: the default exchange)")
+	fs.StringVar(&f.routingKey, "destination-routing-key", "", "amqp: routing key (default: the event type)")
+	fs.StringVar(&f.subject, "destination-subject", "", "nats: subject, no wildcards (default: derived from the event type)")
+	fs.StringVar(&f.stream, "destination-stream", "", "redis: stream to XADD to (required for redis)")
+	fs.Int64Var(&f.maxLen, "destination-maxlen", 0, "redis: trim the stream to about this many entries (0: no trimming)")
+	fs.StringVar(&f.topic, "destination-topic", "", "mqtt: topic, no + or # (default: derived from the event type); webpush: Topic header (default: the event key)")
+	fs.BoolVar(&f.retain, "destination-retain", false, "mqtt: publish retained")
+	fs.StringVar(&f.pushSubscription, "destination-push-subscription", "", "webpush: the browser's PushSubscription JSON, or @FILE to read it from")
+	fs.StringVar(&f.urgency, "destination-urgency", "", "webpush: very-low, low, normal (default) or high")
+	fs.Int64Var(&f.ttlS, "destination-ttl-s", 0, "webpush: seconds the push service keeps an undelivered message (default 86400, at most 2419200)")
+}
+
+// body returns the destination object of the --destination-* flags given
+// (nil when none is): on update a merge patch of the current destination,
+// or its replacement when --destination-type names another type.
+func (f *destFlags) body(set map[string]bool, readFile func(string) ([]byte, error)) (map[string]any, error) {
+	d := map[string]any{}
+	values := map[string]any{
+		"type": f.typ, "connection": f.connection, "exchange": f.exchange, "routing_key": f.routingKey,
+		"subject": f.subject, "stream": f.stream, "maxlen": f.maxLen, "topic": f.topic, "retain": f.retain,
+		"urgency": f.urgency, "ttl_s": f.ttlS,
+	}
+	for flagName, field := range destFlagFields {
+		if set[flagName] && field != "subscription" {
+			d[field] = values[field]
+		}
+	}
+	if set["destination-push-subscription"] {
+		raw := f.pushSubscription
+		if name, ok := strings.CutPrefix(raw, "@"); ok {
+			b, err := readFile(name)
+			if err != nil {
+				return nil, usagef("--destination-push-subscription: %v", err)
+			}
+			raw = string(b)
+		}
+		ps, err := jsonArg("destination-push-subscription", strings.TrimSpace(raw))
+		if err != nil {
+			return nil, err
+		}
+		d["subscription"] = ps
+	}
+	if len(d) == 0 {
+		return nil, nil
+	}
+	return d, nil
 }
 
 func (f *subFlags) register(fs *flag.FlagSet, create bool) {
-	fs.StringVar(&f.url, "url", "", "endpoint URL (http or https)")
-	fs.StringVar(&f.method, "method", "", "HTTP method: POST (default) or PUT")
+	fs.StringVar(&f.url, "url", "", "webhook endpoint URL (http or https)")
+	fs.StringVar(&f.method, "method", "", "webhook HTTP method: POST (default) or PUT")
 	fs.StringVar(&f.eventTypes, "event-types", "", "comma-separated event type patterns, e.g. 'order.*,user.created' (none: every type)")
 	fs.StringVar(&f.filterCEL, "filter-cel", "", "filter as a CEL expression, e.g. 'data.total > 100'")
 	fs.StringVar(&f.filterJMES, "filter-jmespath", "", "filter as a JMESPath expression")
@@ -54,6 +124,7 @@ func (f *subFlags) register(fs *flag.FlagSet, create bool) {
 	fs.StringVar(&f.description, "description", "", "free text")
 	fs.StringVar(&f.metadata, "metadata", "", "JSON object kept with the subscription")
 	fs.StringVar(&f.state, "state", "", "enabled or disabled")
+	f.dest.register(fs)
 	if create {
 		fs.StringVar(&f.secret, "secret", "", "signing secret whsec_… (default: the server makes one)")
 		fs.StringVar(&f.tenant, "tenant", "", "tenant the subscription belongs to: it receives only that tenant's events (fixed at creation)")
@@ -70,6 +141,16 @@ func (f *subFlags) body(fs *flag.FlagSet, create bool) (map[string]any, error) {
 	set := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 	b := map[string]any{}
+	dest, err := f.dest.body(set, os.ReadFile)
+	if err != nil {
+		return nil, err
+	}
+	if dest != nil {
+		if create && dest["type"] == nil {
+			return nil, usagef("--destination-type is required with the other --destination-* flags")
+		}
+		b["destination"] = dest
+	}
 	str := func(flagName, field, v string) {
 		if set[flagName] {
 			b[field] = v
@@ -166,8 +247,8 @@ func subscriptionCreate(fs *flag.FlagSet) action {
 		if err != nil {
 			return err
 		}
-		if f.url == "" {
-			return usagef("--url is required")
+		if f.url == "" && f.dest.typ == "" {
+			return usagef("--url (a webhook) or --destination-type is required")
 		}
 		sub, err := c.api.CreateSubscription(ctx, body)
 		if err != nil {
@@ -186,7 +267,7 @@ func subscriptionList(fs *flag.FlagSet) action {
 	limit := fs.Int("limit", 0, "list at most this many (0: all)")
 	tenant := fs.String("tenant", "", "only this tenant's")
 	return func(ctx context.Context, c *cli, _ []string) error {
-		return listPages(c, *limit, []string{"ID", "STATE", "URL", "EVENT TYPES", "FILTER", "DESCRIPTION"},
+		return listPages(c, *limit, []string{"ID", "STATE", "DESTINATION", "EVENT TYPES", "FILTER", "DESCRIPTION"},
 			func(n int, cursor string) ([]client.Subscription, *string, error) {
 				res, err := c.api.ListTenantSubscriptions(ctx, *tenant, n, cursor)
 				if err != nil {
@@ -195,7 +276,7 @@ func subscriptionList(fs *flag.FlagSet) action {
 				return res.Data, res.NextCursor, nil
 			},
 			func(s *client.Subscription) []any {
-				return []any{s.ID, s.State, s.URL, strings.Join(s.EventTypes, ","), filterText(s.Filter), s.Description}
+				return []any{s.ID, s.State, destinationText(s), strings.Join(s.EventTypes, ","), filterText(s.Filter), s.Description}
 			})
 	}
 }
@@ -214,10 +295,61 @@ func filterText(f *client.Filter) string {
 	return ""
 }
 
+// destinationText is a subscription's destination on one line: the
+// webhook's URL (as before destinations), else the type and where.
+func destinationText(s *client.Subscription) string {
+	d := s.Destination
+	str := func(p *string) string {
+		if p == nil {
+			return ""
+		}
+		return *p
+	}
+	or := func(v, def string) string {
+		if v == "" {
+			return def
+		}
+		return v
+	}
+	switch d.Type {
+	case "", "webhook":
+		return s.URL
+	case "webpush":
+		if d.Subscription != nil {
+			return "webpush " + d.Subscription.Endpoint
+		}
+		return "webpush"
+	case "amqp":
+		return fmt.Sprintf("amqp %s exchange=%s routing_key=%s", str(d.Connection), or(str(d.Exchange), `""`), or(str(d.RoutingKey), "(event type)"))
+	case "nats":
+		return fmt.Sprintf("nats %s subject=%s", str(d.Connection), or(str(d.Subject), "(event type)"))
+	case "redis":
+		out := fmt.Sprintf("redis %s stream=%s", str(d.Connection), str(d.Stream))
+		if d.MaxLen != nil && *d.MaxLen > 0 {
+			out += fmt.Sprintf(" maxlen=%d", *d.MaxLen)
+		}
+		return out
+	case "mqtt":
+		out := fmt.Sprintf("mqtt %s topic=%s", str(d.Connection), or(str(d.Topic), "(event type)"))
+		if d.Retain != nil && *d.Retain {
+			out += " retain"
+		}
+		return out
+	}
+	return d.Type
+}
+
 func (c *cli) showSubscription(s *client.Subscription) {
 	tw := c.table()
 	row(tw, "id", s.ID)
-	row(tw, "url", s.Method+" "+s.URL)
+	if t := s.Destination.Type; t == "" || t == "webhook" {
+		row(tw, "url", s.Method+" "+s.URL)
+	} else {
+		row(tw, "destination", destinationText(s))
+		if d := s.Destination; d.Type == "webpush" && d.Urgency != nil && d.TTLS != nil {
+			row(tw, "push", fmt.Sprintf("urgency %s, ttl %ds", *d.Urgency, *d.TTLS))
+		}
+	}
 	row(tw, "state", strings.TrimSpace(s.State+" "+s.DisabledReason))
 	if s.Tenant != "" {
 		row(tw, "tenant", s.Tenant)

@@ -644,7 +644,8 @@ func TestCompletion(t *testing.T) {
 			env := testEnv("")
 			require.NoError(t, runClient(context.Background(), []string{"completion", shell}, env))
 			script := fmt.Sprint(env.stdout)
-			for _, word := range []string{"subscriptions", "rotate-secret", "dead-letters", "redrive", "--event-types", "--filter-cel", "--batch-size", "--yes", "serve"} {
+			for _, word := range []string{"subscriptions", "rotate-secret", "dead-letters", "redrive", "--event-types", "--filter-cel", "--batch-size", "--yes", "serve",
+				"connections", "--destination-type", "--destination-connection", "--destination-push-subscription", "--tls-ca-file"} {
 				require.Contains(t, script, word)
 			}
 			path, err := exec.LookPath(shell)
@@ -679,6 +680,9 @@ func TestCompletion(t *testing.T) {
 		{"herald subscriptions create --event-t", "--event-types"},
 		{"herald tail --st", "--state"},
 		{"herald deliveries list --state dea", "dead"},
+		{"herald conn", "connections"},
+		{"herald connections cr", "create"},
+		{"herald subscriptions create --destination-con", "--destination-connection"},
 	} {
 		script := fmt.Sprintf(`source %s; COMP_WORDS=(%s); COMP_CWORD=%d; _herald; echo "${COMPREPLY[*]}"`,
 			f, tc.words, len(strings.Fields(tc.words))-1)

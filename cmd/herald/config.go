@@ -146,7 +146,7 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.DataDir, "data-dir", "./herald-data", "directory for the SQLite store and admin.token")
 	fs.StringVar(&c.DatabaseURL, "database-url", "", "postgres://… to use PostgreSQL instead of the embedded SQLite store")
 	fs.StringVar(&c.Tiers, "tiers", defaultTiersString(), "retry tiers' maturity delays, comma-separated (one attempt per tier)")
-	fs.BoolVar(&c.Dev, "dev", false, "development mode: allow delivery to loopback addresses")
+	fs.BoolVar(&c.Dev, "dev", false, "development mode: allow delivery to loopback addresses and http:// Web Push endpoints")
 	fs.BoolVar(&c.AllowPrivate, "allow-private", false, "allow delivery to private (RFC 1918, ULA, CGNAT) addresses")
 	fs.BoolVar(&c.WebhookStdTransport, "webhook-std-transport", false, "send http:// webhooks through Go's net/http Transport instead of the direct HTTP/1.1 path (https always uses the Transport)")
 	fs.StringVar(&c.AllowCIDR, "allow-cidr", "", "comma-separated CIDRs delivery may reach even if loopback/private (never link-local/metadata)")

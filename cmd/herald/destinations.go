@@ -3,16 +3,27 @@ package main
 import (
 	"log/slog"
 
+	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/destination"
+	amqpdest "github.com/heraldhq/herald/destination/amqp"
+	natsdest "github.com/heraldhq/herald/destination/nats"
 	"github.com/heraldhq/herald/store"
 	"github.com/heraldhq/herald/webhook"
 )
 
 // newDestinations builds the Router the engine sends every attempt
 // through: webhooks by sender, each other destination type by its own
-// package. One Register line per type.
+// package. One Register line per type. The broker publishers dial nothing
+// until their first attempt; the Router is closed at shutdown, after the
+// engine stopped (heraldNode.stop).
 func newDestinations(c *config, s store.Store, sender *webhook.Sender, logger *slog.Logger) *destination.Router {
-	_, _, _ = c, s, logger // used by the types registered below
+	_ = c // used by the types registered below
+	// conns resolves the operator-owned connections the broker publishers
+	// deliver through: from the store, cached for
+	// destination.DefaultConnectionTTL so an attempt costs no read.
+	conns := destination.NewCache(s, 0)
 	r := destination.NewRouter(sender)
+	r.Register(herald.DestinationAMQP, amqpdest.New(amqpdest.Config{Connections: conns, Logger: logger}))
+	r.Register(herald.DestinationNATS, natsdest.New(natsdest.Config{Connections: conns, Logger: logger}))
 	return r
 }

@@ -46,7 +46,7 @@ func checkSecrets(ctx context.Context, c *config, s store.Store, logger *slog.Lo
 		return err
 	}
 	if c.keys == nil {
-		logger.Warn("subscription secrets are stored in plain text; set --encryption-key or --encryption-key-file to encrypt them (herald secrets generate-key makes a key)")
+		logger.Warn("subscription secrets and broker connection URLs are stored in plain text; set --encryption-key or --encryption-key-file to encrypt them (herald secrets generate-key makes a key)")
 		return nil
 	}
 	counts, err := keeper.SecretKeyCounts(ctx)
@@ -197,7 +197,20 @@ func cmdRotateKey(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	// unreadable are rows no configured key opens (altered in the
 	// database): left as they are, reported at the end.
 	unreadable := map[store.SecretRow]bool{}
+	// Connection URLs (few, one transaction) are re-sealed first in each
+	// pass; SecretKeyCounts counts them with the secrets.
+	unreadableConns := map[string]bool{}
 	for pass := 1; ; pass++ {
+		cres, err := keeper.ConnectionReseal(ctx)
+		if err != nil {
+			return fmt.Errorf("error re-encrypting connection URLs: %w", err)
+		}
+		for _, name := range cres.Unreadable {
+			unreadableConns[name] = true
+		}
+		if cres.Resealed > 0 {
+			fmt.Fprintf(stdout, "pass %d: re-encrypted %d connection URLs with key %s\n", pass, cres.Resealed, primary)
+		}
 		counts, err := keeper.SecretKeyCounts(ctx)
 		if err != nil {
 			return fmt.Errorf("error counting secrets: %w", err)
@@ -206,7 +219,7 @@ func cmdRotateKey(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		for _, n := range counts {
 			total += n
 		}
-		todo := total - counts[primary] - int64(len(unreadable))
+		todo := total - counts[primary] - int64(len(unreadable)) - int64(len(unreadableConns))
 		if todo <= 0 {
 			if len(unreadable) == 0 {
 				fmt.Fprintf(stdout, "all %d stored secrets are encrypted with key %s\n", total, primary)
@@ -248,6 +261,10 @@ func cmdRotateKey(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	if len(unreadable) > 0 {
 		return unreadableError(unreadable, primary)
+	}
+	if len(unreadableConns) > 0 {
+		return fmt.Errorf("every other secret is encrypted with key %s, but the URLs of connections %s could not be decrypted with any configured key: set them again with herald connections update NAME --url …",
+			primary, strings.Join(slices.Sorted(maps.Keys(unreadableConns)), ", "))
 	}
 	fmt.Fprintf(stdout, "done: the keys after %s are no longer needed once every node runs with %s first\n", primary, primary)
 	return nil

@@ -122,6 +122,9 @@ func TestSecretsRotateKeyUnderLoad(t *testing.T) {
 					issued[id] = append(issued[id], rot["secret"].(string))
 				}
 			}
+			// A connection URL (it carries a password) is sealed and
+			// rotated like the secrets.
+			call(http.MethodPost, "/v1/connections", map[string]any{"name": "cache", "type": "redis", "url": "redis://:pw@127.0.0.1:6379/0"})
 			n.kill9(t)
 
 			// 2. B first, A still decrypting; events flow while rotate-key
@@ -215,6 +218,8 @@ func TestSecretsRotateKeyUnderLoad(t *testing.T) {
 				}
 				require.ElementsMatch(t, issued[id], have, "every secret issued, none lost")
 			}
+			conn := call(http.MethodGet, "/v1/connections/cache", nil)
+			require.Equal(t, "redis://:***@127.0.0.1:6379/0", conn["url"], "the URL opens with B alone")
 		})
 	}
 }

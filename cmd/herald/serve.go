@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/heraldhq/herald/delivery"
+	"github.com/heraldhq/herald/destination"
 	"github.com/heraldhq/herald/httpapi"
 	"github.com/heraldhq/herald/ingest"
 	"github.com/heraldhq/herald/maintenance"
@@ -212,6 +213,9 @@ type heraldNode struct {
 	store  store.Store
 	ingest *ingest.Ingester
 	engine *delivery.Engine
+	// destinations is what the engine sends through; closed (broker
+	// connections) once the engine stopped.
+	destinations *destination.Router
 	// srvs serve --listen and, when set, --push-listen and --admin-listen.
 	srvs []*http.Server
 	// ln is the listener of the API (--admin-listen, else --listen).
@@ -384,6 +388,8 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 		History:      historyView{history},
 		UserAgent:    userAgent,
 		PublicURL:    publicURL(c, lns.api()),
+		// --dev: a push service on the machine may serve http endpoints.
+		AllowHTTPPushEndpoints: c.Dev,
 	})
 
 	var handler http.Handler = api
@@ -450,7 +456,7 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 	limits.log(logger)
 	logger.Info(dashboardHint(lns.api().Addr(), c, tokenFile))
 
-	n := &heraldNode{cfg: c, store: s, ingest: ing, engine: engine, ln: lns.api(), errc: make(chan error, len(servers)),
+	n := &heraldNode{cfg: c, store: s, ingest: ing, engine: engine, destinations: destinations, ln: lns.api(), errc: make(chan error, len(servers)),
 		maint: maint, stopListen: func() { stopListen(); <-listenDone }, debug: debug, push: ps}
 	for _, sl := range servers {
 		n.srvs = append(n.srvs, sl.srv)
@@ -518,6 +524,7 @@ func (n *heraldNode) stop() {
 	n.maint.Stop()
 	n.ingest.Close()
 	n.engine.Stop()
+	n.destinations.Close()
 	n.stopListen()
 	_ = n.store.Close()
 }

@@ -70,3 +70,13 @@ func (s *Store) LivenessSetting(ctx context.Context, name string) (string, error
 	err := s.liveness.conn.QueryRow(ctx, "SELECT current_setting($1)", name).Scan(&v)
 	return v, err
 }
+
+// RawConnectionURLs reads the url column of connections as stored
+// (storetest.SecretsBackend).
+func (s *Store) RawConnectionURLs(ctx context.Context) ([]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT url FROM connections ORDER BY name`)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}

@@ -15,8 +15,11 @@ var _ store.SecretKeeper = (*Store)(nil)
 
 // secretKeySQL groups secret rows by the "enc:v1:<key id>:" header
 // (seal.HeaderLen characters); plain-text rows group under ”.
-var secretKeySQL = fmt.Sprintf(`SELECT CASE WHEN value LIKE 'enc:%%' THEN substr(value, 1, %d) ELSE '' END AS k,
-	count(*) FROM subscription_secrets GROUP BY k`, seal.HeaderLen)
+var secretKeySQL = fmt.Sprintf(`SELECT CASE WHEN value LIKE 'enc:%%' THEN substr(value, 1, %[1]d) ELSE '' END AS k,
+	count(*) FROM subscription_secrets GROUP BY k
+	UNION ALL
+	SELECT CASE WHEN url LIKE 'enc:%%' THEN substr(url, 1, %[1]d) ELSE '' END AS k,
+	count(*) FROM connections GROUP BY k`, seal.HeaderLen)
 
 // SecretKeyCounts counts secret rows by the key that sealed them.
 func (s *Store) SecretKeyCounts(ctx context.Context) (map[string]int64, error) {
@@ -114,6 +117,55 @@ func (s *Store) SecretReseal(ctx context.Context, params *store.SecretResealPara
 			}
 		}
 		return br.Close()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// ConnectionReseal re-seals every connection URL under the first key,
+// each with a compare-and-set on its old value.
+func (s *Store) ConnectionReseal(ctx context.Context) (*store.ConnectionResealResult, error) {
+	if s.keys == nil {
+		return nil, errors.New("error re-encrypting connections: no encryption key configured")
+	}
+	res := &store.ConnectionResealResult{}
+	err := s.inTx(ctx, "error re-encrypting connections", func(tx pgx.Tx) error {
+		*res = store.ConnectionResealResult{}
+		rows, err := tx.Query(ctx, `SELECT name, url FROM connections ORDER BY name`)
+		if err != nil {
+			return err
+		}
+		var batch [][2]string
+		var name, url string
+		if _, err := pgx.ForEachRow(rows, []any{&name, &url}, func() error {
+			batch = append(batch, [2]string{name, url})
+			return nil
+		}); err != nil {
+			return err
+		}
+		res.Scanned = len(batch)
+		for _, r := range batch {
+			sealed, changed, err := store.ConnectionResealValue(s.keys, r[1], r[0])
+			if err != nil {
+				res.Unreadable = append(res.Unreadable, r[0])
+				continue
+			}
+			if !changed {
+				continue
+			}
+			tag, err := tx.Exec(ctx, `UPDATE connections SET url = $3 WHERE name = $1 AND url = $2`, r[0], r[1], sealed)
+			if err != nil {
+				return err
+			}
+			if tag.RowsAffected() == 0 {
+				res.Raced++
+			} else {
+				res.Resealed++
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err

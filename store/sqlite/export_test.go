@@ -33,3 +33,9 @@ func (s *Store) AttemptPlantOrphan(ctx context.Context, deliveryID string) (err 
 func (s *Store) RawSecrets(ctx context.Context) ([]string, error) {
 	return queryStrings(ctx, s.rdb, `SELECT secret FROM subscription_secrets ORDER BY id`)
 }
+
+// RawConnectionURLs reads the url column of connections as stored
+// (storetest.SecretsBackend).
+func (s *Store) RawConnectionURLs(ctx context.Context) ([]string, error) {
+	return queryStrings(ctx, s.rdb, `SELECT url FROM connections ORDER BY name`)
+}

@@ -14,8 +14,11 @@ var _ store.SecretKeeper = (*Store)(nil)
 
 // secretKeySQL groups secret rows by the "enc:v1:<key id>:" header
 // (seal.HeaderLen characters); plain-text rows group under ”.
-var secretKeySQL = fmt.Sprintf(`SELECT CASE WHEN secret LIKE 'enc:%%' THEN substr(secret, 1, %d) ELSE '' END AS k,
-	count(*) FROM subscription_secrets GROUP BY k`, seal.HeaderLen)
+var secretKeySQL = fmt.Sprintf(`SELECT CASE WHEN secret LIKE 'enc:%%' THEN substr(secret, 1, %[1]d) ELSE '' END AS k,
+	count(*) FROM subscription_secrets GROUP BY k
+	UNION ALL
+	SELECT CASE WHEN url LIKE 'enc:%%' THEN substr(url, 1, %[1]d) ELSE '' END AS k,
+	count(*) FROM connections GROUP BY k`, seal.HeaderLen)
 
 // SecretKeyCounts counts secret rows by the key that sealed them.
 func (s *Store) SecretKeyCounts(ctx context.Context) (map[string]int64, error) {
@@ -93,6 +96,53 @@ func (s *Store) SecretReseal(ctx context.Context, params *store.SecretResealPara
 			} else {
 				res.Raced++
 			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// ConnectionReseal re-seals every connection URL under the first key.
+func (s *Store) ConnectionReseal(ctx context.Context) (*store.ConnectionResealResult, error) {
+	if s.keys == nil {
+		return nil, errors.New("sqlite: connection reseal: no encryption key configured")
+	}
+	res := &store.ConnectionResealResult{}
+	err := s.writeTx(ctx, "connection reseal", func(tx *sql.Tx) error {
+		*res = store.ConnectionResealResult{}
+		rows, err := tx.QueryContext(ctx, `SELECT name, url FROM connections ORDER BY name`)
+		if err != nil {
+			return err
+		}
+		var batch [][2]string
+		for rows.Next() {
+			var r [2]string
+			if err := rows.Scan(&r[0], &r[1]); err != nil {
+				rows.Close()
+				return err
+			}
+			batch = append(batch, r)
+		}
+		if err := rows.Close(); err != nil {
+			return err
+		}
+		res.Scanned = len(batch)
+		for _, r := range batch {
+			sealed, changed, err := store.ConnectionResealValue(s.keys, r[1], r[0])
+			if err != nil {
+				res.Unreadable = append(res.Unreadable, r[0])
+				continue
+			}
+			if !changed {
+				continue
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE connections SET url = ? WHERE name = ? AND url = ?`, sealed, r[0], r[1]); err != nil {
+				return err
+			}
+			res.Resealed++
 		}
 		return nil
 	})

@@ -38,6 +38,11 @@ func TestSecrets(t *testing.T) {
 				require.NoError(t, err)
 				return raw
 			},
+			RawConnectionURLs: func() []string {
+				raw, err := cur.RawConnectionURLs(t.Context())
+				require.NoError(t, err)
+				return raw
+			},
 		}
 	})
 }

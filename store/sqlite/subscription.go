@@ -15,13 +15,14 @@ import (
 
 const subscriptionColumns = `id, url, method, event_types, filter, headers, ordering, key_interval_ms,
 	rate_max, rate_per_seconds, max_in_flight, timeout_ms, description, metadata, state,
-	disabled_reason, created_at, updated_at, tenant, all_tenants`
+	disabled_reason, created_at, updated_at, tenant, all_tenants, destination, connection`
 
 // subscriptionRow holds a subscription's columns in SQL form.
 type subscriptionRow struct {
 	eventTypes, headers string
 	filter, metadata    sql.NullString
 	rateMax, ratePer    sql.NullInt64
+	destination, conn   sql.NullString
 }
 
 func subscriptionArgs(sub *herald.Subscription) ([]any, error) {
@@ -51,8 +52,9 @@ func subscriptionArgs(sub *herald.Subscription) ([]any, error) {
 	if sub.RateLimit != nil {
 		rateMax, ratePer = sub.RateLimit.Max, sub.RateLimit.PerSeconds
 	}
+	url, method := store.WebhookColumns(sub)
 	return []any{
-		sub.URL, sub.Method, string(eventTypes), filter, string(headersJSON), string(sub.Ordering),
+		url, method, string(eventTypes), filter, string(headersJSON), string(sub.Ordering),
 		sub.KeyIntervalMS, rateMax, ratePer, sub.MaxInFlight, sub.TimeoutMS, sub.Description, metadata,
 		string(sub.State), sub.DisabledReason,
 	}, nil
@@ -76,7 +78,15 @@ func scanSubscription(row scanner) (*herald.Subscription, error) {
 	)
 	if err := row.Scan(&sub.ID, &sub.URL, &sub.Method, &r.eventTypes, &r.filter, &r.headers, &ordering,
 		&sub.KeyIntervalMS, &r.rateMax, &r.ratePer, &sub.MaxInFlight, &sub.TimeoutMS, &sub.Description,
-		&r.metadata, &state, &sub.DisabledReason, &createdAt, &updatedAt, &sub.Tenant, &sub.AllTenants); err != nil {
+		&r.metadata, &state, &sub.DisabledReason, &createdAt, &updatedAt, &sub.Tenant, &sub.AllTenants,
+		&r.destination, &r.conn); err != nil {
+		return nil, err
+	}
+	var dest *string
+	if r.destination.Valid {
+		dest = &r.destination.String
+	}
+	if err := store.DestinationFill(&sub, dest); err != nil {
 		return nil, err
 	}
 	sub.Ordering = herald.Ordering(ordering)
@@ -136,12 +146,19 @@ func (s *Store) SubscriptionCreate(ctx context.Context, params *store.Subscripti
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: subscription create: %w", err)
 	}
+	dest, conn, err := store.DestinationColumns(sub)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: subscription create: %w", err)
+	}
 	secret, err := s.keys.Seal(params.Secret, store.SecretAAD(sub.ID))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: subscription create: %w", err)
 	}
 	var out *herald.Subscription
 	err = s.writeTx(ctx, "subscription create", func(tx *sql.Tx) error {
+		if err := connectionExists(ctx, tx, conn); err != nil {
+			return err
+		}
 		var exists int
 		err := tx.QueryRowContext(ctx, `SELECT 1 FROM subscriptions WHERE id = ?`, sub.ID).Scan(&exists)
 		if err == nil {
@@ -150,8 +167,9 @@ func (s *Store) SubscriptionCreate(ctx context.Context, params *store.Subscripti
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO subscriptions (`+subscriptionColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			append(append([]any{sub.ID}, args...), ms(sub.CreatedAt), ms(sub.UpdatedAt), sub.Tenant, sub.AllTenants)...); err != nil {
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			append(append([]any{sub.ID}, args...), ms(sub.CreatedAt), ms(sub.UpdatedAt), sub.Tenant, sub.AllTenants,
+				dest, conn)...); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO subscription_secrets (subscription_id, secret, created_at)
@@ -338,17 +356,24 @@ func (s *Store) SubscriptionUpdate(ctx context.Context, params *store.Subscripti
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: subscription update: %w", err)
 	}
+	dest, conn, err := store.DestinationColumns(sub)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: subscription update: %w", err)
+	}
 	updatedAt := sub.UpdatedAt
 	if !params.Now.IsZero() {
 		updatedAt = params.Now
 	}
 	var out *herald.Subscription
 	err = s.writeTx(ctx, "subscription update", func(tx *sql.Tx) error {
+		if err := connectionExists(ctx, tx, conn); err != nil {
+			return err
+		}
 		res, err := tx.ExecContext(ctx, `UPDATE subscriptions SET url = ?, method = ?, event_types = ?,
 			filter = ?, headers = ?, ordering = ?, key_interval_ms = ?, rate_max = ?, rate_per_seconds = ?,
 			max_in_flight = ?, timeout_ms = ?, description = ?, metadata = ?, state = ?, disabled_reason = ?,
-			updated_at = ?
-			WHERE id = ? AND deleted_at IS NULL`, append(args, ms(updatedAt), sub.ID)...)
+			updated_at = ?, destination = ?, connection = ?
+			WHERE id = ? AND deleted_at IS NULL`, append(args, ms(updatedAt), dest, conn, sub.ID)...)
 		if err != nil {
 			return err
 		}

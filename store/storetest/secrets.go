@@ -23,6 +23,9 @@ type SecretsBackend struct {
 	// RawSecrets reads the secret column of every subscription_secrets
 	// row as stored, in row order (a test hook reading with SQL).
 	RawSecrets func() []string
+	// RawConnectionURLs reads the url column of every connection as
+	// stored, in name order.
+	RawConnectionURLs func() []string
 }
 
 // RunSecrets runs the secrets-at-rest suite (store/secrets.go).
@@ -37,6 +40,7 @@ func RunSecrets(t *testing.T, newBackend func(t *testing.T) *SecretsBackend) {
 		{"RotateKey", testSecretsRotateKey},
 		{"CopyWithoutKey", testSecretsCopyWithoutKey},
 		{"UnreadableIsolated", testSecretsUnreadableIsolated},
+		{"ConnectionURLSealed", testConnectionURLSealed},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
