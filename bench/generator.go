@@ -54,6 +54,17 @@ type Config struct {
 	Drain bool
 	// Progress, when not nil, gets a progress line every 500 ms.
 	Progress io.Writer
+	// Destination is the subscriptions' destination type ("" or
+	// "webhook": the local receiver); BrokerURL the broker of a broker
+	// type (DefaultBrokerURL when ""). With a destination other than
+	// webhook, CeilingMax bounds the raw phase (destination.go) instead
+	// of the HTTP ceiling run.
+	Destination, BrokerURL string
+	// RawConcurrency is the raw phase's workers (0: Concurrency). herald
+	// delivers from its own workers whatever the publish concurrency, so a
+	// --batch run with few publishers compares fairly only with as many
+	// raw workers as the node has.
+	RawConcurrency int
 }
 
 // Node is the herald under load.
@@ -81,9 +92,45 @@ func Run(ctx context.Context, cfg Config, start func(context.Context) (Node, fun
 	res := &Result{
 		Rate: cfg.Rate, Concurrency: cfg.Concurrency, Fanout: cfg.Fanout, PayloadB: cfg.Payload,
 		FailRatio: cfg.FailRatio, DelayMs: float64(cfg.Delay.Microseconds()) / 1000, Mode: "single",
+		Destination: "webhook",
 	}
 	if cfg.Batch > 0 {
 		res.Mode, res.Batch = "batch", cfg.Batch
+	}
+	runID := randomHex(4)
+	eventType := "bench." + runID
+	pad := Pad(cfg.Payload)
+
+	// A broker destination: connect, and measure the broker client alone
+	// first, before the node starts, so the process's CPU is the client's.
+	var dest *destRun
+	if cfg.Destination != "" && cfg.Destination != "webhook" {
+		if cfg.BrokerURL == "" {
+			cfg.BrokerURL = DefaultBrokerURL(cfg.Destination)
+		}
+		b, err := newBroker(ctx, cfg.Destination, cfg.BrokerURL, runID, cfg.Concurrency)
+		if err != nil {
+			return nil, err
+		}
+		defer b.close()
+		dest = &destRun{typ: cfg.Destination, b: b, arr: newArrivals()}
+		res.Destination = cfg.Destination
+		res.Broker = &DestinationResult{Type: cfg.Destination, BrokerURL: redact(cfg.BrokerURL)}
+		if ps, ok := b.(*pushService); ok {
+			res.Broker.BrokerURL = ps.url()
+		}
+		if cfg.CeilingMax > 0 {
+			n := min(max(cfg.Count*int64(cfg.Fanout), 2000), 500_000)
+			workers := cfg.RawConcurrency
+			if workers <= 0 {
+				workers = cfg.Concurrency
+			}
+			res.Broker.Raw = runRaw(ctx, b, ceilingBody(eventType, pad), workers, n, cfg.CeilingMax)
+			res.Broker.Raw.Concurrency = workers
+			if res.Broker.Raw.Messages == 0 {
+				return nil, fmt.Errorf("raw %s publish: nothing acknowledged: %s", cfg.Destination, res.Broker.Raw.Error)
+			}
+		}
 	}
 
 	node, stop, err := start(ctx)
@@ -99,11 +146,27 @@ func Run(ctx context.Context, cfg Config, start func(context.Context) (Node, fun
 	}
 	defer api.HTTP.CloseIdleConnections()
 
-	runID := randomHex(4)
-	eventType := "bench." + runID
+	var out sink = recv
+	var destBody client.Destination
+	if dest != nil {
+		if destBody, err = dest.setup(ctx, api, runID); err != nil {
+			return nil, err
+		}
+		out = dest.arr
+		if node.Remote && dest.connName != "" {
+			// Deferred before the subscriptions' deletion, so it runs
+			// after it: a connection in use cannot be deleted.
+			defer func() { _ = api.DeleteConnection(context.Background(), dest.connName) }()
+		}
+	}
 	var subIDs []string
 	for range cfg.Fanout {
-		id, err := createSubscription(ctx, api, recv.URL()+"/hook", eventType)
+		var id string
+		if dest != nil {
+			id, err = createDestSubscription(ctx, api, destBody, eventType)
+		} else {
+			id, err = createSubscription(ctx, api, recv.URL()+"/hook", eventType)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -135,20 +198,21 @@ func Run(ctx context.Context, cfg Config, start func(context.Context) (Node, fun
 	if err != nil {
 		return nil, fmt.Errorf("error reading stats: %w", err)
 	}
-	p := &publisher{cfg: &cfg, api: api, eventType: eventType, pad: Pad(cfg.Payload)}
+	p := &publisher{cfg: &cfg, api: api, eventType: eventType, pad: pad}
 	var stopProgress func()
 	if cfg.Progress != nil {
-		stopProgress = progressLine(cfg.Progress, p, recv)
+		stopProgress = progressLine(cfg.Progress, p, out)
 	}
 	var backlogBefore int64
 	if backlogAttempts != nil {
 		backlogBefore = backlogAttempts()
 	}
 	cpuBefore := nodeCounters(ctx, api).cpuSeconds
+	procBefore := processCPU()
 	began := time.Now()
 	var stopSampling func() []Sample
 	if cfg.Sample > 0 {
-		stopSampling = sampleRun(cfg.Sample, began, p, recv)
+		stopSampling = sampleRun(cfg.Sample, began, p, out)
 	}
 	p.run(ctx, began)
 	published := time.Now()
@@ -164,14 +228,18 @@ func Run(ctx context.Context, cfg Config, start func(context.Context) (Node, fun
 	// their tiers), or --wait ends.
 	deadline := published.Add(cfg.Wait)
 	lastCheck := time.Now()
-	for ctx.Err() == nil && recv.Delivered() < p.wanted.Load() && time.Now().Before(deadline) {
+	for ctx.Err() == nil && out.Delivered() < p.wanted.Load() && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 		if time.Since(lastCheck) > 500*time.Millisecond {
 			lastCheck = time.Now()
-			if idle, _, err := queueState(ctx, api); err == nil && idle && recv.Delivered() < p.wanted.Load() {
+			if idle, _, err := queueState(ctx, api); err == nil && idle && out.Delivered() < p.wanted.Load() {
 				break
 			}
 		}
+	}
+	procCPU := processCPU() - procBefore
+	if dest != nil && dest.arr.open != nil {
+		dest.arr.finish() // webpush: decrypt now, outside the measured CPU
 	}
 	if stopProgress != nil {
 		stopProgress()
@@ -187,7 +255,7 @@ func Run(ctx context.Context, cfg Config, start func(context.Context) (Node, fun
 	}
 	q := p.calls.Quantiles(0.5, 0.99)
 	res.PublishCallP50Ms, res.PublishCallP99Ms = q[0], q[1]
-	res.DeliveriesWanted, res.Delivered, res.FailedAttempts = p.wanted.Load(), recv.Delivered(), recv.Failed()
+	res.DeliveriesWanted, res.Delivered, res.FailedAttempts = p.wanted.Load(), out.Delivered(), out.Failed()
 	if cfg.Backlog > 0 {
 		// The backlog's dead letters are not the measured subscriptions'.
 		if dead, err := deadCount(ctx, api, subIDs); err == nil {
@@ -197,14 +265,14 @@ func Run(ctx context.Context, cfg Config, start func(context.Context) (Node, fun
 		res.Dead = dead - deadBefore
 	}
 	res.Complete = res.Delivered+res.Dead >= res.DeliveriesWanted
-	if last := recv.LastDelivered(); !last.IsZero() {
+	if last := out.LastDelivered(); !last.IsZero() {
 		res.DeliverSeconds = last.Sub(deliverStart).Seconds()
 		res.DeliveriesPerSec = float64(res.Delivered) / res.DeliverSeconds
 	}
 	if backlogAttempts != nil {
 		res.BacklogAttempts = backlogAttempts() - backlogBefore
 	}
-	q = recv.Latency().Quantiles(0.5, 0.95, 0.99)
+	q = out.Latency().Quantiles(0.5, 0.95, 0.99)
 	res.LatencyP50Ms, res.LatencyP95Ms, res.LatencyP99Ms = q[0], q[1], q[2]
 	tx := nodeCounters(ctx, api)
 	res.IngestCommits, res.CompletionTxs, res.IngestCommitMs = tx.ingest, tx.completion, tx.ingestMeanMs
@@ -220,11 +288,28 @@ func Run(ctx context.Context, cfg Config, start func(context.Context) (Node, fun
 		res.FirstPublishError = msg
 	}
 
+	if dest != nil {
+		d := res.Broker
+		d.HeraldPerSecond = res.DeliveriesPerSec
+		if d.Raw.PerSecond > 0 {
+			d.Ratio = d.HeraldPerSecond / d.Raw.PerSecond
+		}
+		d.PublishToBrokerP50Ms, d.PublishToBrokerP99Ms = res.LatencyP50Ms, res.LatencyP99Ms
+		if res.Delivered > 0 {
+			d.CPUPerDeliveryUs = procCPU * 1e6 / float64(res.Delivered)
+			if !node.Remote && d.Raw.Messages > 0 {
+				d.ExtraCPUPerDeliveryUs = d.CPUPerDeliveryUs - d.Raw.CPUPerMessageUs
+			}
+		}
+		d.Duplicates, d.Invalid = dest.arr.duplicates.Load(), dest.arr.invalid.Load()
+		return res, nil
+	}
+
 	// The raw HTTP ceiling, same receiver, same bodies, same concurrency,
 	// measured now that herald is idle.
 	if cfg.CeilingMax > 0 && ctx.Err() == nil {
 		n := min(max(res.Delivered, 2000), 500_000)
-		body := ceilingBody(eventType, p.pad)
+		body := ceilingBody(eventType, pad)
 		res.Ceiling, err = Ceiling(ctx, recv, body, cfg.Concurrency, n, cfg.CeilingMax)
 		if err != nil {
 			return nil, err

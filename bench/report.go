@@ -16,6 +16,12 @@ type Result struct {
 	Concurrency int     `json:"concurrency"`
 	Workers     int     `json:"workers,omitempty"`
 	Fanout      int     `json:"fanout"`
+	// Destination is the subscriptions' destination type ("webhook": the
+	// local receiver); Broker, for the other types, the raw phase and the
+	// figures beside it. For them Delivered, DeliveriesPerSec and the
+	// latencies are the consumer's: publish→broker.
+	Destination string             `json:"destination"`
+	Broker      *DestinationResult `json:"broker,omitempty"`
 	// Backlog is --backlog; BacklogAttempts counts the failing endpoint's
 	// requests during the measured run.
 	Backlog int64 `json:"backlog,omitempty"`
@@ -70,6 +76,9 @@ func WriteReport(w io.Writer, r *Result) {
 		fmt.Fprintf(w, " (synchronous=%s)", r.Synchronous)
 	}
 	fmt.Fprintln(w)
+	if r.Broker != nil {
+		fmt.Fprintf(w, "destination         %s at %s\n", r.Broker.Type, r.Broker.BrokerURL)
+	}
 	mode := "single publishes"
 	if r.Mode == "batch" {
 		mode = fmt.Sprintf("batch API, %d events per call", r.Batch)
@@ -85,13 +94,19 @@ func WriteReport(w io.Writer, r *Result) {
 	fmt.Fprintf(w, "publish call        p50 %.2f ms, p99 %.2f ms\n", r.PublishCallP50Ms, r.PublishCallP99Ms)
 	fmt.Fprintf(w, "delivered           %d of %d in %.2fs: %.0f deliveries/s (%d attempts failed on purpose, %d dead)\n",
 		r.Delivered, r.DeliveriesWanted, r.DeliverSeconds, r.DeliveriesPerSec, r.FailedAttempts, r.Dead)
-	fmt.Fprintf(w, "publish→delivery    p50 %.2f ms, p95 %.2f ms, p99 %.2f ms\n", r.LatencyP50Ms, r.LatencyP95Ms, r.LatencyP99Ms)
+	if r.Broker != nil {
+		fmt.Fprintf(w, "publish→broker      p50 %.2f ms, p95 %.2f ms, p99 %.2f ms\n", r.LatencyP50Ms, r.LatencyP95Ms, r.LatencyP99Ms)
+		writeBroker(w, r.Broker, r.CPUScope == "node")
+	} else {
+		fmt.Fprintf(w, "publish→delivery    p50 %.2f ms, p95 %.2f ms, p99 %.2f ms\n", r.LatencyP50Ms, r.LatencyP95Ms, r.LatencyP99Ms)
+	}
 	if r.Ceiling.Requests > 0 {
 		fmt.Fprintf(w, "raw HTTP ceiling    %.0f requests/s (%d requests, p50 %.2f ms, p99 %.2f ms)\n",
 			r.Ceiling.PerSecond, r.Ceiling.Requests, r.Ceiling.P50Ms, r.Ceiling.P99Ms)
 		fmt.Fprintf(w, "deliveries/ceiling  %.1f%%\n", 100*r.CeilingRatio)
 	}
-	if r.CPUPerDeliveryUs > 0 {
+	// A destination run's in-process CPU is on its "process CPU" line.
+	if r.CPUPerDeliveryUs > 0 && (r.Broker == nil || r.CPUScope == "node") {
 		scope := "herald process (in-process: publishers and receiver included)"
 		if r.CPUScope == "node" {
 			scope = "target node only"
@@ -124,5 +139,35 @@ func WriteReport(w io.Writer, r *Result) {
 	}
 	if !r.Complete {
 		fmt.Fprintln(w, "INCOMPLETE: not every delivery arrived (or died) before --wait ran out")
+	}
+}
+
+// writeBroker writes a --destination run's broker lines.
+func writeBroker(w io.Writer, d *DestinationResult, remote bool) {
+	raw := d.Raw
+	if raw.Messages > 0 {
+		fmt.Fprintf(w, "raw publish-with-ack %.0f messages/s (%d messages in %.2fs from %d workers, p50 %.2f ms, p99 %.2f ms; broker client alone, no consumer)\n",
+			raw.PerSecond, raw.Messages, raw.Seconds, raw.Concurrency, raw.P50Ms, raw.P99Ms)
+		fmt.Fprintf(w, "herald/raw          %.0f ÷ %.0f = %.2f\n", d.HeraldPerSecond, raw.PerSecond, d.Ratio)
+	}
+	if raw.Error != "" {
+		fmt.Fprintf(w, "raw first error     %s\n", raw.Error)
+	}
+	if d.CPUPerDeliveryUs > 0 {
+		whose := "publishers, node and consumer"
+		if remote {
+			whose = "publishers and consumer; the node's own is below"
+		}
+		fmt.Fprintf(w, "process CPU         %.0f µs per delivery (%s)", d.CPUPerDeliveryUs, whose)
+		if raw.Messages > 0 {
+			fmt.Fprintf(w, "; raw %.0f µs per message", raw.CPUPerMessageUs)
+		}
+		if d.ExtraCPUPerDeliveryUs != 0 {
+			fmt.Fprintf(w, "; herald's extra %.0f µs", d.ExtraCPUPerDeliveryUs)
+		}
+		fmt.Fprintln(w)
+	}
+	if d.Duplicates > 0 || d.Invalid > 0 {
+		fmt.Fprintf(w, "consumer            %d duplicates, %d without a readable stamp\n", d.Duplicates, d.Invalid)
 	}
 }

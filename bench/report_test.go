@@ -53,6 +53,37 @@ INCOMPLETE: not every delivery arrived (or died) before --wait ran out
 	require.NotContains(t, b.String(), "INCOMPLETE")
 }
 
+// A --destination run: the broker lines replace the HTTP ceiling's.
+func TestWriteReportDestination(t *testing.T) {
+	t.Parallel()
+	r := &Result{
+		Target: "in-process sqlite", Synchronous: "full", Mode: "single", Rate: 1000, Concurrency: 64, Fanout: 1, PayloadB: 1024,
+		Destination: "redis", Published: 10000, PublishSeconds: 10, EventsPerSecond: 1000, DeliveriesWanted: 10000, Delivered: 10000,
+		DeliverSeconds: 10.01, DeliveriesPerSec: 999, LatencyP50Ms: 2.5, LatencyP95Ms: 6, LatencyP99Ms: 9.75,
+		CPUPerDeliveryUs: 700, CPUScope: "process", Complete: true,
+		Broker: &DestinationResult{
+			Type: "redis", BrokerURL: "redis://127.0.0.1:6379/0",
+			Raw:             RawResult{Concurrency: 64, Messages: 50000, Seconds: 2.5, PerSecond: 20000, P50Ms: 3, P99Ms: 8, CPUPerMessageUs: 45},
+			HeraldPerSecond: 999, Ratio: 0.04995, PublishToBrokerP50Ms: 2.5, PublishToBrokerP99Ms: 9.75,
+			CPUPerDeliveryUs: 702, ExtraCPUPerDeliveryUs: 657, Duplicates: 1,
+		},
+	}
+	var b bytes.Buffer
+	WriteReport(&b, r)
+	require.Equal(t, `target              in-process sqlite (synchronous=full)
+destination         redis at redis://127.0.0.1:6379/0
+load                single publishes, 1000 events/s, concurrency 64, fan-out 1, payload 1024 B, fail ratio 0.00, delay 0.0 ms
+published           10000 events in 10.00s: 1000 events/s accepted (0 errors)
+publish call        p50 0.00 ms, p99 0.00 ms
+delivered           10000 of 10000 in 10.01s: 999 deliveries/s (0 attempts failed on purpose, 0 dead)
+publish→broker      p50 2.50 ms, p95 6.00 ms, p99 9.75 ms
+raw publish-with-ack 20000 messages/s (50000 messages in 2.50s from 64 workers, p50 3.00 ms, p99 8.00 ms; broker client alone, no consumer)
+herald/raw          999 ÷ 20000 = 0.05
+process CPU         702 µs per delivery (publishers, node and consumer); raw 45 µs per message; herald's extra 657 µs
+consumer            1 duplicates, 0 without a readable stamp
+`, b.String())
+}
+
 func TestWritePushReport(t *testing.T) {
 	t.Parallel()
 	r := &PushResult{

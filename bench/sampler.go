@@ -28,7 +28,7 @@ type Sample struct {
 }
 
 // sampleRun records a Sample every interval until the returned stop.
-func sampleRun(every time.Duration, start time.Time, p *publisher, recv *Receiver) (stop func() []Sample) {
+func sampleRun(every time.Duration, start time.Time, p *publisher, recv sink) (stop func() []Sample) {
 	done := make(chan struct{})
 	var out []Sample
 	finished := make(chan struct{})
@@ -67,7 +67,7 @@ func sampleRun(every time.Duration, start time.Time, p *publisher, recv *Receive
 
 // progressLine writes published, delivered, backlog and errors to w every
 // 500 ms, over one terminal line, until the returned stop.
-func progressLine(w io.Writer, p *publisher, recv *Receiver) (stop func()) {
+func progressLine(w io.Writer, p *publisher, recv sink) (stop func()) {
 	done := make(chan struct{})
 	finished := make(chan struct{})
 	go func() {

@@ -38,9 +38,9 @@ const ScopePortalLink Scope = "portal-link"
 const ScopePortalSession Scope = "portal-session"
 
 // ValidRouteScope reports whether a route may declare s: a token scope,
-// ScopePortalLink or ScopePortalSession.
+// ScopePortalLink, ScopePortalSession or ScopePublic.
 func ValidRouteScope(s string) bool {
-	return ValidScope(s) || Scope(s) == ScopePortalLink || Scope(s) == ScopePortalSession
+	return ValidScope(s) || Scope(s) == ScopePortalLink || Scope(s) == ScopePortalSession || Scope(s) == ScopePublic
 }
 
 // ValidScope reports whether s is a known scope.

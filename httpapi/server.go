@@ -86,6 +86,9 @@ type Config struct {
 	// Push, when set, serves the Web Push broadcast source under
 	// /v1/push/broadcasts (admin token).
 	Push PushBroadcaster
+	// WebPush, when set, serves GET /v1/webpush/vapid-public-key (no
+	// token): the applicationServerKey of webpush destinations.
+	WebPush WebPushKeys
 	// History, when set, serves GET /v1/stats/history (this node's last
 	// hour, for the dashboard's charts); without it the list is empty.
 	History History
@@ -233,6 +236,9 @@ func (s *server) routes() {
 	if s.cfg.Push != nil {
 		s.v1("PUT /v1/push/broadcasts/{id...}", ScopeAdmin, s.pushBroadcastPut)
 		s.v1("GET /v1/push/broadcasts", ScopeAdmin, s.pushBroadcastList)
+	}
+	if s.cfg.WebPush != nil {
+		s.v1Public("GET /v1/webpush/vapid-public-key", s.webPushKey)
 	}
 }
 

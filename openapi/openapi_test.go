@@ -103,6 +103,11 @@ func (fakeBroadcaster) BroadcastList(context.Context) (map[string]string, error)
 	return map[string]string{}, nil
 }
 
+// fakeWebPushKeys mounts GET /v1/webpush/vapid-public-key.
+type fakeWebPushKeys struct{}
+
+func (fakeWebPushKeys) PublicKey(context.Context) (string, error) { return "", nil }
+
 // routePatterns returns every public route of a full `herald serve`: the
 // API with all its optional routes and Extra routes, and the push service.
 func routePatterns(t *testing.T) []string {
@@ -113,6 +118,7 @@ func routePatterns(t *testing.T) []string {
 		Store: s, Publisher: ingest.New(ingest.Config{Store: s}), Auth: httpapi.NewTokenAuth(s, "x"),
 		Metrics: dummy,
 		Push:    fakeBroadcaster{},
+		WebPush: fakeWebPushKeys{},
 		Extra: map[string]http.Handler{
 			"GET /openapi.json": openapi.Handler(),
 			// The dashboard's routes, as cmd/herald mounts them.
@@ -214,7 +220,7 @@ func TestScopeDrift(t *testing.T) {
 	s := testdb.SQLite(t)
 	api := httpapi.New(httpapi.Config{
 		Store: s, Publisher: ingest.New(ingest.Config{Store: s}), Auth: httpapi.NewTokenAuth(s, "x"),
-		Push: fakeBroadcaster{},
+		Push: fakeBroadcaster{}, WebPush: fakeWebPushKeys{},
 	})
 	code := map[string]string{}
 	for pattern, scope := range httpapi.RouteScopes(api) {

@@ -15,6 +15,8 @@ import (
 	"os"
 	"runtime/pprof"
 	"runtime/trace"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -62,6 +64,8 @@ type benchFlags struct {
 	cpuProfile              string
 	traceFile               string
 	sample                  time.Duration
+	destination, brokerURL  string
+	rawConcurrency          int
 }
 
 func cmdBench(ctx context.Context, args []string) error {
@@ -95,7 +99,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Int64Var(&f.backlog, "backlog", 0, "head-of-line test: first publish this many events to a second subscription whose endpoint always answers 500, so they go through the retry tiers during the run (the measured subscription is unaffected; 0..1,000,000)")
 	fs.DurationVar(&f.delay, "delay", 0, "receiver response delay")
 	fs.DurationVar(&f.wait, "wait", time.Minute, "how long to wait for deliveries after publishing ends")
-	fs.DurationVar(&f.ceilingMax, "ceiling-time", 5*time.Second, "longest raw HTTP ceiling run (0 skips it)")
+	fs.DurationVar(&f.ceilingMax, "ceiling-time", 5*time.Second, "longest raw ceiling run: plain HTTP POSTs for webhooks, the broker client's own publish-with-ack for --destination (0 skips it)")
+	fs.StringVar(&f.destination, "destination", "webhook", "destination type of the bench subscriptions: "+strings.Join(bench.DestinationTypes, ", ")+"; a broker type first measures the broker client's own publish rate (--ceiling-time), then herald delivering to a consumer on the same broker")
+	fs.StringVar(&f.brokerURL, "broker-url", "", "the broker of --destination amqp|nats|redis|mqtt (loopback only; default the machine's: "+
+		"amqp://guest:guest@127.0.0.1:5672/, nats://127.0.0.1:4222, redis://127.0.0.1:6379/0, mqtt://127.0.0.1:1883)")
+	fs.IntVar(&f.rawConcurrency, "raw-concurrency", 0, "--destination: workers of the raw phase (default --concurrency; with --batch and few publishers, set it to --workers: herald delivers from its workers)")
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object instead of the report")
 	fs.BoolVar(&f.progress, "progress", isTerminal(os.Stderr), "progress line on stderr every 500ms (default when stderr is a terminal)")
 	fs.BoolVar(&f.drain, "drain", false, "in-process only: hold delivery until everything is published, then measure delivery alone (burn-down; latency then includes the hold)")
@@ -139,6 +147,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Rate: f.rate, Count: f.count, Duration: f.duration, Payload: f.payload, Concurrency: f.concurrency,
 		Batch: f.batch, Fanout: f.fanout, FailRatio: f.failRatio, Delay: f.delay, Backlog: f.backlog,
 		Wait: f.wait, CeilingMax: f.ceilingMax, Sample: f.sample, Drain: f.drain,
+		Destination: f.destination, BrokerURL: f.brokerURL, RawConcurrency: f.rawConcurrency,
 	}
 	if f.progress {
 		cfg.Progress = stderr
@@ -209,6 +218,23 @@ func (f *benchFlags) validate() error {
 		return errors.New("--delay must be 0..1m")
 	case f.ceilingMax < 0 || f.ceilingMax > time.Minute:
 		return errors.New("--ceiling-time must be 0..1m")
+	case f.rawConcurrency < 0 || f.rawConcurrency > benchMaxConcurrency:
+		return fmt.Errorf("--raw-concurrency must be 0..%d", benchMaxConcurrency)
+	case !slices.Contains(bench.DestinationTypes, f.destination):
+		return fmt.Errorf("--destination must be one of %s", strings.Join(bench.DestinationTypes, ", "))
+	}
+	// The receiver's knobs and the always-failing backlog endpoint are a
+	// webhook's; a broker or the bench's push service answers as it does.
+	if f.destination != "webhook" && (f.failRatio > 0 || f.delay > 0 || f.backlog > 0) {
+		return errors.New("--fail-ratio, --delay and --backlog apply to --destination webhook only")
+	}
+	if f.brokerURL != "" {
+		if bench.DefaultBrokerURL(f.destination) == "" {
+			return fmt.Errorf("--broker-url is for a broker destination (amqp, nats, redis, mqtt), not %s", f.destination)
+		}
+		if err := bench.CheckBrokerURL(f.destination, f.brokerURL); err != nil {
+			return err
+		}
 	}
 	if f.target != "" {
 		if f.drain {

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhq/herald/bench"
+	"github.com/heraldhq/herald/internal/testbroker"
 	"github.com/heraldhq/herald/internal/testdb"
 )
 
@@ -28,9 +29,18 @@ func runBenchJSON(t *testing.T, args ...string) bench.Result {
 		"target", "mode", "concurrency", "fanout", "payload_bytes", "published", "publish_errors",
 		"events_per_second", "publish_call_p50_ms", "publish_call_p99_ms", "deliveries_expected",
 		"delivered", "dead", "deliveries_per_second", "latency_p50_ms", "latency_p95_ms", "latency_p99_ms",
-		"complete", "ceiling", "ceiling_ratio",
+		"complete", "ceiling", "ceiling_ratio", "destination",
 	} {
 		require.Contains(t, fields, k)
+	}
+	if b, ok := fields["broker"].(map[string]any); ok {
+		for _, k := range []string{"type", "broker_url", "raw", "herald_per_second", "ratio", "publish_to_broker_p50_ms",
+			"publish_to_broker_p99_ms", "cpu_us_per_delivery", "duplicates", "invalid"} {
+			require.Contains(t, b, k)
+		}
+		for _, k := range []string{"concurrency", "messages", "seconds", "per_second", "p50_ms", "p99_ms", "cpu_us_per_message"} {
+			require.Contains(t, b["raw"], k)
+		}
 	}
 	return res
 }
@@ -193,4 +203,72 @@ func TestBenchCannotConnect(t *testing.T) {
 	require.ErrorContains(t, err, "error creating the bench subscription: cannot connect to http://127.0.0.1:1")
 	require.Equal(t, exitConnect, exitCode(err))
 	require.Empty(t, out.String())
+}
+
+// herald bench --destination: end to end against the machine's brokers,
+// the raw phase and the herald phase each complete and the JSON holds the
+// broker figures, consistent with each other (correctness, not speed).
+func TestBenchDestinations(t *testing.T) {
+	t.Parallel()
+	for _, k := range []testbroker.Kind{testbroker.Redis, testbroker.NATS} {
+		t.Run(string(k), func(t *testing.T) {
+			t.Parallel()
+			u := testbroker.URL(t, k)
+			res := runBenchJSON(t, "--destination", string(k), "--broker-url", u, "--count", "200",
+				"--concurrency", "8", "--ceiling-time", "1s")
+			requireSaneDestination(t, res, string(k), 200)
+		})
+	}
+	t.Run("webpush", func(t *testing.T) {
+		t.Parallel()
+		res := runBenchJSON(t, "--destination", "webpush", "--count", "100", "--concurrency", "4", "--ceiling-time", "1s")
+		requireSaneDestination(t, res, "webpush", 100)
+	})
+}
+
+// requireSaneDestination checks a --destination run: every event delivered
+// once to the broker, the raw phase measured, the ratio and CPU figures
+// derived from the run's own numbers.
+func requireSaneDestination(t *testing.T, res bench.Result, typ string, events int64) {
+	t.Helper()
+	require.Equal(t, typ, res.Destination)
+	require.NotNil(t, res.Broker, "the broker figures")
+	d := res.Broker
+	require.Equal(t, typ, d.Type)
+	require.Equal(t, events, res.Published)
+	require.Equal(t, events, res.DeliveriesWanted)
+	require.Equal(t, events, res.Delivered, "every delivery arrived at the consumer: %+v", d)
+	require.True(t, res.Complete)
+	require.Zero(t, d.Duplicates)
+	require.Zero(t, d.Invalid, "every message carried its stamp (webpush: decrypted)")
+	require.Positive(t, d.Raw.Messages)
+	require.Empty(t, d.Raw.Error)
+	require.Positive(t, d.Raw.PerSecond)
+	require.Positive(t, d.Raw.CPUPerMessageUs)
+	require.Equal(t, res.DeliveriesPerSec, d.HeraldPerSecond)
+	require.Positive(t, d.Ratio)
+	require.InDelta(t, d.HeraldPerSecond/d.Raw.PerSecond, d.Ratio, 1e-9)
+	require.Positive(t, d.PublishToBrokerP50Ms)
+	require.LessOrEqual(t, d.PublishToBrokerP50Ms, d.PublishToBrokerP99Ms)
+	require.Equal(t, res.LatencyP99Ms, d.PublishToBrokerP99Ms)
+	require.Positive(t, d.CPUPerDeliveryUs)
+	require.InDelta(t, d.CPUPerDeliveryUs-d.Raw.CPUPerMessageUs, d.ExtraCPUPerDeliveryUs, 1e-6)
+	require.Zero(t, res.Ceiling.Requests, "the raw phase replaces the HTTP ceiling")
+}
+
+func TestBenchDestinationFlags(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"--destination", "kafka"},
+		{"--destination", "redis", "--broker-url", "redis://192.0.2.1:6379/0"},
+		{"--destination", "redis", "--broker-url", "nats://127.0.0.1:4222"},
+		{"--destination", "webpush", "--broker-url", "redis://127.0.0.1:6379/0"},
+		{"--broker-url", "redis://127.0.0.1:6379/0"},
+		{"--destination", "amqp", "--fail-ratio", "0.1"},
+		{"--destination", "mqtt", "--backlog", "10"},
+	} {
+		var out, errOut bytes.Buffer
+		require.Error(t, runBench(t.Context(), args, &out, &errOut), "args %v", args)
+		require.Empty(t, out.String())
+	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/delivery"
+	webpushdest "github.com/heraldhq/herald/destination/webpush"
 	"github.com/heraldhq/herald/httpapi"
 	"github.com/heraldhq/herald/ingest"
 	"github.com/heraldhq/herald/maintenance"
@@ -105,6 +106,8 @@ type config struct {
 
 	EncryptionKey     string
 	EncryptionKeyFile string
+	// VAPIDSubject is the sub of the VAPID JWTs of Web Push destinations.
+	VAPIDSubject string
 
 	tiers []time.Duration
 	allow []netip.Prefix
@@ -192,6 +195,7 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.UI, "ui", true, "serve the web dashboard at /ui/ (and redirect GET / there) and the consumer portal at /portal/; they use the /v1 API with a token the user signs in with or a portal link")
 	fs.StringVar(&c.EncryptionKey, "encryption-key", "", "encrypt subscription secrets (and push.keys) at rest: comma-separated keys, base64 of 32 bytes each (herald secrets generate-key); the first encrypts, all decrypt")
 	fs.StringVar(&c.EncryptionKeyFile, "encryption-key-file", "", "file of encryption keys, one per line, the encrypting one first (# comments allowed); added after --encryption-key")
+	fs.StringVar(&c.VAPIDSubject, "vapid-subject", webpushdest.DefaultSubject, "contact in the VAPID JWT of Web Push destinations, mailto: or https: (push services may write to it about your traffic)")
 	fs.DurationVar(&c.VacuumInterval, "vacuum-interval", maintenance.DefaultVacuumInterval, "PostgreSQL: how often the leader vacuums the queue tables (0: never; leave it to autovacuum)")
 }
 
@@ -282,6 +286,9 @@ func (c *config) validate() error {
 			return fmt.Errorf("--metrics-tenants: %q is not a tenant id (1-%d of A-Z a-z 0-9 . _ -)", s, herald.MaxTenantLen)
 		}
 		c.metricsTenants = append(c.metricsTenants, s)
+	}
+	if err := validVAPIDSubject(c.VAPIDSubject); err != nil {
+		return err
 	}
 	c.allow = nil
 	for _, s := range strings.Split(c.AllowCIDR, ",") {

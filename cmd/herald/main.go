@@ -46,6 +46,8 @@ func run(args []string) error {
 		return cmdBench(ctx, args[1:])
 	case "secrets":
 		return cmdSecrets(ctx, args[1:], os.Stdout, os.Stderr)
+	case "webpush":
+		return cmdWebPush(ctx, args[1:], os.Stdout, os.Stderr)
 	case "version", "--version", "-v":
 		info, _ := debug.ReadBuildInfo()
 		fmt.Println(versionString(version, info))
@@ -108,6 +110,8 @@ Usage:
   herald bench   [flags]   end-to-end load test against an in-process or local herald (herald bench -h)
   herald secrets generate-key | rotate-key [flags]
                            make an encryption key; re-encrypt stored secrets under the first key
+  herald webpush rotate-vapid [flags]
+                           replace the VAPID key of Web Push destinations (browsers resubscribe)
   herald version           print the version
 
 Client commands (talk to a running herald; herald <command> -h for flags):

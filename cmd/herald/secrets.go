@@ -259,6 +259,9 @@ func cmdRotateKey(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err := rotatePushKeys(c, stdout); err != nil {
 		return err
 	}
+	if err := resealVAPID(ctx, s); err != nil {
+		return err
+	}
 	if len(unreadable) > 0 {
 		return unreadableError(unreadable, primary)
 	}

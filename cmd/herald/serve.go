@@ -268,6 +268,9 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 		return nil, err
 	}
 
+	vapid := storeVAPIDKeys(s)
+	ensureVAPID(ctx, vapid, logger)
+
 	guard := &webhook.Guard{AllowLoopback: c.Dev, AllowPrivate: c.AllowPrivate, Allow: c.allow}
 	userAgent := "herald/" + version
 	sender := webhook.NewSender(webhook.Config{Guard: guard, UserAgent: userAgent, StdTransport: c.WebhookStdTransport})
@@ -385,6 +388,7 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 		MaxBodyBytes: c.MaxBodyBytes,
 		SecretGrace:  c.SecretGrace,
 		Push:         broadcaster,
+		WebPush:      webPushKeys(vapid),
 		History:      historyView{history},
 		UserAgent:    userAgent,
 		PublicURL:    publicURL(c, lns.api()),
