@@ -96,6 +96,7 @@ function createForm(done) {
         const body = { name: name.value.trim(), type: type.value, url: url.value.trim(), tenants: all.checked ? 'all' : list };
         const c = await api('POST', '/v1/connections', body);
         form.reset();
+        url.placeholder = TYPES[0][2];
         replace(out, notice('Connection ' + c.name + ' created.'));
         await done();
       } catch (err) {

@@ -308,8 +308,18 @@ function subscriptionForm(s, submit) {
     for (const [k, g] of Object.entries(groups)) g.hidden = !(k === t || (k === 'broker' && broker));
     url.required = t === 'webhook';
     // The topic field serves webpush and mqtt: it moves to the shown group.
-    if (t === 'webpush') groups.webpush.append(topic.closest('.field') || field('Topic', topic));
-    if (t === 'mqtt') groups.mqtt.prepend(topic.closest('.field') || field('Topic', topic));
+    const topicBox = topic.closest('.field');
+    const topicHint = topicBox && topicBox.querySelector('.hint');
+    if (t === 'webpush') {
+      groups.webpush.append(topicBox);
+      topic.placeholder = 'empty: derived from the event key';
+      if (topicHint) topicHint.textContent = 'Empty: derived from the event key, so a newer message replaces an undelivered one.';
+    }
+    if (t === 'mqtt') {
+      groups.mqtt.prepend(topicBox);
+      topic.placeholder = 'empty: derived from the event type';
+      if (topicHint) topicHint.textContent = 'Empty: the event type with "." as "/" (order.created → order/created).';
+    }
     stream.required = t === 'redis';
     if (broker) loadConns(t);
   };
