@@ -252,7 +252,7 @@ function subscriptionForm(s, submit) {
   const allTenants = h('input', { type: 'checkbox', name: 'all_tenants', checked: !!f.all_tenants, disabled: !!s });
   const state = h('select', { name: 'state' }, ['enabled', 'disabled'].map((v) => h('option', { value: v, selected: (f.state || 'enabled') === v }, v)));
   // Web Push: the browser's PushSubscription, pasted as JSON.
-  const pushSub = h('textarea', { name: 'destination_subscription', rows: 4, class: 'mono', placeholder: '{"endpoint": "https://push.example/…", "keys": {"p256dh": "…", "auth": "…"}}' });
+  const pushSub = h('textarea', { name: 'destination_subscription', rows: 4, class: 'mono', placeholder: '{"endpoint": "…", "keys": {"p256dh": "…", "auth": "…"}}' });
   if (dest.subscription) pushSub.value = pretty(dest.subscription);
   const urgency = h('select', { name: 'destination_urgency' }, ['very-low', 'low', 'normal', 'high'].map((v) => h('option', { value: v, selected: (dest.urgency || 'normal') === v }, v)));
   const ttl = h('input', { type: 'number', min: 0, max: 2419200, name: 'destination_ttl_s', value: dest.ttl_s ?? '', placeholder: '86400' });
