@@ -78,11 +78,11 @@ async function fits(what) {
 // SNIPPETS are a line of each language's verification snippet: the
 // library's own API names, the secret read from HERALD_WEBHOOK_SECRET.
 const SNIPPETS = {
-  go: 'standardwebhooks.NewWebhook(os.Getenv("HERALD_WEBHOOK_SECRET"))',
+  go: 'standardwebhooks.NewWebhook(secret)',
   node: 'new Webhook(process.env.HERALD_WEBHOOK_SECRET)',
   python: 'Webhook(os.environ["HERALD_WEBHOOK_SECRET"])',
-  ruby: 'StandardWebhooks::Webhook.new(ENV.fetch("HERALD_WEBHOOK_SECRET"))',
-  php: "new \\StandardWebhooks\\Webhook(getenv('HERALD_WEBHOOK_SECRET'))",
+  ruby: 'StandardWebhooks::Webhook.new(secret)',
+  php: 'new \\StandardWebhooks\\Webhook($secret)',
 };
 const INSTALL = {
   go: 'go get github.com/standard-webhooks/standard-webhooks/libraries/go',
@@ -103,6 +103,7 @@ async function checkVerifyPanel(type, secret) {
     await panel.locator(`[data-snippet][data-lang=${lang}]`).waitFor();
     const code = await panel.locator('[data-snippet]').textContent();
     assert(code.includes(line), `${lang} snippet lacks ${line}: ${code}`);
+    assert(code.includes('HERALD_WEBHOOK_SECRET'), `${lang} snippet does not read HERALD_WEBHOOK_SECRET: ${code}`);
     assert(await panel.getByRole('tab', { name: LABELS[lang], exact: true }).getAttribute('aria-selected') === 'true', lang + ' tab selected');
     const install = await panel.locator('[data-install]').textContent();
     assert(install === INSTALL[lang], `${lang} install command: ${install}`);

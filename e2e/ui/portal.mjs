@@ -156,8 +156,8 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
   begin('the customer sees how to verify signatures, in five languages, without the secret');
   const verify = page.locator('[data-verify=webhook]');
   await verify.getByRole('heading', { name: 'Verify signatures' }).waitFor();
-  for (const [label, line] of [['Go', 'standardwebhooks.NewWebhook(os.Getenv("HERALD_WEBHOOK_SECRET"))'], ['Node', 'new Webhook(process.env.HERALD_WEBHOOK_SECRET)'],
-    ['Python', 'from standardwebhooks.webhooks import Webhook'], ['Ruby', 'StandardWebhooks::Webhook.new'], ['PHP', 'new \\StandardWebhooks\\Webhook(getenv(\'HERALD_WEBHOOK_SECRET\'))']]) {
+  for (const [label, line] of [['Go', 'os.Getenv("HERALD_WEBHOOK_SECRET")'], ['Node', 'new Webhook(process.env.HERALD_WEBHOOK_SECRET)'],
+    ['Python', 'from standardwebhooks.webhooks import Webhook'], ['Ruby', 'StandardWebhooks::Webhook.new(secret)'], ['PHP', 'new \\StandardWebhooks\\Webhook($secret)']]) {
     await verify.getByRole('tab', { name: label, exact: true }).click();
     await until(label + ' snippet', async () => (await verify.locator('[data-snippet]').textContent()).includes(line), 5000, 100);
   }

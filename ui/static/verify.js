@@ -25,13 +25,28 @@ const SNIPPETS = [
     id: 'go', label: 'Go', install: 'go get github.com/standard-webhooks/standard-webhooks/libraries/go',
     http: `import (
 	"io"
+	"log"
 	"net/http"
 	"os"
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 )
 
-var wh, _ = standardwebhooks.NewWebhook(os.Getenv("${SECRET_ENV}"))
+var wh *standardwebhooks.Webhook
+
+func main() {
+	// An empty secret would make a key anyone can sign with: refuse it.
+	secret := os.Getenv("${SECRET_ENV}")
+	if secret == "" {
+		log.Fatal("${SECRET_ENV} is not set")
+	}
+	var err error
+	if wh, err = standardwebhooks.NewWebhook(secret); err != nil {
+		log.Fatal(err)
+	}
+	http.HandleFunc("/webhooks", handle)
+	log.Fatal(http.ListenAndServe(":3000", nil))
+}
 
 func handle(w http.ResponseWriter, r *http.Request) {
 	payload, err := io.ReadAll(r.Body) // the raw body, before any JSON decoding
@@ -42,7 +57,11 @@ func handle(w http.ResponseWriter, r *http.Request) {
 	// payload is authentic: decode and handle it, then answer 2xx.
 	w.WriteHeader(http.StatusNoContent)
 }`,
-    message: `wh, err := standardwebhooks.NewWebhook(os.Getenv("${SECRET_ENV}"))
+    message: `secret := os.Getenv("${SECRET_ENV}") // never empty: anyone can sign with an empty key
+wh, err := standardwebhooks.NewWebhook(secret)
+if secret == "" || err != nil {
+	log.Fatal("${SECRET_ENV}: not set or not a whsec_ secret")
+}
 // id, ts, sig: the message's webhook-id, webhook-timestamp, webhook-signature.
 headers := http.Header{}
 headers.Set("webhook-id", id)
@@ -116,7 +135,9 @@ class WebhooksController < ApplicationController
   skip_forgery_protection
 
   def create
-    wh = StandardWebhooks::Webhook.new(ENV.fetch("${SECRET_ENV}"))
+    secret = ENV.fetch("${SECRET_ENV}") # KeyError when unset
+    raise "${SECRET_ENV} is empty" if secret.empty? # anyone could sign with an empty key
+    wh = StandardWebhooks::Webhook.new(secret)
     event = wh.verify(request.raw_post, request.headers)
     head :no_content
   rescue StandardWebhooks::WebhookVerificationError
@@ -125,7 +146,9 @@ class WebhooksController < ApplicationController
 end`,
     message: `require "standardwebhooks"
 
-wh = StandardWebhooks::Webhook.new(ENV.fetch("${SECRET_ENV}"))
+secret = ENV.fetch("${SECRET_ENV}")
+raise "${SECRET_ENV} is empty" if secret.empty? # anyone could sign with an empty key
+wh = StandardWebhooks::Webhook.new(secret)
 # body: the message body; id, ts, sig from the message.
 event = wh.verify(body, {
   "webhook-id" => id,
@@ -138,7 +161,12 @@ event = wh.verify(body, {
     http: `<?php
 require __DIR__ . '/vendor/autoload.php';
 
-$wh = new \\StandardWebhooks\\Webhook(getenv('${SECRET_ENV}'));
+$secret = getenv('${SECRET_ENV}');
+if (!$secret) { // an empty key would accept anyone's signature
+    http_response_code(500);
+    exit('${SECRET_ENV} is not set');
+}
+$wh = new \\StandardWebhooks\\Webhook($secret);
 $payload = file_get_contents('php://input');
 // The library looks the headers up by their lower-case names.
 $headers = array_change_key_case(getallheaders(), CASE_LOWER);
@@ -150,7 +178,11 @@ try {
 }
 http_response_code(204);`,
     message: `<?php
-$wh = new \\StandardWebhooks\\Webhook(getenv('${SECRET_ENV}'));
+$secret = getenv('${SECRET_ENV}');
+if (!$secret) {
+    exit('${SECRET_ENV} is not set'); // an empty key would accept anyone's signature
+}
+$wh = new \\StandardWebhooks\\Webhook($secret);
 // $body: the message body; $id, $ts, $sig from the message.
 $event = $wh->verify($body, [
     'webhook-id' => $id,
