@@ -253,21 +253,24 @@ func TestStatsHistory(t *testing.T) {
 	b := setup(t, s)
 	type answer struct {
 		IntervalS int                `json:"interval_s"`
+		StartedAt string             `json:"started_at"`
 		Points    []historyPointJSON `json:"points"`
 	}
 	empty := ok[answer](t, b.do(t, http.MethodGet, "/v1/stats/history", nil), http.StatusOK)
 	require.Equal(t, 10, empty.IntervalS)
 	require.Empty(t, empty.Points, "no history configured")
+	require.Empty(t, empty.StartedAt)
 
 	clock := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
 	p50 := 20 * time.Millisecond
-	h := fakeHistory{interval: 30 * time.Second, points: []HistoryPoint{
+	h := fakeHistory{interval: 30 * time.Second, started: clock.Add(-15 * time.Second), points: []HistoryPoint{
 		{At: clock.Add(-30 * time.Second)},
 		{At: clock, Published: 7, Delivered: 1, LatencyP50: &p50, LatencyP99: &p50},
 	}}
 	b.handler = New(Config{Store: s, Publisher: failingPublisher{}, Auth: NewTokenAuth(s, testToken), History: h})
 	got := ok[answer](t, b.do(t, http.MethodGet, "/v1/stats/history", nil), http.StatusOK)
 	require.Equal(t, 30, got.IntervalS)
+	require.Equal(t, "2026-11-24T09:59:45Z", got.StartedAt, "points before it are unknown, not empty")
 	require.Len(t, got.Points, 2)
 	last := got.Points[len(got.Points)-1]
 	require.Equal(t, "2026-11-24T10:00:00Z", last.At)
@@ -282,8 +285,10 @@ func TestStatsHistory(t *testing.T) {
 // covers the counting).
 type fakeHistory struct {
 	interval time.Duration
+	started  time.Time
 	points   []HistoryPoint
 }
 
+func (f fakeHistory) Started() time.Time      { return f.started }
 func (f fakeHistory) Interval() time.Duration { return f.interval }
 func (f fakeHistory) Points() []HistoryPoint  { return f.points }

@@ -8,6 +8,7 @@ import {
 } from './lib.js';
 import { attemptsView } from './deliveries.js';
 import { listConnections } from './connections.js';
+import { verifyPanel } from './verify.js';
 
 // A secret shown once after create, carried to the detail page in memory only.
 let flashSecret = null;
@@ -26,7 +27,7 @@ export async function renderList(main, { params }) {
     const [subs, stats] = await Promise.all([listSubs(tenantQ), api('GET', '/v1/stats/subscriptions' + qs({ tenant: tenantQ }))]);
     const byID = new Map(stats.data.map((s) => [s.subscription_id, s]));
     replace(body, table([
-      { title: 'Destination', cell: (s) => h('div', {}, link('subscriptions/' + encodeURIComponent(s.id), s.description || destText(s)), h('div', { class: 'muted small mono' }, s.description ? destText(s) : s.id)) },
+      { title: 'Destination', cell: (s) => h('div', {}, link('subscriptions/' + encodeURIComponent(s.id), s.description || destText(s)), h('div', { class: 'muted small mono wrap' }, s.description ? destText(s) : s.id)) },
       PORTAL ? null : { title: 'Tenant', cell: (s) => tenantCell(s.tenant, s.all_tenants) },
       { title: 'Event types', cell: (s) => s.event_types && s.event_types.length ? s.event_types.map((t) => h('code', { class: 'chip' }, t)) : h('span', { class: 'muted' }, 'all') },
       { title: 'Filter', cell: (s) => s.filter ? h('code', { class: 'clip' }, filterText(s.filter)) : h('span', { class: 'muted' }, 'none') },
@@ -159,6 +160,7 @@ export async function renderDetail(main, { args: [id] }) {
       !PORTAL && (s.tenant || s.all_tenants) ? [' · tenant ', tenantCell(s.tenant, s.all_tenants)] : null, s.disabled_reason ? h('span', { class: 'muted' }, ' · ' + s.disabled_reason) : null,
       h('span', { class: 'muted' }, ' · created ' + fmtTime(s.created_at) + ' · updated ' + fmtTime(s.updated_at))),
     secretSlot, actions, actionSlot, portalSlot, testSlot,
+    verifyPanel(s),
     h('h2', {}, 'Settings'),
     subscriptionForm(s, async (body) => {
       await api('PATCH', '/v1/subscriptions/' + encodeURIComponent(id), patchOf(s, body));
