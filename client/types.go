@@ -194,8 +194,8 @@ type Attempt struct {
 	Request         *AttemptRequest `json:"request,omitempty"`
 }
 
-// Delivery is one event to one subscription. Attempts and WaitingFor are
-// set by GetDelivery only.
+// Delivery is one event to one subscription. Attempts, EventType and
+// WaitingFor are set by GetDelivery only.
 type Delivery struct {
 	ID               string     `json:"id"`
 	EventID          string     `json:"event_id"`
@@ -212,6 +212,7 @@ type Delivery struct {
 	LastErrorMessage string     `json:"last_error_message"`
 	CreatedAt        string     `json:"created_at"`
 	UpdatedAt        string     `json:"updated_at"`
+	EventType        string     `json:"event_type,omitempty"`
 	WaitingFor       *string    `json:"waiting_for,omitempty"`
 }
 
