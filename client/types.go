@@ -164,8 +164,10 @@ type EventListParams struct {
 	Type, Key    string
 	Tenant       string
 	Since, Until time.Time
-	Limit        int
-	Cursor       string
+	// ExcludeSystem leaves out herald's own herald.* events.
+	ExcludeSystem bool
+	Limit         int
+	Cursor        string
 }
 
 // EventList is a page of events.
