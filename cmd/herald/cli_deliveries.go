@@ -290,12 +290,14 @@ func tailCmd(fs *flag.FlagSet) action {
 
 // tailer follows GET /v1/deliveries. Each poll lists the window from the
 // oldest delivery not yet final (or the newest one seen) onwards. A
-// delivery whose attempt count grew is read in full (GET
-// /v1/deliveries/{id}) and each attempt not yet shown gets its own line,
-// so retries show even when a delivery stays pending between them or
-// several attempts fall between two polls; a state change without a new
-// attempt (created, skipped, redriven…) gets one line too. Bounds are the
-// server's clock (created_at), never this machine's.
+// delivery whose state or attempt count changed is read in full (GET
+// /v1/deliveries/{id}: its attempts and event type) and each attempt not
+// yet shown gets its own line, so retries show even though a delivery
+// stays pending between them and when several attempts fall between two
+// polls; a state change without a new attempt (created, skipped,
+// redriven…) gets one line too. That is one request per change: tail is
+// for watching, not for bulk export. Bounds are the server's clock
+// (created_at), never this machine's.
 type tailer struct {
 	c     *cli
 	p     client.DeliveryListParams
