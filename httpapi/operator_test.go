@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"testing"
@@ -72,6 +73,19 @@ func TestEventList(t *testing.T) {
 		requireError(t, b.do(t, http.MethodGet, "/v1/events?cursor=bm9wZQ", nil), http.StatusBadRequest, herald.CodeInvalidCursor, "cursor")
 		requireError(t, b.do(t, http.MethodGet, "/v1/events?limit=0", nil), http.StatusBadRequest, herald.CodeInvalidField, "limit")
 		requireError(t, b.do(t, http.MethodGet, "/v1/events?type=order.%5Bcp%5D*", nil), http.StatusBadRequest, herald.CodeInvalidField, "type")
+
+		// exclude_system=true leaves out herald's own events (stored here
+		// directly: the API refuses to publish herald.*).
+		alert := &herald.Event{ID: herald.NewID(herald.PrefixEvent), Type: herald.EventTypeDeliveryDead,
+			Data: json.RawMessage(`{}`), CreatedAt: time.Now().UTC()}
+		_, err := s.EventInsertMany(t.Context(), &store.EventInsertManyParams{Now: alert.CreatedAt,
+			Events: []store.EventInsert{{Event: alert}}})
+		require.NoError(t, err)
+		require.Contains(t, idsOf(list("")), alert.ID)
+		require.Contains(t, idsOf(list("?exclude_system=false")), alert.ID)
+		require.ElementsMatch(t, ids, idsOf(list("?exclude_system=true")))
+		require.Empty(t, list("?exclude_system=true&type="+url.QueryEscape("herald.*")).Data)
+		requireError(t, b.do(t, http.MethodGet, "/v1/events?exclude_system=yes", nil), http.StatusBadRequest, herald.CodeInvalidField, "exclude_system")
 	})
 }
 

@@ -450,7 +450,10 @@ function filterTester(current) {
     if (loaded) return;
     loaded = true;
     try {
-      const page = await api('GET', '/v1/events' + qs({ limit: 25 }));
+      // herald.* alerts only for a subscription that asks for them: they
+      // would crowd out the application's events.
+      const wantsSystem = (current().event_types || []).some((p) => p.startsWith('herald.'));
+      const page = await api('GET', '/v1/events' + qs({ limit: 25, exclude_system: wantsSystem ? null : 'true' }));
       for (const ev of page.data) {
         recentEvents.set(ev.id, ev);
         recent.append(h('option', { value: ev.id }, ev.type + ' · ' + ev.id + ' · ' + fmtTime(ev.timestamp)));
