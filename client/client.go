@@ -348,6 +348,9 @@ func (c *Client) ListEvents(ctx context.Context, p EventListParams) (*EventList,
 	setNonEmpty(q, "tenant", p.Tenant)
 	setTime(q, "since", p.Since)
 	setTime(q, "until", p.Until)
+	if p.ExcludeSystem {
+		q.Set("exclude_system", "true")
+	}
 	setPage(q, p.Limit, p.Cursor)
 	var out EventList
 	return &out, c.do(ctx, http.MethodGet, "/v1/events", q, nil, &out)

@@ -125,6 +125,8 @@ func TestTokensAndTenantParams(t *testing.T) {
 	require.NoError(t, err)
 	_, err = c.ListEvents(ctx, EventListParams{Tenant: "acme"})
 	require.NoError(t, err)
+	_, err = c.ListEvents(ctx, EventListParams{ExcludeSystem: true})
+	require.NoError(t, err)
 	_, err = c.ListDeliveries(ctx, DeliveryListParams{Tenant: "acme"})
 	require.NoError(t, err)
 	require.Equal(t, []string{
@@ -133,6 +135,7 @@ func TestTokensAndTenantParams(t *testing.T) {
 		"DELETE /v1/tokens/tok_1 ",
 		"GET /v1/subscriptions?tenant=acme ",
 		"GET /v1/events?tenant=acme ",
+		"GET /v1/events?exclude_system=true ",
 		"GET /v1/deliveries?tenant=acme ",
 	}, got)
 }

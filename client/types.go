@@ -164,8 +164,10 @@ type EventListParams struct {
 	Type, Key    string
 	Tenant       string
 	Since, Until time.Time
-	Limit        int
-	Cursor       string
+	// ExcludeSystem leaves out herald's own herald.* events.
+	ExcludeSystem bool
+	Limit         int
+	Cursor        string
 }
 
 // EventList is a page of events.
@@ -194,8 +196,8 @@ type Attempt struct {
 	Request         *AttemptRequest `json:"request,omitempty"`
 }
 
-// Delivery is one event to one subscription. Attempts and WaitingFor are
-// set by GetDelivery only.
+// Delivery is one event to one subscription. Attempts, EventType and
+// WaitingFor are set by GetDelivery only.
 type Delivery struct {
 	ID               string     `json:"id"`
 	EventID          string     `json:"event_id"`
@@ -212,6 +214,7 @@ type Delivery struct {
 	LastErrorMessage string     `json:"last_error_message"`
 	CreatedAt        string     `json:"created_at"`
 	UpdatedAt        string     `json:"updated_at"`
+	EventType        string     `json:"event_type,omitempty"`
 	WaitingFor       *string    `json:"waiting_for,omitempty"`
 }
 

@@ -286,6 +286,7 @@ func (c *completer) commit(batch []pending, start time.Time, w *wakeups) error {
 		now := e.now()
 		params.Now = now
 		params.Events = nil
+		var dropped []string
 		if len(alerts) > 0 && e.cfg.Fanout != nil {
 			if err := e.cfg.Fanout.Refresh(context.Background()); err == nil {
 				ins := e.cfg.Fanout.Inserts(alerts, now, e.cfg.Tiers[0])
@@ -298,7 +299,8 @@ func (c *completer) commit(batch []pending, start time.Time, w *wakeups) error {
 					}
 					ins[i].Deliveries = kept
 				}
-				params.Events = ins
+				// Alerts nobody receives are counted, not stored.
+				params.Events, dropped = e.cfg.Fanout.DropUnreceived(ins)
 			} else {
 				e.cfg.Logger.Warn("could not route system events", "err", err)
 			}
@@ -307,6 +309,9 @@ func (c *completer) commit(batch []pending, start time.Time, w *wakeups) error {
 		res, err := e.cfg.Store.DeliveryCompleteMany(ctx, params)
 		cancel()
 		if err == nil {
+			if len(dropped) > 0 {
+				e.cfg.Fanout.CountDropped(dropped)
+			}
 			if len(res.Stale) > 0 {
 				e.cfg.Logger.Warn("outcomes for deliveries whose lease was lost (another node retried them)", "count", len(res.Stale))
 			}

@@ -30,6 +30,12 @@ type Router interface {
 	// Inserts builds the store inserts for events, one pending tier-0
 	// delivery per matching subscription.
 	Inserts(events []*herald.Event, now time.Time, tier0Delay time.Duration) []store.EventInsert
+	// DropUnreceived removes the system events without a delivery (no
+	// subscription receives them: they are not stored) and returns their
+	// types, for CountDropped once the rest is stored.
+	DropUnreceived(inserts []store.EventInsert) ([]store.EventInsert, []string)
+	// CountDropped counts system events DropUnreceived removed.
+	CountDropped(types []string)
 }
 
 // Defaults.

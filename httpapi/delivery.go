@@ -120,13 +120,13 @@ func (s *server) deliveryGet(w http.ResponseWriter, r *http.Request) error {
 		return notFound(herald.ErrNotFound, "delivery", id)
 	}
 	sub = receiverAsSeenBy(r, sub)
+	// The event's type is shown (event_type) and signs the rebuilt
+	// requests; a swept event leaves both out.
 	var eventType string
-	if len(res.Attempts) > 0 && sub != nil {
-		if ev, err := s.store.EventGet(r.Context(), &store.EventGetParams{
-			ID: res.Delivery.EventID, Tenant: res.Delivery.EventTenant,
-		}); err == nil {
-			eventType = ev.Event.Type
-		}
+	if ev, err := s.store.EventGet(r.Context(), &store.EventGetParams{
+		ID: res.Delivery.EventID, Tenant: res.Delivery.EventTenant,
+	}); err == nil {
+		eventType = ev.Event.Type
 	}
 	attempts := make([]attemptJSON, len(res.Attempts))
 	for i, a := range res.Attempts {
@@ -141,7 +141,7 @@ func (s *server) deliveryGet(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	v.Attempts = &attempts
-	out := deliveryDetailJSON{deliveryJSON: v}
+	out := deliveryDetailJSON{deliveryJSON: v, EventType: eventType}
 	if res.Delivery.State == herald.DeliveryPending {
 		why, err := s.store.DeliveryWaitingFor(r.Context(), &store.DeliveryWaitingForParams{ID: id, Now: s.now()})
 		if err != nil {
@@ -161,6 +161,8 @@ func (s *server) deliveryGet(w http.ResponseWriter, r *http.Request) error {
 // delay), or null.
 type deliveryDetailJSON struct {
 	deliveryJSON
+	// EventType is the event's type; absent once the event was swept.
+	EventType  string  `json:"event_type,omitempty"`
 	WaitingFor *string `json:"waiting_for"`
 }
 

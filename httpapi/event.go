@@ -368,6 +368,16 @@ func (s *server) eventList(w http.ResponseWriter, r *http.Request) error {
 			return herald.FieldErrorf(herald.CodeInvalidField, "type", "type %s", err)
 		}
 	}
+	// exclude_system=true leaves out herald's own herald.* events (the
+	// dashboard's event list does), which would otherwise crowd out the
+	// application's after a run of dead letters.
+	switch v := q.Get("exclude_system"); v {
+	case "", "false":
+	case "true":
+		params.ExcludeSystem = true
+	default:
+		return herald.FieldErrorf(herald.CodeInvalidField, "exclude_system", "exclude_system must be true or false, not %s", quote(v))
+	}
 	if params.Tenant, err = tenantFilter(r, q); err != nil {
 		return err
 	}

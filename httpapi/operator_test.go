@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"testing"
@@ -72,6 +73,19 @@ func TestEventList(t *testing.T) {
 		requireError(t, b.do(t, http.MethodGet, "/v1/events?cursor=bm9wZQ", nil), http.StatusBadRequest, herald.CodeInvalidCursor, "cursor")
 		requireError(t, b.do(t, http.MethodGet, "/v1/events?limit=0", nil), http.StatusBadRequest, herald.CodeInvalidField, "limit")
 		requireError(t, b.do(t, http.MethodGet, "/v1/events?type=order.%5Bcp%5D*", nil), http.StatusBadRequest, herald.CodeInvalidField, "type")
+
+		// exclude_system=true leaves out herald's own events (stored here
+		// directly: the API refuses to publish herald.*).
+		alert := &herald.Event{ID: herald.NewID(herald.PrefixEvent), Type: herald.EventTypeDeliveryDead,
+			Data: json.RawMessage(`{}`), CreatedAt: time.Now().UTC()}
+		_, err := s.EventInsertMany(t.Context(), &store.EventInsertManyParams{Now: alert.CreatedAt,
+			Events: []store.EventInsert{{Event: alert}}})
+		require.NoError(t, err)
+		require.Contains(t, idsOf(list("")), alert.ID)
+		require.Contains(t, idsOf(list("?exclude_system=false")), alert.ID)
+		require.ElementsMatch(t, ids, idsOf(list("?exclude_system=true")))
+		require.Empty(t, list("?exclude_system=true&type="+url.QueryEscape("herald.*")).Data)
+		requireError(t, b.do(t, http.MethodGet, "/v1/events?exclude_system=yes", nil), http.StatusBadRequest, herald.CodeInvalidField, "exclude_system")
 	})
 }
 
@@ -253,21 +267,24 @@ func TestStatsHistory(t *testing.T) {
 	b := setup(t, s)
 	type answer struct {
 		IntervalS int                `json:"interval_s"`
+		StartedAt string             `json:"started_at"`
 		Points    []historyPointJSON `json:"points"`
 	}
 	empty := ok[answer](t, b.do(t, http.MethodGet, "/v1/stats/history", nil), http.StatusOK)
 	require.Equal(t, 10, empty.IntervalS)
 	require.Empty(t, empty.Points, "no history configured")
+	require.Empty(t, empty.StartedAt)
 
 	clock := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
 	p50 := 20 * time.Millisecond
-	h := fakeHistory{interval: 30 * time.Second, points: []HistoryPoint{
+	h := fakeHistory{interval: 30 * time.Second, started: clock.Add(-15 * time.Second), points: []HistoryPoint{
 		{At: clock.Add(-30 * time.Second)},
 		{At: clock, Published: 7, Delivered: 1, LatencyP50: &p50, LatencyP99: &p50},
 	}}
 	b.handler = New(Config{Store: s, Publisher: failingPublisher{}, Auth: NewTokenAuth(s, testToken), History: h})
 	got := ok[answer](t, b.do(t, http.MethodGet, "/v1/stats/history", nil), http.StatusOK)
 	require.Equal(t, 30, got.IntervalS)
+	require.Equal(t, "2026-11-24T09:59:45Z", got.StartedAt, "points before it are unknown, not empty")
 	require.Len(t, got.Points, 2)
 	last := got.Points[len(got.Points)-1]
 	require.Equal(t, "2026-11-24T10:00:00Z", last.At)
@@ -282,8 +299,10 @@ func TestStatsHistory(t *testing.T) {
 // covers the counting).
 type fakeHistory struct {
 	interval time.Duration
+	started  time.Time
 	points   []HistoryPoint
 }
 
+func (f fakeHistory) Started() time.Time      { return f.started }
 func (f fakeHistory) Interval() time.Duration { return f.interval }
 func (f fakeHistory) Points() []HistoryPoint  { return f.points }

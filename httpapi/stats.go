@@ -138,6 +138,8 @@ func (s *server) subscriptionStats(w http.ResponseWriter, r *http.Request) error
 type History interface {
 	// Interval is the length of one point.
 	Interval() time.Duration
+	// Started is when the history began; points before it are unknown.
+	Started() time.Time
 	// Points returns the points, oldest first.
 	Points() []HistoryPoint
 }
@@ -171,10 +173,12 @@ type historyPointJSON struct {
 func (s *server) statsHistory(w http.ResponseWriter, _ *http.Request) error {
 	out := struct {
 		IntervalS int                `json:"interval_s"`
+		StartedAt string             `json:"started_at,omitempty"`
 		Points    []historyPointJSON `json:"points"`
 	}{IntervalS: int(noHistoryInterval / time.Second), Points: []historyPointJSON{}}
 	if s.cfg.History != nil {
 		out.IntervalS = int(s.cfg.History.Interval() / time.Second)
+		out.StartedAt = timestamp(s.cfg.History.Started())
 		msPtr := func(d *time.Duration) *float64 {
 			if d == nil {
 				return nil

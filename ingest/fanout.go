@@ -62,6 +62,9 @@ type Fanout struct {
 	// compile builds a filter's matcher (filter.Compile; tests count
 	// calls).
 	compile func(*herald.Filter) (filter.Matcher, error)
+	// system counts the herald.* events dropped for want of a receiver
+	// (nil: not counted); set before use.
+	system SystemEventObserver
 
 	mu sync.RWMutex
 	// loaded: subscriptions were installed once (version is then valid).
@@ -290,6 +293,86 @@ func (f *Fanout) compileAll(all *store.SubscriptionListAllResult, prev map[strin
 // could if keyed by updated_at.
 func sameFilter(a, b *herald.Filter) bool {
 	return a.CEL == b.CEL && a.JMESPath == b.JMESPath && bytes.Equal(a.ESQuery, b.ESQuery)
+}
+
+// SystemEventObserver is implemented by observers that count the herald.*
+// system events not stored because no subscription receives them
+// (metrics.Observer: herald_system_events_dropped_total).
+type SystemEventObserver interface {
+	ObserveSystemEventDropped(eventType string)
+}
+
+// SetSystemEventObserver makes f report each system event it drops to o.
+// Call it before f is used.
+func (f *Fanout) SetSystemEventObserver(o SystemEventObserver) { f.system = o }
+
+// DropUnreceived removes from inserts the herald.* system events without a
+// delivery: no subscription receives them, and stored they would only
+// crowd the event list (every dead letter raises a herald.delivery.dead).
+// It returns the inserts kept, in order (inserts' array reused), and the
+// types dropped: pass them to CountDropped once the rest is stored, so a
+// retried commit does not count twice.
+func (f *Fanout) DropUnreceived(inserts []store.EventInsert) ([]store.EventInsert, []string) {
+	kept := inserts[:0]
+	var dropped []string
+	for _, in := range inserts {
+		if unreceived(&in) {
+			dropped = append(dropped, in.Event.Type)
+			continue
+		}
+		kept = append(kept, in)
+	}
+	return kept, dropped
+}
+
+// CountDropped reports system events DropUnreceived dropped to the
+// SystemEventObserver.
+func (f *Fanout) CountDropped(types []string) {
+	if f.system == nil {
+		return
+	}
+	for _, t := range types {
+		f.system.ObserveSystemEventDropped(t)
+	}
+}
+
+// unreceived reports whether in is a system event nobody receives.
+func unreceived(in *store.EventInsert) bool {
+	return len(in.Deliveries) == 0 && herald.IsSystemEventType(in.Event.Type)
+}
+
+// dropUnreceived is DropUnreceived for the ingester, keeping targets in
+// step. kept holds, in order, the input index of each insert left; it is
+// nil when nothing was dropped.
+func (f *Fanout) dropUnreceived(inserts []store.EventInsert, targets [][]*compiledSub) ([]store.EventInsert, [][]*compiledSub, []int, []string) {
+	var (
+		kept    []int
+		dropped []string
+	)
+	for n := range inserts {
+		if unreceived(&inserts[n]) {
+			dropped = append(dropped, inserts[n].Event.Type)
+			if kept == nil {
+				kept = make([]int, 0, len(inserts))
+				for k := range n {
+					kept = append(kept, k)
+				}
+			}
+			continue
+		}
+		if kept != nil {
+			kept = append(kept, n)
+		}
+	}
+	if kept == nil {
+		return inserts, targets, nil, nil
+	}
+	outIns := make([]store.EventInsert, len(kept))
+	outTargets := make([][]*compiledSub, len(kept))
+	for j, n := range kept {
+		outIns[j], outTargets[j] = inserts[n], targets[n]
+	}
+	return outIns, outTargets, kept, dropped
 }
 
 // Match returns the enabled subscriptions ev matches, from the cache as of

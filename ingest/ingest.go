@@ -265,8 +265,14 @@ func (i *Ingester) commit(ctx context.Context, events []*herald.Event) ([]store.
 	}
 	now := i.cfg.Now().UTC().Truncate(time.Millisecond)
 	inserts, targets := i.fanout.inserts(events, now, i.cfg.Tier0Delay)
+	// herald.* events nobody receives are not stored (counted instead).
+	inserts, targets, kept, dropped := i.fanout.dropUnreceived(inserts, targets)
 	reserved := i.leaseDirect(inserts, targets, now)
 	start := time.Now()
+	if len(inserts) == 0 {
+		i.fanout.CountDropped(dropped)
+		return spreadResults(nil, kept, events), nil // only system events nobody receives
+	}
 	res, err := i.cfg.Store.EventInsertMany(ctx, &store.EventInsertManyParams{Events: inserts, Now: now})
 	deliveries := 0
 	for _, in := range inserts {
@@ -308,7 +314,25 @@ func (i *Ingester) commit(ctx context.Context, events []*herald.Event) ([]store.
 	if pending && i.cfg.OnCommit != nil {
 		i.cfg.OnCommit()
 	}
-	return res, nil
+	i.fanout.CountDropped(dropped)
+	return spreadResults(res, kept, events), nil
+}
+
+// spreadResults returns res, the results of the inserts kept (kept: their
+// input indexes, nil when all were), as one result per event: a dropped
+// event's has its id and no delivery.
+func spreadResults(res []store.EventInsertResult, kept []int, events []*herald.Event) []store.EventInsertResult {
+	if kept == nil {
+		return res
+	}
+	out := make([]store.EventInsertResult, len(events))
+	for n, ev := range events {
+		out[n] = store.EventInsertResult{ID: ev.ID}
+	}
+	for j, n := range kept {
+		out[n] = res[j]
+	}
+	return out
 }
 
 // leaseDirect marks as many fresh deliveries as the dispatcher has slots

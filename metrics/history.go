@@ -41,7 +41,10 @@ type historyBucket struct {
 // needs (Observer forwards to it). Safe for concurrent use; each call holds
 // a mutex for a few counter increments.
 type History struct {
-	now     func() time.Time
+	now func() time.Time
+	// started is when the history began (the process started): intervals
+	// before it are unknown, not empty.
+	started time.Time
 	mu      sync.Mutex
 	buckets [HistoryPoints]historyBucket
 }
@@ -51,7 +54,7 @@ func NewHistory(now func() time.Time) *History {
 	if now == nil {
 		now = time.Now
 	}
-	h := &History{now: now}
+	h := &History{now: now, started: now()}
 	for i := range h.buckets {
 		h.buckets[i].latency = make([]uint32, len(latencyBounds)+1)
 		h.buckets[i].slot = -1
@@ -118,6 +121,10 @@ type HistoryPoint struct {
 	// none did.
 	LatencyP50, LatencyP99 *time.Duration
 }
+
+// Started returns when the history began: its points before then are
+// unknown (the process was not running), not empty.
+func (h *History) Started() time.Time { return h.started }
 
 // Points returns the last hour, oldest first, one point per interval up to
 // the current (partial) one, empty intervals included.

@@ -50,6 +50,7 @@ type Observer struct {
 	vacuum          *prometheus.HistogramVec
 	tenantEvents    *prometheus.CounterVec
 	tenantDeliver   *prometheus.CounterVec
+	systemDropped   *prometheus.CounterVec
 	// tenants are the tenants with their own label value (WithTenants);
 	// every other tenant is counted under OtherTenant, so the number of
 	// series stays bounded whatever producers send.
@@ -95,9 +96,10 @@ func (o *Observer) WithHistory(h *History) *Observer {
 }
 
 var (
-	_ ingest.TenantObserver = (*Observer)(nil)
-	_ ingest.Observer       = (*Observer)(nil)
-	_ delivery.Observer     = (*Observer)(nil)
+	_ ingest.TenantObserver      = (*Observer)(nil)
+	_ ingest.SystemEventObserver = (*Observer)(nil)
+	_ ingest.Observer            = (*Observer)(nil)
+	_ delivery.Observer          = (*Observer)(nil)
 )
 
 // batchBuckets fit group commits and completion batches (1 to 5,000).
@@ -180,8 +182,15 @@ func NewObserver(reg prometheus.Registerer) *Observer {
 			Name: "herald_tenant_deliveries_total",
 			Help: "Deliveries of tenanted events finished, by tenant (as herald_tenant_events_total) and outcome (delivered, dead).",
 		}, []string{"tenant", "outcome"}),
+		systemDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "herald_system_events_dropped_total",
+			Help: "herald.* system events not stored because no subscription receives them, by type.",
+		}, []string{"type"}),
 	}
-	reg.MustRegister(o.tenantEvents, o.tenantDeliver)
+	reg.MustRegister(o.tenantEvents, o.tenantDeliver, o.systemDropped)
+	for _, typ := range []string{herald.EventTypeDeliveryDead, herald.EventTypeSubscriptionDisabled, herald.EventTypeQueueStale} {
+		o.systemDropped.WithLabelValues(typ)
+	}
 	o.tenantEvents.WithLabelValues(OtherTenant)
 	reg.MustRegister(o.attempts, o.deliveries, o.attemptDuration, o.publish, o.endToEnd,
 		o.commitSize, o.commitDuration, o.completeSize, o.completeTook, o.claimSize, o.direct, o.staleAlarms, o.retention, o.vacuum)
@@ -271,6 +280,12 @@ func (o *Observer) ObserveDirect(n int) { o.direct.Add(float64(n)) }
 func (o *Observer) ObserveCompleteBatch(outcomes int, took time.Duration) {
 	o.completeSize.Observe(float64(outcomes))
 	o.completeTook.Observe(took.Seconds())
+}
+
+// ObserveSystemEventDropped implements ingest.SystemEventObserver. Only
+// herald raises system events, so the type label has a handful of values.
+func (o *Observer) ObserveSystemEventDropped(eventType string) {
+	o.systemDropped.WithLabelValues(eventType).Inc()
 }
 
 // ObserveStaleAlarm counts one herald.queue.stale event for tier.

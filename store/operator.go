@@ -22,6 +22,9 @@ type EventListParams struct {
 	Tenant string
 	// Since (inclusive) and Until (exclusive) bound created_at.
 	Since, Until time.Time
+	// ExcludeSystem leaves out herald's own events (types herald.*, see
+	// herald.IsSystemEventType).
+	ExcludeSystem bool
 	// Limit is at most 1000; 0 means 100.
 	Limit int
 	// After continues a listing after this event (the last one of the

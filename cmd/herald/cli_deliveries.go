@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"net/http"
+	"strings"
 	"time"
 
 	"github.com/heraldhq/herald/client"
@@ -73,6 +76,9 @@ func (c *cli) showDelivery(d *client.Delivery) error {
 	tw := c.table()
 	row(tw, "id", d.ID)
 	row(tw, "event", d.EventID)
+	if d.EventType != "" {
+		row(tw, "event_type", d.EventType)
+	}
 	row(tw, "subscription", d.SubscriptionID)
 	row(tw, "state", d.State)
 	row(tw, "tier", d.Tier)
@@ -261,7 +267,7 @@ func tailCmd(fs *flag.FlagSet) action {
 		if err != nil {
 			return err
 		}
-		t := &tailer{c: c, p: client.DeliveryListParams{SubscriptionID: *sub, State: *state}, seen: map[string]string{}}
+		t := newTailer(c, client.DeliveryListParams{SubscriptionID: *sub, State: *state})
 		if err := t.begin(ctx, start); err != nil {
 			return err
 		}
@@ -283,19 +289,37 @@ func tailCmd(fs *flag.FlagSet) action {
 }
 
 // tailer follows GET /v1/deliveries. Each poll lists the window from the
-// oldest delivery not yet final (or the newest one seen) onwards, and
-// prints deliveries it has not seen and those whose state changed.
-// Bounds are the server's clock (created_at), never this machine's.
+// oldest delivery not yet final (or the newest one seen) onwards. A
+// delivery whose state or attempt count changed is read in full (GET
+// /v1/deliveries/{id}: its attempts and event type) and each attempt not
+// yet shown gets its own line, so retries show even though a delivery
+// stays pending between them and when several attempts fall between two
+// polls; a state change without a new attempt (created, skipped,
+// redriven…) gets one line too. That is one request per change: tail is
+// for watching, not for bulk export. Bounds are the server's clock
+// (created_at), never this machine's.
 type tailer struct {
 	c     *cli
 	p     client.DeliveryListParams
-	seen  map[string]string // id → state last printed
+	seen  map[string]tailSeen
 	since time.Time
+	// dests caches each subscription's destination line: looked up once.
+	dests map[string]string
+}
+
+// tailSeen is what was last shown of a delivery.
+type tailSeen struct {
+	state    string
+	attempts int
 }
 
 // tailPages bounds one poll (10 × 1000 deliveries): a burst larger than
 // that is shown partly, newest first.
 const tailPages = 10
+
+func newTailer(c *cli, p client.DeliveryListParams) *tailer {
+	return &tailer{c: c, p: p, seen: map[string]tailSeen{}, dests: map[string]string{}}
+}
 
 // begin sets the window: from start when given (its deliveries are
 // printed), otherwise from the newest existing delivery (not printed).
@@ -319,7 +343,7 @@ func (t *tailer) begin(ctx context.Context, start time.Time) error {
 		return err
 	}
 	for _, d := range list {
-		t.seen[d.ID] = d.State
+		t.seen[d.ID] = tailSeen{d.State, d.AttemptCount}
 	}
 	return nil
 }
@@ -358,11 +382,10 @@ func (t *tailer) poll(ctx context.Context) error {
 		if !d.Final() && (oldestOpen.IsZero() || created.Before(oldestOpen)) {
 			oldestOpen = created
 		}
-		if t.seen[d.ID] == d.State {
+		if prev := t.seen[d.ID]; prev.state == d.State && prev.attempts == d.AttemptCount {
 			continue
 		}
-		t.seen[d.ID] = d.State
-		if err := t.print(d); err != nil {
+		if err := t.show(ctx, d); err != nil {
 			return err
 		}
 	}
@@ -375,11 +398,111 @@ func (t *tailer) poll(ctx context.Context) error {
 	return nil
 }
 
-func (t *tailer) print(d *client.Delivery) error {
-	if t.c.json {
-		return t.c.out(d)
+// show prints what changed in d since it was last shown: each new attempt,
+// or its new state. The delivery is read in full for its attempts and
+// event type; the full read may be newer than the list, and what it shows
+// is what is remembered.
+func (t *tailer) show(ctx context.Context, d *client.Delivery) error {
+	prev := t.seen[d.ID]
+	full, err := t.c.api.GetDelivery(ctx, d.ID)
+	if err != nil {
+		var ae *client.APIError
+		if !errors.As(err, &ae) || ae.Status != http.StatusNotFound {
+			return err
+		}
+		full = d // deleted since the list: show what the list said
 	}
-	_, err := fmt.Fprintf(t.c.stdout, "%s  %-24s %-10s sub=%s event=%s attempts=%d %s\n",
-		time.Now().Format("15:04:05"), d.ID, d.State, d.SubscriptionID, d.EventID, d.AttemptCount, lastOutcome(d))
+	dest, err := t.destination(ctx, full.SubscriptionID)
+	if err != nil {
+		return err
+	}
+	var attempts []client.Attempt
+	if full.Attempts != nil {
+		attempts = *full.Attempts
+	}
+	shown := prev.attempts
+	printedState := false
+	for i, a := range attempts {
+		if a.N <= prev.attempts {
+			continue
+		}
+		state := full.State
+		// An attempt that was followed by another, or whose successor is
+		// under way, left the delivery pending (a retry) or delivered.
+		if i < len(attempts)-1 || full.State == "in_flight" {
+			state = "pending"
+			if a.Error == "" {
+				state = "delivered"
+			}
+		}
+		a.Request = nil // the rebuilt request is for deliveries get
+		if err := t.print(full, state, dest, &a); err != nil {
+			return err
+		}
+		shown = a.N
+		printedState = state == full.State
+	}
+	if !printedState && full.State != prev.state {
+		if err := t.print(full, full.State, dest, nil); err != nil {
+			return err
+		}
+	}
+	t.seen[d.ID] = tailSeen{full.State, max(shown, full.AttemptCount)}
+	return nil
+}
+
+// destination returns the subscription's destination on one line, as
+// subscriptions list shows it.
+func (t *tailer) destination(ctx context.Context, id string) (string, error) {
+	if s, ok := t.dests[id]; ok {
+		return s, nil
+	}
+	sub, err := t.c.api.GetSubscription(ctx, id)
+	var ae *client.APIError
+	switch {
+	case err == nil:
+		t.dests[id] = destinationText(sub)
+	case errors.As(err, &ae) && ae.Status == http.StatusNotFound:
+		t.dests[id] = "(deleted subscription)"
+	default:
+		return "", err
+	}
+	return t.dests[id], nil
+}
+
+// tailLine is one --json line of tail: the delivery (state as of the line),
+// its event type and destination, and the attempt the line is about (absent
+// on a state change without an attempt).
+type tailLine struct {
+	client.Delivery
+	Destination string          `json:"destination"`
+	Attempt     *client.Attempt `json:"attempt,omitempty"`
+}
+
+func (t *tailer) print(d *client.Delivery, state, dest string, a *client.Attempt) error {
+	if t.p.State != "" && state != t.p.State {
+		return nil // --state: an earlier attempt's line is in another state
+	}
+	if t.c.json {
+		line := tailLine{Delivery: *d, Destination: dest, Attempt: a}
+		line.State, line.Attempts, line.WaitingFor = state, nil, nil
+		return t.c.out(line)
+	}
+	typ := d.EventType
+	if typ == "" {
+		typ = "?" // the event was swept
+	}
+	what := fmt.Sprintf("attempts=%d %s", d.AttemptCount, lastOutcome(d))
+	if a != nil {
+		what = fmt.Sprintf("attempt=%d tier=%d %s", a.N, a.Tier, attemptOutcome(a))
+	}
+	_, err := fmt.Fprintf(t.c.stdout, "%s  %-24s %-10s %s  %s → %s  sub=%s event=%s\n",
+		time.Now().Format("15:04:05"), d.ID, state, strings.TrimSpace(what), typ, dest, d.SubscriptionID, d.EventID)
 	return err
+}
+
+// attemptOutcome renders one attempt like lastOutcome: "200", "503
+// http_status", "timeout".
+func attemptOutcome(a *client.Attempt) string {
+	return lastOutcome(&client.Delivery{LastStatus: a.Status, LastError: a.Error})
 }

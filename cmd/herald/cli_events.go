@@ -259,9 +259,10 @@ func eventList(fs *flag.FlagSet) action {
 	tenant := fs.String("tenant", "", "only this tenant's")
 	since := fs.String("since", "", "only events at or after this time (RFC 3339, or a duration ago: 1h)")
 	until := fs.String("until", "", "only events before this time")
+	noSystem := fs.Bool("exclude-system", false, "leave out herald's own herald.* events (alerts)")
 	limit := fs.Int("limit", 100, "list at most this many (0: all)")
 	return func(ctx context.Context, c *cli, _ []string) error {
-		p := client.EventListParams{Type: *typ, Key: *key, Tenant: *tenant}
+		p := client.EventListParams{Type: *typ, Key: *key, Tenant: *tenant, ExcludeSystem: *noSystem}
 		var err error
 		if p.Since, err = parseTime("since", *since); err != nil {
 			return err

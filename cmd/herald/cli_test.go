@@ -38,14 +38,14 @@ type cliResult struct {
 
 // setupCLI starts a node on backend (sqlite or postgres) with short tiers
 // and a fixed token.
-func setupCLI(t *testing.T, backend string) *cliHarness {
+func setupCLI(t *testing.T, backend string, extra ...string) *cliHarness {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
 	bin := heraldBinary(t)
 	args := []string{"--dev", "--api-token", cliToken, "--tiers", "0s,100ms", "--poll-interval", "50ms"}
-	args = append(args, storeArgs(t, backend)...)
+	args = append(append(args, extra...), storeArgs(t, backend)...)
 	addr := freeAddr(t)
 	startNode(t, bin, addr, args...)
 	return &cliHarness{t: t, server: "http://" + addr}
@@ -477,6 +477,86 @@ func TestCLITail(t *testing.T) {
 		cancel2()
 		require.Equal(t, exitInterrupted, (<-done2).code)
 	})
+}
+
+// TestCLITailAttempts: a delivery that fails twice, then succeeds, shows
+// three attempt lines — with their tiers, outcomes, the event type and the
+// webhook's URL — even when all three fall between two polls.
+func TestCLITailAttempts(t *testing.T) {
+	t.Parallel()
+	for _, backend := range []string{"sqlite", "postgres"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			h := setupCLI(t, backend, "--tiers", "0s,50ms,50ms")
+			var hits atomic.Int32
+			recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				if hits.Add(1) <= 2 {
+					w.WriteHeader(http.StatusServiceUnavailable)
+				}
+			}))
+			t.Cleanup(recv.Close)
+			subID := h.okJSON("subscriptions", "create", "--url", recv.URL+"/hook", "--event-types", "order.*")[0]["id"].(string)
+
+			run := func(ctx context.Context, asJSON bool, out, errOut *syncBuffer) chan cliResult {
+				env := testEnv("")
+				env.stdout, env.stderr = out, errOut
+				args := []string{"tail", "--subscription-id", subID, "--interval", "2s"}
+				if asJSON {
+					args = append(args, "--json")
+				}
+				done := make(chan cliResult, 1)
+				go func() { done <- h.runEnv(ctx, env, args...) }()
+				require.Eventually(t, func() bool { return strings.Contains(errOut.String(), "following deliveries") },
+					10*time.Second, 10*time.Millisecond)
+				return done
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			out, errOut := &syncBuffer{}, &syncBuffer{}
+			done := run(ctx, false, out, errOut)
+			jout, jerr := &syncBuffer{}, &syncBuffer{}
+			jdone := run(ctx, true, jout, jerr)
+			h.ok("events", "publish", "--type", "order.created", "--id", "flaky")
+			want := []string{
+				`pending    attempt=1 tier=0 503 http_status  order.created → ` + recv.URL + `/hook  sub=` + subID + ` event=flaky`,
+				`pending    attempt=2 tier=1 503 http_status  order.created → ` + recv.URL + `/hook  sub=` + subID + ` event=flaky`,
+				`delivered  attempt=3 tier=2 200  order.created → ` + recv.URL + `/hook  sub=` + subID + ` event=flaky`,
+			}
+			require.Eventually(t, func() bool { return strings.Contains(out.String(), "delivered") },
+				20*time.Second, 20*time.Millisecond, "tail printed: %s", out.String())
+			require.Eventually(t, func() bool { return strings.Contains(jout.String(), `"delivered"`) },
+				20*time.Second, 20*time.Millisecond, "tail --json printed: %s", jout.String())
+			cancel()
+			require.Equal(t, exitInterrupted, (<-done).code)
+			require.Equal(t, exitInterrupted, (<-jdone).code)
+
+			var got []string
+			for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+				if strings.Contains(l, "attempt=") {
+					got = append(got, l)
+				}
+			}
+			require.Len(t, got, 3, out.String())
+			for i, l := range got {
+				require.Contains(t, l, want[i])
+			}
+			var attempts []map[string]any
+			for _, l := range jsonLines(t, jout.String()) {
+				if a, ok := l["attempt"].(map[string]any); ok {
+					require.Equal(t, "order.created", l["event_type"])
+					require.Equal(t, recv.URL+"/hook", l["destination"])
+					attempts = append(attempts, a)
+				}
+			}
+			require.Len(t, attempts, 3, jout.String())
+			for i, a := range attempts {
+				require.Equal(t, float64(i+1), a["n"])
+				require.Equal(t, float64(i), a["tier"])
+			}
+			require.Equal(t, "http_status", attempts[1]["error"])
+			require.Equal(t, float64(200), attempts[2]["status"])
+		})
+	}
 }
 
 func TestCLIProcess(t *testing.T) {

@@ -15,6 +15,9 @@ var _ httpapi.History = historyView{}
 
 func (historyView) Interval() time.Duration { return metrics.HistoryInterval }
 
+// Started is when the process's history began.
+func (v historyView) Started() time.Time { return v.h.Started() }
+
 // Points converts field for field: the conversion compiles only while the
 // two point types keep the same fields.
 func (v historyView) Points() []httpapi.HistoryPoint {

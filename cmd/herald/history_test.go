@@ -16,6 +16,7 @@ func TestHistoryView(t *testing.T) {
 	h.AddPublished(7)
 	v := historyView{h}
 	require.Equal(t, metrics.HistoryInterval, v.Interval())
+	require.Equal(t, clock, v.Started(), "intervals before the start are unknown")
 	got := v.Points()
 	require.Len(t, got, metrics.HistoryPoints)
 	last := got[len(got)-1]

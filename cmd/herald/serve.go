@@ -296,6 +296,7 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 	// The fan-out cache is shared: ingest routes published events with it,
 	// the engine routes system events (alerts).
 	fanout := ingest.NewFanout(s, logger)
+	fanout.SetSystemEventObserver(obs)
 	engine := delivery.New(delivery.Config{
 		Store:           s,
 		Sender:          destinations,

@@ -61,6 +61,57 @@ page.on('console', (m) => {
 page.on('dialog', (d) => d.accept());
 const nav = (name) => page.locator('header nav').getByRole('link', { name, exact: true });
 
+// fits checks that the page, its header tabs and every table fit the window
+// without sideways scrolling (a table's own scrollbar hides its last
+// columns: the Created time at 1280 px).
+async function fits(what) {
+  const r = await page.evaluate(() => ({
+    page: [document.documentElement.scrollWidth, window.innerWidth],
+    nav: [...document.querySelectorAll('header nav')].map((n) => [n.scrollWidth, n.clientWidth]),
+    tables: [...document.querySelectorAll('.table-wrap')].map((t) => [t.scrollWidth, t.clientWidth]),
+  }));
+  assert(r.page[0] <= r.page[1] + 1, `${what} is ${r.page[0]}px wide at ${r.page[1]}px`);
+  for (const [sw, cw] of r.nav) assert(sw <= cw + 1, `${what}: the tabs are ${sw}px in ${cw}px`);
+  for (const [sw, cw] of r.tables) assert(sw <= cw + 1, `${what}: a table is ${sw}px in ${cw}px (its last columns are hidden)`);
+}
+
+// SNIPPETS are a line of each language's verification snippet: the
+// library's own API names, the secret read from HERALD_WEBHOOK_SECRET.
+const SNIPPETS = {
+  go: 'standardwebhooks.NewWebhook(secret)',
+  node: 'new Webhook(process.env.HERALD_WEBHOOK_SECRET)',
+  python: 'Webhook(os.environ["HERALD_WEBHOOK_SECRET"])',
+  ruby: 'StandardWebhooks::Webhook.new(secret)',
+  php: 'new \\StandardWebhooks\\Webhook($secret)',
+};
+const INSTALL = {
+  go: 'go get github.com/standard-webhooks/standard-webhooks/libraries/go',
+  node: 'npm install standardwebhooks',
+  python: 'pip install standardwebhooks',
+  ruby: 'gem install standardwebhooks',
+  php: 'composer require standard-webhooks/standard-webhooks',
+};
+const LABELS = { go: 'Go', node: 'Node', python: 'Python', ruby: 'Ruby', php: 'PHP' };
+
+// checkVerifyPanel clicks through the panel's languages: each shows its
+// snippet and install command, never the secret.
+async function checkVerifyPanel(type, secret) {
+  const panel = page.locator(`[data-verify=${type}]`);
+  await panel.getByRole('heading', { name: 'Verify signatures' }).waitFor();
+  for (const [lang, line] of Object.entries(SNIPPETS)) {
+    await panel.getByRole('tab', { name: LABELS[lang], exact: true }).click();
+    await panel.locator(`[data-snippet][data-lang=${lang}]`).waitFor();
+    const code = await panel.locator('[data-snippet]').textContent();
+    assert(code.includes(line), `${lang} snippet lacks ${line}: ${code}`);
+    assert(code.includes('HERALD_WEBHOOK_SECRET'), `${lang} snippet does not read HERALD_WEBHOOK_SECRET: ${code}`);
+    assert(await panel.getByRole('tab', { name: LABELS[lang], exact: true }).getAttribute('aria-selected') === 'true', lang + ' tab selected');
+    const install = await panel.locator('[data-install]').textContent();
+    assert(install === INSTALL[lang], `${lang} install command: ${install}`);
+  }
+  assert(!(await panel.textContent()).includes(secret), 'the secret itself is in the verify panel');
+  assert(!(await panel.textContent()).includes('whsec_'), 'a secret in the verify panel');
+}
+
 await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => {
   begin('root redirects to the dashboard; sign-in refuses a bad token');
   const resp = await page.goto(BASE + '/');
@@ -129,17 +180,36 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
   assert(sub.filter && sub.filter.cel === 'data.total > 100' && sub.headers['x-tenant'] === 'acme' && sub.timeout_ms === 5000, 'created as filled in: ' + JSON.stringify(sub));
   await shot(page, '04-subscription-created');
 
+  begin('the subscription page shows how to verify signatures, per language, with a copy button');
+  await checkVerifyPanel('webhook', firstSecret);
+  const verify = page.locator('[data-verify=webhook]');
+  await verify.getByRole('tab', { name: 'Python', exact: true }).click();
+  assert((await verify.textContent()).includes('Verify the raw body'), 'webhook wording');
+  await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin });
+  await verify.getByRole('button', { name: 'Copy' }).click();
+  await verify.getByRole('button', { name: 'Copied' }).waitFor();
+  const copied = await page.evaluate(() => navigator.clipboard.readText());
+  assert(copied === await verify.locator('[data-snippet]').textContent() && copied.includes(SNIPPETS.python), 'the copy button copies the snippet: ' + copied);
+  await verify.scrollIntoViewIfNeeded();
+  await shot(page, '04b-subscription-verify');
+
   begin('publish an event and watch its delivery appear');
   const ok = await publish('order.created', { total: 150, currency: 'EUR' }, 'cust-1');
   assert(ok.deliveries === 1, 'one delivery: ' + JSON.stringify(ok));
   await nav('Events').click();
   await page.getByRole('heading', { name: 'Events' }).waitFor();
   await page.getByText(ok.id).first().waitFor();
+  await fits('the events list at 1280 px');
   await shot(page, '05-events');
   await page.getByRole('link', { name: ok.id }).first().click();
   await page.getByRole('heading', { name: 'Payload' }).waitFor();
   // The page follows running deliveries by itself: no reload.
   await page.locator('table .badge', { hasText: 'delivered' }).waitFor();
+  await fits('the event page at 1280 px');
+  // Ids are cut short in a table but whole in their title and text.
+  const idCode = page.locator('tbody code.id').first();
+  assert((await idCode.getAttribute('title')) === (await idCode.textContent()), 'an id cell keeps the whole id');
+  assert(await idCode.evaluate((el) => el.scrollWidth > el.clientWidth), 'a long id is cut short in the table');
   await shot(page, '06-event-detail');
 
   begin('events search by type and key');
@@ -160,6 +230,10 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
   await page.getByRole('button', { name: 'Filter' }).click();
   // The list refreshes by itself.
   await until('a dead delivery to be listed', async () => (await page.locator('tbody tr').count()) === 1 && page.url().includes('state=dead'));
+  await fits('the deliveries list at 1280 px');
+  const created = await page.locator('thead th', { hasText: 'Created' }).boundingBox();
+  assert(created && created.x + created.width <= 1280, 'the Created column is in the window: ' + JSON.stringify(created));
+  assert((await page.locator('tbody tr').first().textContent()).includes('Order webhooks'), 'the list names the subscription by its description');
   await shot(page, '07-deliveries-dead');
   await page.locator('tbody tr a[href*="/deliveries/"]').first().click();
   await page.getByRole('heading', { name: /^Attempts/ }).waitFor();
@@ -405,6 +479,11 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
   const redisSubID = decodeURIComponent(page.url().split('/').pop());
   const redisSub = await apiCall('GET', '/v1/subscriptions/' + redisSubID);
   assert(redisSub.destination.type === 'redis' && redisSub.destination.connection === 'redis-local' && redisSub.destination.stream === stream, 'created as a redis destination: ' + JSON.stringify(redisSub));
+  // A broker's message carries the signature headers as its fields.
+  await checkVerifyPanel('redis', await page.locator('.secret-box [data-secret]').textContent());
+  assert((await page.locator('[data-verify=redis]').textContent()).includes('the stream entry\'s fields'), 'redis: where the headers are');
+  await page.locator('[data-verify=redis]').getByRole('tab', { name: 'Go', exact: true }).click();
+  assert((await page.locator('[data-verify=redis] [data-snippet]').textContent()).includes('headers.Set("webhook-signature", sig)'), 'a broker snippet builds the headers from the message');
   const stockEv = await publish('stock.changed', { sku: 'A-1', qty: 3 }, 'A-1');
   // Two deliveries: the stream's, and the "Every tenant" webhook's (all types).
   assert(stockEv.deliveries === 2, 'a delivery to the stream and one to the all-types webhook: ' + JSON.stringify(stockEv));
@@ -443,6 +522,8 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
   await page.locator('.secret-box [data-secret]').waitFor();
   const pushSub = await apiCall('GET', '/v1/subscriptions/' + decodeURIComponent(page.url().split('/').pop()));
   assert(pushSub.destination.type === 'webpush' && pushSub.destination.urgency === 'high' && pushSub.destination.subscription.keys.p256dh === p256dh, 'created as webpush: ' + JSON.stringify(pushSub));
+  await page.getByRole('heading', { name: 'Settings' }).waitFor();
+  assert(await page.locator('[data-verify]').count() === 0, 'a Web Push subscription has no signature to verify');
   await apiCall('DELETE', '/v1/subscriptions/' + pushSub.id);
 
   begin('overview with charts');
@@ -451,6 +532,10 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
   assert(await page.locator('svg.chart').count() === 3, 'three charts');
   await page.locator('[data-tenants]').getByText('acme').waitFor();
   await until('the charts to draw lines', async () => (await page.locator('svg.chart path.line').count()) >= 2, 30000, 1000);
+  // This node started minutes ago: the hour before is "no data", not 0.
+  await page.getByRole('button', { name: '1 hour', exact: true }).click();
+  await page.locator('svg.chart [data-nodata]').first().waitFor();
+  assert(await page.locator('svg.chart [data-nodata]').count() === 3, 'every chart shades the time before the node started');
   await page.getByRole('button', { name: '5 min', exact: true }).click();
   await page.getByRole('button', { name: '5 min', exact: true, pressed: true }).waitFor();
   const overview = await shot(page, '14-overview');
@@ -460,6 +545,35 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
     log('overview screenshot for the README:', process.env.OVERVIEW_SHOT);
   }
   void overview;
+
+  begin('latency chart: lone samples show as dots, an outlier does not flatten the rest');
+  const chart = await page.evaluate(async (prefix) => {
+    const { lineChart } = await import(prefix + 'assets/charts.js');
+    const at = Date.parse('2026-11-24T10:00:00Z');
+    const times = Array.from({ length: 30 }, (_, i) => new Date(at + i * 10000));
+    // Unknown before the 6th interval; a lone 40 ms; a run near 50 ms; one 5 s outlier.
+    const p50 = times.map((_, i) => (i === 8 ? 40 : i >= 12 && i <= 25 ? 45 + (i % 4) : i === 27 ? 5000 : null));
+    const fig = lineChart({ title: 'test latency', unit: 'ms', times, from: times[5], clamp: true, series: [{ name: 'p50', cls: 's1', values: p50 }] });
+    fig.dataset.testChart = '';
+    document.querySelector('main').append(fig);
+    const svg = fig.querySelector('svg');
+    const ticks = [...svg.querySelectorAll('text.tick')].map((t) => t.textContent);
+    const lone = svg.querySelectorAll('[data-lone]');
+    return {
+      lone: lone.length, outliers: svg.querySelectorAll('[data-outlier]').length, nodata: svg.querySelectorAll('[data-nodata]').length,
+      ticks, legend: fig.querySelector('.legend').textContent,
+      loneY: lone.length ? Number(lone[0].getAttribute('cy')) : null,
+    };
+  }, '/ui/');
+  assert(chart.lone === 1, 'one lone sample drawn as a dot: ' + JSON.stringify(chart));
+  assert(chart.outliers === 1, 'the outlier is marked on the top edge: ' + JSON.stringify(chart));
+  assert(chart.nodata === 1 && chart.ticks.includes('no data'), 'no data before the start: ' + JSON.stringify(chart));
+  assert(!chart.ticks.some((t) => t.startsWith('5k')) && chart.ticks.includes('50+'), 'the axis ends near the usual values, not the outlier: ' + JSON.stringify(chart));
+  assert(chart.loneY > 8 && chart.loneY < 100, 'the lone 40 ms sits high on a 50 ms axis: ' + chart.loneY);
+  assert(chart.legend.includes('above 50 ms'), 'the legend says values are above the scale: ' + chart.legend);
+  await page.locator('[data-test-chart]').scrollIntoViewIfNeeded();
+  await page.locator('[data-test-chart]').screenshot({ path: SHOTS + '/14b-chart-outlier.png' });
+  shots.push(SHOTS + '/14b-chart-outlier.png');
 
   begin('API page');
   await nav('API').click();
@@ -503,9 +617,11 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
   begin('phone width (390 px): pages fit without sideways scrolling');
   await page.setViewportSize({ width: 390, height: 844 });
   for (const [path, name, ready] of [
-    ['', '16-phone-overview', 'svg.chart'],
+    ['', '16-phone-overview', '[data-tiers] tbody tr'],
     ['subscriptions', '17-phone-subscriptions', 'tbody tr'],
     ['deliveries', '18-phone-deliveries', 'tbody tr'],
+    ['events', '29-phone-events', 'tbody tr'],
+    ['events/' + encodeURIComponent(ok.id), '30-phone-event', 'tbody tr'],
     ['deliveries/' + encodeURIComponent(deadID), '19-phone-delivery', '.attempt'],
     ['subscriptions/' + encodeURIComponent(subID), '20-phone-subscription', 'form'],
     ['tokens', '23-phone-tokens', 'form'],
@@ -513,8 +629,7 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
   ]) {
     await page.goto(BASE + '/ui/' + path);
     await page.locator(ready).first().waitFor();
-    const [sw, iw] = await page.evaluate(() => [document.documentElement.scrollWidth, window.innerWidth]);
-    assert(sw <= iw + 1, `${path || 'overview'} is ${sw}px wide at ${iw}px`);
+    await fits((path || 'overview') + ' at 390 px');
     await shot(page, name);
   }
   // A field error at phone width stays on the screen; nothing is saved.
@@ -526,4 +641,13 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
   assert(sw <= iw + 1, `the field error is ${sw}px wide at ${iw}px`);
   assert((await apiCall('GET', '/v1/subscriptions/' + subID)).url.startsWith(RECEIVER), 'a refused URL is not saved');
   await shot(page, '24-phone-field-error');
+  // Every tab of the header is on the screen (they wrap, not scroll).
+  for (const a of await page.locator('header nav a').all()) {
+    const b = await a.boundingBox();
+    assert(b && b.x >= 0 && b.x + b.width <= 391, 'a header tab is off the screen: ' + JSON.stringify(b));
+  }
+  await page.locator('[data-verify=webhook]').scrollIntoViewIfNeeded();
+  await fits('the verify panel at 390 px');
+  await page.locator('[data-verify=webhook]').screenshot({ path: SHOTS + '/31-phone-verify.png' });
+  shots.push(SHOTS + '/31-phone-verify.png');
 });

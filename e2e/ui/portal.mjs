@@ -153,6 +153,19 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
   await page.locator('.secret-box [data-secret]').waitFor();
   assert(await page.locator('.secret-box [data-secret]').textContent() === firstSecret, 'revealed secret');
 
+  begin('the customer sees how to verify signatures, in five languages, without the secret');
+  const verify = page.locator('[data-verify=webhook]');
+  await verify.getByRole('heading', { name: 'Verify signatures' }).waitFor();
+  for (const [label, line] of [['Go', 'os.Getenv("HERALD_WEBHOOK_SECRET")'], ['Node', 'new Webhook(process.env.HERALD_WEBHOOK_SECRET)'],
+    ['Python', 'from standardwebhooks.webhooks import Webhook'], ['Ruby', 'StandardWebhooks::Webhook.new(secret)'], ['PHP', 'new \\StandardWebhooks\\Webhook($secret)']]) {
+    await verify.getByRole('tab', { name: label, exact: true }).click();
+    await until(label + ' snippet', async () => (await verify.locator('[data-snippet]').textContent()).includes(line), 5000, 100);
+  }
+  assert(!(await verify.textContent()).includes(firstSecret), 'the secret is in the verify panel');
+  await verify.getByRole('button', { name: 'Copy' }).waitFor();
+  await verify.scrollIntoViewIfNeeded();
+  await shot(page, '01b-portal-verify');
+
   begin('rotate the secret, send a test event');
   await page.getByRole('button', { name: 'Rotate secret' }).click();
   await until('a new secret', async () => (await page.locator('.secret-box [data-secret]').textContent()) !== firstSecret, 10000);
@@ -207,6 +220,29 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
   await page.getByText(dead2.ev.id).first().waitFor();
   assert(!(await page.locator('main').textContent()).includes(evB.id), 'globex event not listed');
   await shot(page, '05-portal-events');
+
+  begin('the portal\'s lists fit 1280 px and a phone (390 px)');
+  const fits = async (what) => {
+    const r = await page.evaluate(() => ({
+      page: [document.documentElement.scrollWidth, window.innerWidth],
+      boxes: [...document.querySelectorAll('header nav, .table-wrap')].map((t) => [t.className || t.tagName, t.scrollWidth, t.clientWidth]),
+    }));
+    assert(r.page[0] <= r.page[1] + 1, `${what} is ${r.page[0]}px wide at ${r.page[1]}px`);
+    for (const [n, sw, cw] of r.boxes) assert(sw <= cw + 1, `${what}: ${n} is ${sw}px in ${cw}px`);
+  };
+  for (const path of ['subscriptions', 'deliveries', 'events']) {
+    await page.goto(BASE + '/portal/' + path);
+    await page.locator('tbody tr').first().waitFor();
+    await fits('/portal/' + path + ' at 1280 px');
+  }
+  await page.setViewportSize({ width: 390, height: 844 });
+  for (const [path, name] of [['subscriptions', '10-phone-portal-subscriptions'], ['deliveries', '11-phone-portal-deliveries'], ['events', '12-phone-portal-events'], ['subscriptions/' + subID, '13-phone-portal-subscription']]) {
+    await page.goto(BASE + '/portal/' + path);
+    await page.locator('tbody tr, form').first().waitFor();
+    await fits('/portal/' + path + ' at 390 px');
+    await shot(page, name);
+  }
+  await page.setViewportSize({ width: 1280, height: 900 });
 
   begin('another tenant\'s pages are not found');
   for (const path of ['subscriptions/' + subB.id, 'deliveries/' + dB, 'events/' + evB.id]) {

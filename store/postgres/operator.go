@@ -29,6 +29,9 @@ func (s *Store) EventList(ctx context.Context, params *store.EventListParams) (*
 			add("type LIKE", like) // '\\' is PostgreSQL's default LIKE escape
 		}
 	}
+	if params.ExcludeSystem {
+		q.where += " AND type NOT LIKE 'herald._%'" // as herald.IsSystemEventType
+	}
 	if params.Key != "" {
 		add("key =", params.Key)
 	}

@@ -26,6 +26,10 @@ func (s *Store) EventList(ctx context.Context, params *store.EventListParams) (*
 			where, args = append(where, "type GLOB ?"), append(args, params.Type)
 		}
 	}
+	if params.ExcludeSystem {
+		// GLOB: case-sensitive like herald.IsSystemEventType.
+		where = append(where, "type NOT GLOB 'herald.?*'")
+	}
 	if params.Key != "" {
 		where, args = append(where, "key = ?"), append(args, params.Key)
 	}

@@ -108,6 +108,55 @@ func testOperator(t *testing.T, newStore NewStoreFunc) {
 		}
 	})
 
+	t.Run("EventListExcludeSystem", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newStore)
+		// herald.* (case-sensitive, as herald.IsSystemEventType) is left
+		// out; look-alikes stay, and so does paging past the excluded.
+		types := []string{"order.created", herald.EventTypeDeliveryDead, "Herald.delivery.dead", "herald", "heraldx.y",
+			herald.EventTypeSubscriptionDisabled, "user.created", herald.EventTypeQueueStale}
+		byID := map[string]string{}
+		for i, typ := range types {
+			ev := newEvent(func(e *herald.Event) {
+				e.Type = typ
+				e.CreatedAt = now.Add(time.Duration(i) * time.Second)
+			})
+			_, err := b.store.EventInsertMany(b.ctx, &store.EventInsertManyParams{Now: ev.CreatedAt,
+				Events: []store.EventInsert{{Event: ev}}})
+			require.NoError(t, err)
+			byID[ev.ID] = typ
+		}
+		list := func(p store.EventListParams) []string {
+			t.Helper()
+			var got []string
+			for {
+				res, err := b.store.EventList(b.ctx, &p)
+				require.NoError(t, err)
+				for _, e := range res.Events {
+					got = append(got, byID[e.ID])
+				}
+				if !res.More {
+					return got
+				}
+				last := res.Events[len(res.Events)-1]
+				p.After = &store.EventCursor{CreatedAt: last.CreatedAt, ID: last.ID}
+			}
+		}
+		var all, user []string
+		for i := len(types) - 1; i >= 0; i-- {
+			all = append(all, types[i])
+			if !herald.IsSystemEventType(types[i]) {
+				user = append(user, types[i])
+			}
+		}
+		require.Equal(t, all, list(store.EventListParams{}))
+		require.Equal(t, []string{"user.created", "heraldx.y", "herald", "Herald.delivery.dead", "order.created"}, user)
+		require.Equal(t, user, list(store.EventListParams{ExcludeSystem: true}))
+		require.Equal(t, user, list(store.EventListParams{ExcludeSystem: true, Limit: 2}))
+		require.Equal(t, []string{"user.created", "order.created"}, list(store.EventListParams{ExcludeSystem: true, Type: "*.created"}))
+		require.Empty(t, list(store.EventListParams{ExcludeSystem: true, Type: "herald.*"}))
+	})
+
 	t.Run("DeliveryListWindow", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, newStore)

@@ -1,5 +1,6 @@
-// Events: search by id, type, key and time range (GET /v1/events), and one
-// event with its payload and every delivery it fanned out to.
+// Events: search by id, type, key and time range (GET /v1/events; herald.*
+// alerts only when asked for), and one event with its payload and every
+// delivery it fanned out to.
 
 import { h, replace, api, qs, link, navigate, errorBox, table, field, timeCell, idCell, pretty, toISO, toLocalInput, subscriptions as loadSubs, PORTAL } from './lib.js';
 import { deliveryTable, LIVE_MS } from './deliveries.js';
@@ -12,18 +13,24 @@ export async function renderList(main, { params }) {
   const until = h('input', { type: 'datetime-local', name: 'until', value: toLocalInput(params.get('until')) });
   // The tenant filter is the operator's; a portal session sees one tenant.
   const tenant = PORTAL ? null : h('input', { type: 'text', name: 'tenant', value: params.get('tenant') || '', placeholder: 'acme (exact)' });
+  // herald's own alerts (herald.delivery.dead…) are left out unless asked
+  // for, or the type searched for is one of them: after a run of dead
+  // letters they would fill the page.
+  const system = h('input', { type: 'checkbox', name: 'system', checked: params.get('system') === '1' });
   const form = h('form', {
     class: 'filters', onsubmit: (e) => {
       e.preventDefault();
       if (id.value.trim()) { navigate('events/' + encodeURIComponent(id.value.trim())); return; }
-      navigate('events' + qs({ type: type.value.trim(), key: key.value.trim(), tenant: tenant ? tenant.value.trim() : '', since: toISO(since.value), until: toISO(until.value) }));
+      navigate('events' + qs({ type: type.value.trim(), key: key.value.trim(), tenant: tenant ? tenant.value.trim() : '', since: toISO(since.value), until: toISO(until.value), system: system.checked ? '1' : '' }));
     },
   }, field('Event id', id), field('Type', type), field('Key', key), tenant ? field('Tenant', tenant) : null, field('From', since), field('Before', until),
+  h('div', { class: 'field' }, h('label', { class: 'check' }, system, 'herald.* alerts')),
   h('div', { class: 'filter-actions' }, h('button', { type: 'submit' }, 'Search'), link('events', 'Clear')));
   const list = h('div', {}, h('p', { class: 'muted' }, 'Loading…'));
   main.append(h('div', { class: 'page-head' }, h('h1', {}, 'Events')), form, list);
 
-  const query = { type: params.get('type'), key: params.get('key'), tenant: PORTAL ? null : params.get('tenant'), since: params.get('since'), until: params.get('until'), limit: 50 };
+  const withSystem = params.get('system') === '1' || (params.get('type') || '').startsWith('herald.');
+  const query = { type: params.get('type'), key: params.get('key'), tenant: PORTAL ? null : params.get('tenant'), since: params.get('since'), until: params.get('until'), limit: 50, exclude_system: withSystem ? null : 'true' };
   const filtered = query.type || query.key || query.tenant || query.since || query.until;
   const rows = [];
   const more = async (cursor) => {

@@ -243,9 +243,11 @@ export function field(label, control, hint) {
   return h('div', { class: 'field' }, h('label', { for: id }, label), control, hint ? h('small', { class: 'hint' }, hint) : null);
 }
 
-// shortID keeps an id readable in a narrow table while its title has it whole.
+// idCell keeps an id narrow in a table: app.css (code.id) shows its end —
+// the part that differs between ids made in the same second — after an
+// ellipsis, while the title and the text (copy, search) hold it whole.
 export function idCell(path, id) {
-  return link(path, h('code', { title: id }, id));
+  return link(path, h('code', { class: 'id', title: id }, id));
 }
 
 // Cache of subscriptions by id, for showing URLs next to ids.
@@ -267,7 +269,15 @@ export async function subscriptions() {
 export function subLabel(id) {
   const s = subCache.get(id);
   return link('subscriptions/' + encodeURIComponent(id),
-    h('span', { class: 'sub-label', title: id }, s ? (s.description || s.url) : id));
+    h('span', { class: 'sub-label', title: s ? [s.description, s.url, id].filter(Boolean).join(' · ') : id }, s ? (s.description || s.url || destLabel(s) || id) : id));
+}
+
+// destLabel names a non-webhook subscription's destination in a few words.
+function destLabel(s) {
+  const d = s.destination;
+  if (!d || !d.type) return '';
+  if (d.type === 'webpush') return 'Web Push';
+  return d.type + (d.connection ? ' ' + d.connection : '') + ' → ' + (d.stream || d.exchange || d.subject || d.topic || d.routing_key || 'default');
 }
 
 export function copyButton(text) {

@@ -71,7 +71,7 @@ export async function render(main) {
       card('Dead letters', fmtNum(stats.dead), stats.dead ? link('dead-letters', 'Review and redrive') : 'none', stats.dead ? 'bad' : ''),
       card('Throttled', fmtNum(stats.throttled ?? 0), 'due, held by a rate limit or cap', stats.throttled ? 'warn' : ''));
 
-    replace(tiers, h('div', { class: 'table-wrap' }, h('table', { class: 'num' },
+    replace(tiers, h('div', { class: 'table-wrap stack', 'data-tiers': '' }, h('table', { class: 'num' },
       h('thead', {}, h('tr', {}, ['Tier', 'Delay', 'Pending', 'Due', 'Held', 'In flight', 'Oldest pending'].map((t) => h('th', { scope: 'col' }, t)))),
       h('tbody', {}, stats.tiers.map((t) => h('tr', {},
         h('td', { 'data-label': 'Tier' }, String(t.tier), t.removed ? h('span', { class: 'badge muted' }, 'removed') : null),
@@ -103,7 +103,7 @@ export async function render(main) {
       h('td', { 'data-label': 'Success' }, fmtRate(t.success_rate)));
     replace(tenants, h('h2', {}, 'Tenants'),
       h('p', { class: 'muted small' }, 'Deliveries since ' + new Date(ten.since).toLocaleString() + '; the ' + TENANTS + ' tenants with the most queued work.'),
-      h('div', { class: 'table-wrap', 'data-tenants': '' }, h('table', { class: 'num' },
+      h('div', { class: 'table-wrap stack', 'data-tenants': '' }, h('table', { class: 'num' },
         h('thead', {}, h('tr', {}, ['Tenant', 'Subscriptions', 'Pending', 'In flight', 'Delivered', 'Dead', 'Success'].map((c) => h('th', { scope: 'col' }, c)))),
         h('tbody', {},
           (ten.data || []).filter((t) => t.tenant).map((t) => line(link('subscriptions?tenant=' + encodeURIComponent(t.tenant), h('code', {}, t.tenant)), t)),
@@ -117,17 +117,20 @@ export async function render(main) {
     const iv = hist.interval_s || 10;
     const times = pts.map((p) => new Date(p.at));
     const rate = (k) => pts.map((p) => p[k] / iv);
+    // Intervals that ended before this node started are unknown, not zero
+    // (its history restarts empty with the process).
+    const from = hist.started_at ? new Date(Date.parse(hist.started_at) - iv * 1000) : null;
     replace(charts,
-      lineChart({ title: 'Publishes / s', unit: '/s', times, series: [{ name: 'published', cls: 's1', values: rate('published') }] }),
+      lineChart({ title: 'Publishes / s', unit: '/s', times, from, series: [{ name: 'published', cls: 's1', values: rate('published') }] }),
       lineChart({
-        title: 'Deliveries / s by outcome', unit: '/s', times, series: [
+        title: 'Deliveries / s by outcome', unit: '/s', times, from, series: [
           { name: 'delivered', cls: 'good', values: rate('delivered') },
           { name: 'failed, will retry', cls: 'warn', values: rate('failed') },
           { name: 'dead', cls: 'bad', values: rate('dead') },
         ],
       }),
       lineChart({
-        title: 'Publish → delivery latency', unit: 'ms', times, series: [
+        title: 'Publish → delivery latency', unit: 'ms', times, from, clamp: true, series: [
           { name: 'p50', cls: 's1', values: pts.map((p) => p.latency_p50_ms) },
           { name: 'p99', cls: 's2', values: pts.map((p) => p.latency_p99_ms) },
         ],

@@ -8,6 +8,7 @@ import {
 } from './lib.js';
 import { attemptsView } from './deliveries.js';
 import { listConnections } from './connections.js';
+import { verifyPanel } from './verify.js';
 
 // A secret shown once after create, carried to the detail page in memory only.
 let flashSecret = null;
@@ -26,7 +27,7 @@ export async function renderList(main, { params }) {
     const [subs, stats] = await Promise.all([listSubs(tenantQ), api('GET', '/v1/stats/subscriptions' + qs({ tenant: tenantQ }))]);
     const byID = new Map(stats.data.map((s) => [s.subscription_id, s]));
     replace(body, table([
-      { title: 'Destination', cell: (s) => h('div', {}, link('subscriptions/' + encodeURIComponent(s.id), s.description || destText(s)), h('div', { class: 'muted small mono' }, s.description ? destText(s) : s.id)) },
+      { title: 'Destination', cell: (s) => h('div', {}, link('subscriptions/' + encodeURIComponent(s.id), s.description || destText(s)), h('div', { class: 'muted small mono wrap' }, s.description ? destText(s) : s.id)) },
       PORTAL ? null : { title: 'Tenant', cell: (s) => tenantCell(s.tenant, s.all_tenants) },
       { title: 'Event types', cell: (s) => s.event_types && s.event_types.length ? s.event_types.map((t) => h('code', { class: 'chip' }, t)) : h('span', { class: 'muted' }, 'all') },
       { title: 'Filter', cell: (s) => s.filter ? h('code', { class: 'clip' }, filterText(s.filter)) : h('span', { class: 'muted' }, 'none') },
@@ -159,6 +160,7 @@ export async function renderDetail(main, { args: [id] }) {
       !PORTAL && (s.tenant || s.all_tenants) ? [' · tenant ', tenantCell(s.tenant, s.all_tenants)] : null, s.disabled_reason ? h('span', { class: 'muted' }, ' · ' + s.disabled_reason) : null,
       h('span', { class: 'muted' }, ' · created ' + fmtTime(s.created_at) + ' · updated ' + fmtTime(s.updated_at))),
     secretSlot, actions, actionSlot, portalSlot, testSlot,
+    verifyPanel(s),
     h('h2', {}, 'Settings'),
     subscriptionForm(s, async (body) => {
       await api('PATCH', '/v1/subscriptions/' + encodeURIComponent(id), patchOf(s, body));
@@ -252,7 +254,7 @@ function subscriptionForm(s, submit) {
   const allTenants = h('input', { type: 'checkbox', name: 'all_tenants', checked: !!f.all_tenants, disabled: !!s });
   const state = h('select', { name: 'state' }, ['enabled', 'disabled'].map((v) => h('option', { value: v, selected: (f.state || 'enabled') === v }, v)));
   // Web Push: the browser's PushSubscription, pasted as JSON.
-  const pushSub = h('textarea', { name: 'destination_subscription', rows: 4, class: 'mono', placeholder: '{"endpoint": "https://push.example/…", "keys": {"p256dh": "…", "auth": "…"}}' });
+  const pushSub = h('textarea', { name: 'destination_subscription', rows: 4, class: 'mono', placeholder: '{"endpoint": "…", "keys": {"p256dh": "…", "auth": "…"}}' });
   if (dest.subscription) pushSub.value = pretty(dest.subscription);
   const urgency = h('select', { name: 'destination_urgency' }, ['very-low', 'low', 'normal', 'high'].map((v) => h('option', { value: v, selected: (dest.urgency || 'normal') === v }, v)));
   const ttl = h('input', { type: 'number', min: 0, max: 2419200, name: 'destination_ttl_s', value: dest.ttl_s ?? '', placeholder: '86400' });
@@ -448,7 +450,10 @@ function filterTester(current) {
     if (loaded) return;
     loaded = true;
     try {
-      const page = await api('GET', '/v1/events' + qs({ limit: 25 }));
+      // herald.* alerts only for a subscription that asks for them: they
+      // would crowd out the application's events.
+      const wantsSystem = (current().event_types || []).some((p) => p.startsWith('herald.'));
+      const page = await api('GET', '/v1/events' + qs({ limit: 25, exclude_system: wantsSystem ? null : 'true' }));
       for (const ev of page.data) {
         recentEvents.set(ev.id, ev);
         recent.append(h('option', { value: ev.id }, ev.type + ' · ' + ev.id + ' · ' + fmtTime(ev.timestamp)));
