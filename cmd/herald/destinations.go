@@ -6,7 +6,9 @@ import (
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/destination"
 	amqpdest "github.com/heraldhq/herald/destination/amqp"
+	mqttdest "github.com/heraldhq/herald/destination/mqtt"
 	natsdest "github.com/heraldhq/herald/destination/nats"
+	redisdest "github.com/heraldhq/herald/destination/redis"
 	"github.com/heraldhq/herald/store"
 	"github.com/heraldhq/herald/webhook"
 )
@@ -26,5 +28,7 @@ func newDestinations(c *config, s store.Store, sender *webhook.Sender, logger *s
 	r.Register(herald.DestinationWebPush, newWebPushPublisher(c, s, sender))
 	r.Register(herald.DestinationAMQP, amqpdest.New(amqpdest.Config{Connections: conns, Logger: logger}))
 	r.Register(herald.DestinationNATS, natsdest.New(natsdest.Config{Connections: conns, Logger: logger}))
+	r.Register(herald.DestinationRedis, redisdest.New(redisdest.Config{Connections: conns, Logger: logger}))
+	r.Register(herald.DestinationMQTT, mqttdest.New(mqttdest.Config{Connections: conns, Logger: logger, NodeID: c.NodeID}))
 	return r
 }

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald/internal/testbroker"
 )
 
 // chromiumPath is Debian's chromium, which .ci/run installs.
@@ -39,11 +41,13 @@ func TestDashboardBrowser(t *testing.T) {
 	}
 	t.Parallel()
 	b := newBrowserRun(t)
+	// The flow delivers to a Redis stream made in the form.
+	redisURL := testbroker.URL(t, testbroker.Redis)
 	// Browsers share the machine's two cores badly: the stores run one
 	// after the other.
 	for _, backend := range []string{"sqlite", "postgres"} {
 		t.Run(backend, func(t *testing.T) {
-			var env []string
+			env := []string{"HERALD_TEST_REDIS_URL=" + redisURL}
 			if p := os.Getenv("HERALD_UI_OVERVIEW_SHOT"); p != "" && backend == "sqlite" {
 				env = append(env, "OVERVIEW_SHOT="+p)
 			}

@@ -10,6 +10,7 @@ import * as deliveries from './deliveries.js';
 import * as dead from './deadletters.js';
 import * as apiref from './apiref.js';
 import * as tokens from './tokens.js';
+import * as connections from './connections.js';
 
 // The portal (PORTAL) shows a tenant's own pages only: no overview (its
 // figures span every tenant), no API reference, no sign-in with a token.
@@ -24,6 +25,7 @@ const NAV = PORTAL ? [
   ['events', 'Events'],
   ['deliveries', 'Deliveries'],
   ['dead-letters', 'Dead letters'],
+  ['connections', 'Connections'],
   ['tokens', 'Tokens'],
   ['api', 'API'],
 ];
@@ -49,6 +51,7 @@ const ROUTES = PORTAL ? [
   [/^deliveries\/?$/, deliveries.renderList],
   [/^deliveries\/([^/]+)$/, deliveries.renderDetail],
   [/^dead-letters\/?$/, dead.render],
+  [/^connections\/?$/, connections.render],
   [/^tokens\/?$/, tokens.render],
   [/^api\/?$/, apiref.render],
 ];

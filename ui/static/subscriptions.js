@@ -7,6 +7,7 @@ import {
   pretty, copyButton, tenantCell, markField, clearFieldMarks, PORTAL, APIError,
 } from './lib.js';
 import { attemptsView } from './deliveries.js';
+import { listConnections } from './connections.js';
 
 // A secret shown once after create, carried to the detail page in memory only.
 let flashSecret = null;
@@ -25,7 +26,7 @@ export async function renderList(main, { params }) {
     const [subs, stats] = await Promise.all([listSubs(tenantQ), api('GET', '/v1/stats/subscriptions' + qs({ tenant: tenantQ }))]);
     const byID = new Map(stats.data.map((s) => [s.subscription_id, s]));
     replace(body, table([
-      { title: 'Endpoint', cell: (s) => h('div', {}, link('subscriptions/' + encodeURIComponent(s.id), s.description || s.url), h('div', { class: 'muted small mono' }, s.description ? s.url : s.id)) },
+      { title: 'Destination', cell: (s) => h('div', {}, link('subscriptions/' + encodeURIComponent(s.id), s.description || destText(s)), h('div', { class: 'muted small mono' }, s.description ? destText(s) : s.id)) },
       PORTAL ? null : { title: 'Tenant', cell: (s) => tenantCell(s.tenant, s.all_tenants) },
       { title: 'Event types', cell: (s) => s.event_types && s.event_types.length ? s.event_types.map((t) => h('code', { class: 'chip' }, t)) : h('span', { class: 'muted' }, 'all') },
       { title: 'Filter', cell: (s) => s.filter ? h('code', { class: 'clip' }, filterText(s.filter)) : h('span', { class: 'muted' }, 'none') },
@@ -33,7 +34,7 @@ export async function renderList(main, { params }) {
       { title: 'Success (24 h)', class: 'r', cell: (s) => { const st = byID.get(s.id); return st ? h('span', { title: `${st.delivered} delivered, ${st.dead} dead` }, fmtRate(st.success_rate)) : '—'; } },
       { title: 'Pending', class: 'r', cell: (s) => fmtNum(byID.get(s.id)?.pending ?? 0) },
       { title: 'Dead (24 h)', class: 'r', cell: (s) => { const d = byID.get(s.id)?.dead ?? 0; return d ? link('deliveries?state=dead&subscription_id=' + encodeURIComponent(s.id), fmtNum(d)) : '0'; } },
-    ].filter(Boolean), subs, tenantQ ? [h('p', {}, 'No subscription for tenant ' + tenantQ + '.'), link('subscriptions', 'Show every subscription')] : [h('p', {}, 'No subscriptions yet.'), h('p', { class: 'muted' }, 'A subscription sends the events you publish to an HTTP endpoint, signed with Standard Webhooks.'),
+    ].filter(Boolean), subs, tenantQ ? [h('p', {}, 'No subscription for tenant ' + tenantQ + '.'), link('subscriptions', 'Show every subscription')] : [h('p', {}, 'No subscriptions yet.'), h('p', { class: 'muted' }, 'A subscription sends the events you publish to an HTTP endpoint, a browser (Web Push) or a broker (RabbitMQ, NATS, Redis, MQTT), signed with Standard Webhooks.'),
       link('subscriptions/new', h('span', { class: 'button' }, 'Create the first subscription'))]));
   } catch (e) {
     replace(body, errorBox(e));
@@ -63,6 +64,24 @@ export function tenantFilter(path, value, extra) {
       navigate(path + qs({ ...(extra ? extra() : {}), tenant: input.value.trim() }));
     },
   }, field('Tenant', input), h('div', { class: 'filter-actions' }, h('button', { type: 'submit' }, 'Filter'), link(path, 'Clear')));
+}
+
+// destText says where a subscription delivers, in one line.
+export function destText(s) {
+  const d = s.destination || { type: 'webhook', url: s.url };
+  switch (d.type) {
+    case 'webhook': return d.url || s.url;
+    case 'webpush': return 'Web Push → ' + (d.subscription ? hostOf(d.subscription.endpoint) : '?');
+    case 'amqp': return 'amqp ' + d.connection + ' → ' + (d.exchange || '(default exchange)') + (d.routing_key ? ' / ' + d.routing_key : '');
+    case 'nats': return 'nats ' + d.connection + ' → ' + (d.subject || '(subject from the event type)');
+    case 'redis': return 'redis ' + d.connection + ' → ' + d.stream;
+    case 'mqtt': return 'mqtt ' + d.connection + ' → ' + (d.topic || '(topic from the event type)');
+    default: return d.type;
+  }
+}
+
+function hostOf(u) {
+  try { return new URL(u).host; } catch { return u; }
 }
 
 function filterText(f) {
@@ -208,7 +227,9 @@ function intOr(input, name) {
 // subscriptionForm edits every field; submit gets the full body.
 function subscriptionForm(s, submit) {
   const f = s || {};
-  const url = h('input', { type: 'url', required: true, value: f.url || '', placeholder: 'https://example.com/webhooks', name: 'url' });
+  const dest = f.destination || { type: 'webhook', url: f.url, method: f.method };
+  const dtype = h('select', { name: 'destination_type' }, DEST_TYPES.map(([v, l]) => h('option', { value: v, selected: dest.type === v }, l)));
+  const url = h('input', { type: 'url', value: f.url || '', placeholder: 'https://example.com/webhooks', name: 'url' });
   const method = h('select', { name: 'method' }, ['POST', 'PUT'].map((m) => h('option', { value: m, selected: (f.method || 'POST') === m }, m)));
   const description = h('input', { type: 'text', value: f.description || '', name: 'description', placeholder: 'What this endpoint is for' });
   const types = h('input', { type: 'text', value: (f.event_types || []).join(', '), name: 'event_types', placeholder: 'order.*, invoice.paid (empty: every type)' });
@@ -230,6 +251,98 @@ function subscriptionForm(s, submit) {
   const tenant = h('input', { type: 'text', name: 'tenant', value: f.tenant || '', readonly: !!s, pattern: '[A-Za-z0-9._\\-]{1,64}', placeholder: s ? 'none' : 'acme (empty: no tenant)' });
   const allTenants = h('input', { type: 'checkbox', name: 'all_tenants', checked: !!f.all_tenants, disabled: !!s });
   const state = h('select', { name: 'state' }, ['enabled', 'disabled'].map((v) => h('option', { value: v, selected: (f.state || 'enabled') === v }, v)));
+  // Web Push: the browser's PushSubscription, pasted as JSON.
+  const pushSub = h('textarea', { name: 'destination_subscription', rows: 4, class: 'mono', placeholder: '{"endpoint": "https://push.example/…", "keys": {"p256dh": "…", "auth": "…"}}' });
+  if (dest.subscription) pushSub.value = pretty(dest.subscription);
+  const urgency = h('select', { name: 'destination_urgency' }, ['very-low', 'low', 'normal', 'high'].map((v) => h('option', { value: v, selected: (dest.urgency || 'normal') === v }, v)));
+  const ttl = h('input', { type: 'number', min: 0, max: 2419200, name: 'destination_ttl_s', value: dest.ttl_s ?? '', placeholder: '86400' });
+  // Brokers: a connection the operator made, and where on it.
+  const conn = h('select', { name: 'destination_connection' });
+  const connHint = h('small', { class: 'hint' }, 'Connections are made by an admin (Connections page).');
+  const exchange = h('input', { type: 'text', name: 'destination_exchange', value: dest.exchange || '', placeholder: 'events (empty: the default exchange)' });
+  const routingKey = h('input', { type: 'text', name: 'destination_routing_key', value: dest.routing_key || '', placeholder: 'empty: the event type' });
+  const subject = h('input', { type: 'text', name: 'destination_subject', value: dest.subject || '', placeholder: 'empty: derived from the event type' });
+  const stream = h('input', { type: 'text', name: 'destination_stream', value: dest.stream || '', placeholder: 'herald-events' });
+  const maxlen = h('input', { type: 'number', min: 0, name: 'destination_maxlen', value: dest.maxlen || '', placeholder: '0 (no trimming)' });
+  const topic = h('input', { type: 'text', name: 'destination_topic', value: dest.topic || '', placeholder: 'empty: derived from the event type' });
+  const retain = h('input', { type: 'checkbox', name: 'destination_retain', checked: !!dest.retain });
+  // One group of fields per type; only the chosen type's group shows.
+  const groups = {
+    webhook: h('div', { class: 'dest-group wide form-grid', 'data-dest': 'webhook' },
+      field('Endpoint URL', url, 'http or https; loopback and private addresses need --dev / --allow-private.'),
+      field('Method', method)),
+    webpush: h('div', { class: 'dest-group wide form-grid', 'data-dest': 'webpush' },
+      h('div', { class: 'field wide' }, h('label', { for: 'f-push-sub' }, 'PushSubscription (JSON)'), Object.assign(pushSub, { id: 'f-push-sub' }),
+        h('small', { class: 'hint' }, 'Paste JSON.stringify(subscription) from the page that called pushManager.subscribe with herald\'s key (GET /v1/webpush/vapid-public-key).')),
+      field('Urgency', urgency), field('TTL (s)', ttl, 'How long the push service keeps an undelivered message; default 86400.'),
+      field('Topic', topic, 'Empty: derived from the event key, so a newer message replaces an undelivered one.')),
+    broker: h('div', { class: 'dest-group wide form-grid', 'data-dest': 'broker' },
+      h('div', { class: 'field' }, h('label', { for: 'f-dest-conn' }, 'Connection'), Object.assign(conn, { id: 'f-dest-conn' }), connHint)),
+    amqp: h('div', { class: 'dest-group wide form-grid', 'data-dest': 'amqp' }, field('Exchange', exchange), field('Routing key', routingKey)),
+    nats: h('div', { class: 'dest-group wide form-grid', 'data-dest': 'nats' }, field('Subject', subject, 'A JetStream stream must hold it.')),
+    redis: h('div', { class: 'dest-group wide form-grid', 'data-dest': 'redis' }, field('Stream', stream), field('Max length', maxlen, 'Approximate trimming (XADD MAXLEN ~).')),
+    mqtt: h('div', { class: 'dest-group wide form-grid', 'data-dest': 'mqtt' },
+      h('div', { class: 'field' }, h('label', { class: 'check' }, retain, 'Retain'), h('small', { class: 'hint' }, 'QoS 1; the broker keeps the last message per topic.'))),
+  };
+  let connsLoaded = null;
+  const loadConns = async (type) => {
+    try {
+      connsLoaded = connsLoaded || listConnections();
+      const all = await connsLoaded;
+      const mine = all.filter((c) => c.type === type);
+      replace(conn, ...mine.map((c) => h('option', { value: c.name, selected: c.name === dest.connection }, c.name + ' · ' + c.url)));
+      if (!mine.length) replace(conn, h('option', { value: '' }, 'No ' + type + ' connection yet'));
+      replace(connHint, mine.length ? 'Connections are made by an admin (Connections page).' : 'Create a ' + type + ' connection on the Connections page first.');
+    } catch (e) {
+      // A tenant's token cannot list connections: the name is typed in.
+      if (conn.isConnected) {
+        conn.replaceWith(h('input', { type: 'text', name: 'destination_connection', id: 'f-dest-conn', value: dest.connection || '', placeholder: 'the connection name your operator gave you' }));
+      }
+      replace(connHint, 'Ask your operator for the connection name.');
+    }
+  };
+  const connValue = () => (groups.broker.querySelector('[name=destination_connection]') || conn).value.trim();
+  const showDest = () => {
+    const t = dtype.value;
+    const broker = ['amqp', 'nats', 'redis', 'mqtt'].includes(t);
+    for (const [k, g] of Object.entries(groups)) g.hidden = !(k === t || (k === 'broker' && broker));
+    url.required = t === 'webhook';
+    // The topic field serves webpush and mqtt: it moves to the shown group.
+    const topicBox = topic.closest('.field');
+    const topicHint = topicBox && topicBox.querySelector('.hint');
+    if (t === 'webpush') {
+      groups.webpush.append(topicBox);
+      topic.placeholder = 'empty: derived from the event key';
+      if (topicHint) topicHint.textContent = 'Empty: derived from the event key, so a newer message replaces an undelivered one.';
+    }
+    if (t === 'mqtt') {
+      groups.mqtt.prepend(topicBox);
+      topic.placeholder = 'empty: derived from the event type';
+      if (topicHint) topicHint.textContent = 'Empty: the event type with "." as "/" (order.created → order/created).';
+    }
+    stream.required = t === 'redis';
+    if (broker) loadConns(t);
+  };
+  dtype.addEventListener('change', showDest);
+  const destOf = () => {
+    const t = dtype.value;
+    if (t === 'webhook') return null;
+    if (t === 'webpush') {
+      let sub;
+      try { sub = JSON.parse(pushSub.value); } catch (e) { throw new APIError(0, 'invalid_field', 'the PushSubscription is not valid JSON: ' + e.message, 'destination.subscription'); }
+      const d = { type: t, subscription: { endpoint: sub.endpoint, keys: sub.keys }, urgency: urgency.value };
+      const tv = intOr(ttl, 'destination.ttl_s'); if (tv !== undefined) d.ttl_s = tv;
+      if (topic.value.trim()) d.topic = topic.value.trim();
+      return d;
+    }
+    const d = { type: t, connection: connValue() };
+    if (t === 'amqp') { d.exchange = exchange.value.trim(); if (routingKey.value.trim()) d.routing_key = routingKey.value.trim(); }
+    if (t === 'nats' && subject.value.trim()) d.subject = subject.value.trim();
+    if (t === 'redis') { d.stream = stream.value.trim(); const m = intOr(maxlen, 'destination.maxlen'); if (m) d.maxlen = m; }
+    if (t === 'mqtt') { if (topic.value.trim()) d.topic = topic.value.trim(); d.retain = retain.checked; }
+    return d;
+  };
+
   const errSlot = h('div');
   if (s && flashSaved === s.id) {
     flashSaved = null;
@@ -252,9 +365,13 @@ function subscriptionForm(s, submit) {
 
   const bodyOf = () => {
     const b = {
-      url: url.value.trim(), method: method.value, description: description.value, event_types: typesOf(),
+      description: description.value, event_types: typesOf(),
       filter: filterOf(), ordering: ordering.value, headers: parseHeaders(headers.value), state: state.value,
     };
+    // A webhook is sent as url + method (what every herald version takes);
+    // any other type as its destination object.
+    const d = destOf();
+    if (d) b.destination = d; else { b.url = url.value.trim(); b.method = method.value; }
     const ki = intOr(keyInterval, 'key_interval_ms'); b.key_interval_ms = ki ?? 0;
     const mif = intOr(maxInFlight, 'max_in_flight'); b.max_in_flight = mif ?? 0;
     const to = intOr(timeout, 'timeout_ms'); if (to !== undefined) b.timeout_ms = to;
@@ -286,8 +403,8 @@ function subscriptionForm(s, submit) {
       } finally { btn.disabled = false; }
     },
   },
-  field('Endpoint URL', url, 'http or https; loopback and private addresses need --dev / --allow-private.'),
-  field('Method', method),
+  h('fieldset', { class: 'wide' }, h('legend', {}, 'Destination'),
+    field('Type', dtype), ...Object.values(groups)),
   field('Description', description),
   PORTAL ? null : field('Tenant', tenant, s ? 'Set at creation; it cannot change.' : 'Optional: the tenant whose events this subscription receives.'),
   PORTAL ? null : h('div', { class: 'field' }, h('label', { class: 'check' }, allTenants, 'All tenants'),
@@ -301,12 +418,23 @@ function subscriptionForm(s, submit) {
   h('fieldset', { class: 'wide inline' }, h('legend', {}, 'Rate limit'),
     field('Requests', rlMax), field('per seconds', rlPer), h('small', { class: 'hint' }, 'Empty: no rate limit.')),
   field('Max in flight', maxInFlight, '0: no cap on concurrent requests.'),
-  field('Timeout (ms)', timeout, '1–300000; default 10000.'),
-  field('Extra headers', headers, 'One "name: value" per line; webhook-*, herald-* and hop-by-hop headers are reserved.'),
+  field('Timeout (ms)', timeout, '1–300000; default 10000. For a broker: how long to wait for its acknowledgement.'),
+  field('Extra headers', headers, 'Webhooks only. One "name: value" per line; webhook-*, herald-* and hop-by-hop headers are reserved.'),
   field('State', state),
   h('div', { class: 'wide' }, errSlot, h('button', { type: 'submit' }, s ? 'Save changes' : 'Create subscription')));
+  showDest();
   return form;
 }
+
+// DEST_TYPES are the destination types the form offers.
+const DEST_TYPES = [
+  ['webhook', 'Webhook (HTTP)'],
+  ['webpush', 'Web Push (a browser)'],
+  ['amqp', 'RabbitMQ (AMQP)'],
+  ['nats', 'NATS JetStream'],
+  ['redis', 'Redis Streams'],
+  ['mqtt', 'MQTT 5'],
+];
 
 // filterTester asks POST /v1/filters/test whether the form's event types and
 // filter would receive a pasted event or a recent one.

@@ -1,0 +1,351 @@
+package redisdest
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/destination"
+	"github.com/heraldhq/herald/webhook"
+)
+
+// Client limits. The attempt's own timeout (the subscription's timeout_ms)
+// bounds every call too: the client honours context deadlines.
+const (
+	dialTimeout = 5 * time.Second
+	ioTimeout   = 10 * time.Second
+	// idleClose closes a client no attempt used for this long (its
+	// connection was deleted or renamed, or its subscriptions went):
+	// longer than any attempt (herald.MaxTimeout), checked at most once a
+	// minute.
+	idleClose     = 10 * time.Minute
+	sweepInterval = time.Minute
+	// maxMessageLen bounds Result.Message, as for webhooks.
+	maxMessageLen = 256
+)
+
+// Config configures a Publisher.
+type Config struct {
+	// Connections resolves the connection a destination names.
+	Connections destination.Connections
+	// Logger receives client replacements; nil discards.
+	Logger *slog.Logger
+}
+
+// Publisher appends one stream entry per attempt. It implements
+// destination.Publisher and is safe for concurrent use.
+type Publisher struct {
+	conns  destination.Connections
+	logger *slog.Logger
+
+	mu        sync.Mutex
+	clients   map[string]*client // by connection name
+	closed    bool
+	lastSweep time.Time
+	now       func() time.Time // time.Now; tests move it
+}
+
+// client is the go-redis client of one connection, with the settings it was
+// built from.
+type client struct {
+	key      string
+	rdb      *redis.Client
+	lastUsed time.Time
+}
+
+// New returns a Publisher resolving connections through cfg.Connections.
+func New(cfg Config) *Publisher {
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	setLogger.Do(func() { redis.SetLogger(clientLogger{logger}) })
+	return &Publisher{conns: cfg.Connections, logger: logger, clients: map[string]*client{}, now: time.Now}
+}
+
+// setLogger routes go-redis's own log lines (one per failed dial, by
+// default printed to stderr) to the first Publisher's logger at debug
+// level: go-redis has one logger per process. The attempt's failure is
+// recorded anyway; during an outage these lines would flood the log.
+var setLogger sync.Once
+
+// clientLogger adapts slog to go-redis's logger.
+type clientLogger struct{ logger *slog.Logger }
+
+func (l clientLogger) Printf(ctx context.Context, format string, v ...any) {
+	l.logger.DebugContext(ctx, "go-redis: "+fmt.Sprintf(format, v...))
+}
+
+// Close closes every client. Sends after Close fail as connection errors.
+func (p *Publisher) Close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	for name, c := range p.clients {
+		_ = c.rdb.Close()
+		delete(p.clients, name)
+	}
+}
+
+// errAttemptTimeout is the cause of the per-attempt context, to tell our own
+// timeout from the caller's deadline or cancellation.
+var errAttemptTimeout = errors.New("attempt timeout")
+
+// errClosed is returned for sends after Close.
+var errClosed = errors.New("publisher closed")
+
+// Send implements destination.Publisher: one XADD.
+func (p *Publisher) Send(ctx context.Context, r *webhook.Request) webhook.Result {
+	start := time.Now()
+	res := p.send(ctx, r)
+	res.Duration = time.Since(start)
+	res.Message = herald.CleanLine(res.Message, maxMessageLen)
+	return res
+}
+
+func (p *Publisher) send(ctx context.Context, r *webhook.Request) webhook.Result {
+	d := r.Destination
+	// The API's rule, again at send time.
+	if err := herald.CheckRedisStream(d.Stream); err != nil {
+		return webhook.Result{Class: herald.ErrorInvalidRequest, Message: "redis stream " + err.Error()}
+	}
+	if d.MaxLen < 0 {
+		return webhook.Result{Class: herald.ErrorInvalidRequest, Message: fmt.Sprintf("redis maxlen %d is negative", d.MaxLen)}
+	}
+	msg, fail := destination.NewMessage(r)
+	if fail != nil {
+		return *fail
+	}
+	conn, fail := destination.Resolve(ctx, p.conns, d, r.Tenant)
+	if fail != nil {
+		return *fail
+	}
+	rdb, err := p.client(conn)
+	if errors.Is(err, errClosed) {
+		return webhook.Result{Class: herald.ErrorConnection, Message: "redis publisher closed"}
+	}
+	if err != nil {
+		return webhook.Result{Class: herald.ErrorConnectionUnset,
+			Message: fmt.Sprintf("connection %q: %s", conn.Name, err)}
+	}
+
+	timeout := r.Timeout
+	if timeout <= 0 {
+		timeout = herald.DefaultTimeout
+	}
+	timeout = min(timeout, herald.MaxTimeout)
+	ctx, cancel := context.WithTimeoutCause(ctx, timeout, errAttemptTimeout)
+	defer cancel()
+
+	args := &redis.XAddArgs{Stream: d.Stream, Values: fields(r, msg)}
+	if d.MaxLen > 0 {
+		args.MaxLen = d.MaxLen
+		args.Approx = true
+	}
+	id, err := rdb.XAdd(ctx, args).Result()
+	if err != nil {
+		cls, m := classify(ctx, err, timeout)
+		return webhook.Result{Class: cls, Message: m}
+	}
+	// The entry id, so an operator can find the entry (XRANGE stream id id).
+	return webhook.Result{Success: true, Excerpt: "entry " + id}
+}
+
+// fields lists the entry's field/value pairs in a fixed order: id, type,
+// timestamp, the headers by name, body.
+func fields(r *webhook.Request, msg *destination.Message) []any {
+	names := make([]string, 0, len(msg.Headers))
+	for k := range msg.Headers {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	out := make([]any, 0, 8+2*len(names))
+	out = append(out, "id", msg.ID, "type", r.EventType, "timestamp", msg.Headers[destination.HeaderTimestamp])
+	for _, k := range names {
+		out = append(out, k, msg.Headers[k])
+	}
+	return append(out, "body", msg.Body)
+}
+
+// client returns the connection's client, building it on first use and
+// replacing it when the URL or TLS settings changed.
+func (p *Publisher) client(conn *herald.Connection) (*redis.Client, error) {
+	key := conn.URL
+	if conn.TLS != nil {
+		key += fmt.Sprintf("\x00%+v", *conn.TLS)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, errClosed
+	}
+	now := p.now()
+	p.sweep(now)
+	if c := p.clients[conn.Name]; c != nil {
+		if c.key == key {
+			c.lastUsed = now
+			return c.rdb, nil
+		}
+		// Attempts in flight on the old client fail as connection errors
+		// and are retried through the tiers on the new one.
+		_ = c.rdb.Close()
+		delete(p.clients, conn.Name)
+		p.logger.Info("redis connection changed; reconnecting", "connection", conn.Name)
+	}
+	opt, err := options(conn)
+	if err != nil {
+		return nil, err
+	}
+	rdb := redis.NewClient(opt)
+	p.clients[conn.Name] = &client{key: key, rdb: rdb, lastUsed: now}
+	return rdb, nil
+}
+
+// sweep closes the clients unused for idleClose; p.mu is held.
+func (p *Publisher) sweep(now time.Time) {
+	if now.Sub(p.lastSweep) < sweepInterval {
+		return
+	}
+	p.lastSweep = now
+	for name, c := range p.clients {
+		if now.Sub(c.lastUsed) >= idleClose {
+			_ = c.rdb.Close()
+			delete(p.clients, name)
+			p.logger.Info("redis connection unused; closed", "connection", name, "idle", idleClose)
+		}
+	}
+}
+
+// options builds the client options of conn.
+func options(conn *herald.Connection) (*redis.Options, error) {
+	opt, err := redis.ParseURL(conn.URL)
+	if err != nil {
+		// ParseURL's errors do not quote the URL (it may hold a password).
+		return nil, fmt.Errorf("bad redis URL: %w", err)
+	}
+	opt.DialTimeout = dialTimeout
+	opt.DialerRetries = 1
+	opt.ReadTimeout = ioTimeout
+	opt.WriteTimeout = ioTimeout
+	opt.ContextTimeoutEnabled = true
+	// A retried XADD whose first try was applied appends a duplicate; the
+	// engine retries through the tiers instead, recording each attempt.
+	opt.MaxRetries = -1
+	// RESP2, no CLIENT SETINFO, no maintenance notifications: plain
+	// commands that every Redis since 5.0 (streams) answers.
+	opt.Protocol = 2
+	opt.DisableIdentity = true
+	opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	if conn.TLS != nil {
+		if opt.TLSConfig == nil {
+			opt.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+		}
+		if err := applyTLS(opt.TLSConfig, conn.TLS); err != nil {
+			return nil, err
+		}
+		if opt.TLSConfig.ServerName == "" {
+			opt.TLSConfig.ServerName, _, _ = net.SplitHostPort(opt.Addr)
+		}
+	}
+	return opt, nil
+}
+
+// applyTLS sets the client side of TLS from t.
+func applyTLS(c *tls.Config, t *herald.ConnectionTLS) error {
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return fmt.Errorf("reading tls.ca_file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return errors.New("tls.ca_file holds no PEM certificate")
+		}
+		c.RootCAs = pool
+	}
+	if t.CertFile != "" || t.KeyFile != "" {
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return fmt.Errorf("loading tls client certificate: %w", err)
+		}
+		c.Certificates = []tls.Certificate{cert}
+	}
+	if t.ServerName != "" {
+		c.ServerName = t.ServerName
+	}
+	c.InsecureSkipVerify = t.InsecureSkipVerify
+	return nil
+}
+
+// classify maps an XADD error to a failure class and a one-line message.
+func classify(ctx context.Context, err error, timeout time.Duration) (herald.ErrorClass, string) {
+	var rerr redis.Error
+	if errors.As(err, &rerr) {
+		// The server's answer: WRONGTYPE, OOM, NOPERM, READONLY, ...
+		return herald.ErrorBroker, "redis: " + rerr.Error()
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		// go-redis sets the socket deadline to the context's: the read may
+		// time out a hair before the context says it is done.
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < 5*time.Millisecond {
+			<-ctx.Done()
+		}
+	}
+	if ctx.Err() != nil {
+		switch cause := context.Cause(ctx); {
+		case errors.Is(cause, errAttemptTimeout):
+			return herald.ErrorTimeout, "no reply from redis within " + timeout.String()
+		case errors.Is(cause, context.DeadlineExceeded):
+			return herald.ErrorTimeout, "no reply from redis before the caller's deadline"
+		default:
+			return herald.ErrorConnection, "attempt cancelled"
+		}
+	}
+	var dnsErr *net.DNSError
+	switch {
+	case errors.Is(err, redis.ErrPoolTimeout):
+		return herald.ErrorTimeout, "redis: every pooled connection is busy"
+	case errors.Is(err, redis.ErrClosed):
+		return herald.ErrorConnection, "redis client closed"
+	case errors.As(err, &dnsErr):
+		return herald.ErrorDNS, "DNS lookup of " + dnsErr.Name + " failed: " + dnsErr.Err
+	case isTLSError(err):
+		return herald.ErrorTLS, "redis: " + err.Error()
+	case errors.As(err, &ne) && ne.Timeout():
+		return herald.ErrorTimeout, "redis: timed out: " + err.Error()
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return herald.ErrorConnection, "redis: connection refused"
+	case errors.Is(err, syscall.ECONNRESET):
+		return herald.ErrorConnection, "redis: connection reset by peer"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return herald.ErrorConnection, "redis: connection closed before the reply"
+	}
+	return herald.ErrorConnection, "redis: " + err.Error()
+}
+
+// isTLSError reports handshake and certificate failures.
+func isTLSError(err error) bool {
+	var (
+		rec    tls.RecordHeaderError
+		alert  tls.AlertError
+		verify *tls.CertificateVerificationError
+	)
+	return errors.As(err, &rec) || errors.As(err, &alert) || errors.As(err, &verify) ||
+		strings.HasPrefix(err.Error(), "tls: ")
+}
