@@ -222,3 +222,11 @@ func TestPoolClose(t *testing.T) {
 	require.Equal(t, 0, p.Len())
 	close(f.block["slow"])
 }
+
+// An attempt's timeout is the subscription's, the default when unset,
+// never above the maximum.
+func TestTimeout(t *testing.T) {
+	require.Equal(t, herald.DefaultTimeout, destination.Timeout(&webhook.Request{}))
+	require.Equal(t, time.Second, destination.Timeout(&webhook.Request{Timeout: time.Second}))
+	require.Equal(t, herald.MaxTimeout, destination.Timeout(&webhook.Request{Timeout: herald.MaxTimeout + time.Hour}))
+}

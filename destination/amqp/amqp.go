@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -120,11 +119,7 @@ func (p *Publisher) send(ctx context.Context, r *webhook.Request) webhook.Result
 		return webhook.Result{Class: herald.ErrorInvalidRequest,
 			Message: fmt.Sprintf("routing key is %d bytes; AMQP allows at most 255 (set destination.routing_key)", len(key))}
 	}
-	timeout := r.Timeout
-	if timeout <= 0 {
-		timeout = herald.DefaultTimeout
-	}
-	timeout = min(timeout, herald.MaxTimeout)
+	timeout := destination.Timeout(r)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
@@ -215,7 +210,7 @@ func dial(c *herald.Connection, timeout time.Duration) (*amqp.Connection, error)
 		Properties: amqp.Table{"product": "herald", "connection_name": "herald " + c.Name},
 	}
 	if c.TLS != nil {
-		tc, err := tlsConfig(c.TLS)
+		tc, err := destination.TLSConfig(c.TLS)
 		if err != nil {
 			return nil, err
 		}
@@ -269,31 +264,6 @@ func isTLS(err error) bool {
 	)
 	return errors.As(err, &rh) || errors.As(err, &ae) || errors.As(err, &ve) ||
 		errors.As(err, &ua) || errors.As(err, &hn) || errors.As(err, &cie)
-}
-
-// tlsConfig builds the client TLS of a connection.
-func tlsConfig(t *herald.ConnectionTLS) (*tls.Config, error) {
-	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName,
-		InsecureSkipVerify: t.InsecureSkipVerify} //nolint:gosec // G402: an admin's explicit per-connection choice, documented as tests only
-	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("tls ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("tls ca_file %s holds no PEM certificate", t.CAFile)
-		}
-		tc.RootCAs = pool
-	}
-	if t.CertFile != "" || t.KeyFile != "" {
-		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("tls client certificate: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	return tc, nil
 }
 
 // session is one AMQP connection and its pool of idle channels.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os/exec"
 	"strings"
 	"sync"
@@ -210,35 +209,10 @@ func TestChannelErrorIsolated(t *testing.T) {
 func TestBrokerDown(t *testing.T) {
 	h := newHarness(t)
 	// A listener that accepts and never speaks AMQP: the handshake hangs.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = ln.Close() })
-	var held []net.Conn
-	var heldMu sync.Mutex
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			heldMu.Lock()
-			held = append(held, c)
-			heldMu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		heldMu.Lock()
-		defer heldMu.Unlock()
-		for _, c := range held {
-			_ = c.Close()
-		}
-	})
-	refused, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	refusedAddr := refused.Addr().String()
-	require.NoError(t, refused.Close())
+	silent := desttest.NewHoldingServer(t)
+	refusedAddr := desttest.RefusedAddr(t)
 
-	h.conns.Put(&herald.Connection{Name: "silent", Type: herald.DestinationAMQP, URL: "amqp://guest:guest@" + ln.Addr().String() + "/", AllTenants: true})
+	h.conns.Put(&herald.Connection{Name: "silent", Type: herald.DestinationAMQP, URL: "amqp://guest:guest@" + silent.Addr + "/", AllTenants: true})
 	h.conns.Put(&herald.Connection{Name: "refused", Type: herald.DestinationAMQP, URL: "amqp://guest:secretpw@" + refusedAddr + "/", AllTenants: true})
 	pub := amqpdest.New(amqpdest.Config{Connections: h.conns, DialTimeout: time.Minute})
 	defer pub.Close()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -185,11 +184,7 @@ func (p *Publisher) send(ctx context.Context, r *webhook.Request) webhook.Result
 		return *fail
 	}
 
-	timeout := r.Timeout
-	if timeout <= 0 {
-		timeout = herald.DefaultTimeout
-	}
-	timeout = min(timeout, herald.MaxTimeout)
+	timeout := destination.Timeout(r)
 	ctx, cancel := context.WithTimeoutCause(ctx, timeout, errAttemptTimeout)
 	defer cancel()
 
@@ -281,7 +276,7 @@ func (p *Publisher) start(conn *herald.Connection) (*client, error) {
 	if secure || conn.TLS != nil {
 		tlsCfg = &tls.Config{MinVersion: tls.VersionTLS12, ServerName: u.Hostname()}
 		if conn.TLS != nil {
-			if err := applyTLS(tlsCfg, conn.TLS); err != nil {
+			if err := destination.ApplyTLS(tlsCfg, conn.TLS); err != nil {
 				return nil, err
 			}
 		}
@@ -443,31 +438,4 @@ func ctxResult(ctx context.Context, timeout time.Duration, what string) (herald.
 	default:
 		return herald.ErrorConnection, "attempt cancelled"
 	}
-}
-
-// applyTLS sets the client side of TLS from t.
-func applyTLS(c *tls.Config, t *herald.ConnectionTLS) error {
-	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
-		if err != nil {
-			return fmt.Errorf("reading tls.ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return errors.New("tls.ca_file holds no PEM certificate")
-		}
-		c.RootCAs = pool
-	}
-	if t.CertFile != "" || t.KeyFile != "" {
-		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-		if err != nil {
-			return fmt.Errorf("loading tls client certificate: %w", err)
-		}
-		c.Certificates = []tls.Certificate{cert}
-	}
-	if t.ServerName != "" {
-		c.ServerName = t.ServerName
-	}
-	c.InsecureSkipVerify = t.InsecureSkipVerify
-	return nil
 }

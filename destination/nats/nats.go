@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"strings"
 	"time"
 	"unicode"
@@ -148,11 +147,7 @@ func (p *Publisher) send(ctx context.Context, r *webhook.Request) webhook.Result
 		return webhook.Result{Class: herald.ErrorInvalidRequest,
 			Message: herald.CleanLine(fmt.Sprintf("subject %q is not a valid NATS publish subject", subject), 256)}
 	}
-	timeout := r.Timeout
-	if timeout <= 0 {
-		timeout = herald.DefaultTimeout
-	}
-	timeout = min(timeout, herald.MaxTimeout)
+	timeout := destination.Timeout(r)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
@@ -227,7 +222,7 @@ func connect(conn *herald.Connection, cfg Config) (*session, error) {
 		nats.ReconnectHandler(func(*nats.Conn) { logger.Info("nats reconnected", "connection", conn.Name) }),
 	}
 	if conn.TLS != nil {
-		tc, err := tlsConfig(conn.TLS)
+		tc, err := destination.TLSConfig(conn.TLS)
 		if err != nil {
 			return nil, err
 		}
@@ -287,29 +282,4 @@ func isTLS(err error) bool {
 	)
 	return errors.As(err, &rh) || errors.As(err, &ae) || errors.As(err, &ve) ||
 		errors.As(err, &ua) || errors.As(err, &hn) || errors.As(err, &cie)
-}
-
-// tlsConfig builds the client TLS of a connection.
-func tlsConfig(t *herald.ConnectionTLS) (*tls.Config, error) {
-	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName,
-		InsecureSkipVerify: t.InsecureSkipVerify} //nolint:gosec // G402: an admin's explicit per-connection choice, documented as tests only
-	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("tls ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("tls ca_file %s holds no PEM certificate", t.CAFile)
-		}
-		tc.RootCAs = pool
-	}
-	if t.CertFile != "" || t.KeyFile != "" {
-		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("tls client certificate: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	return tc, nil
 }

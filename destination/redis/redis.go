@@ -3,13 +3,11 @@ package redisdest
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -133,11 +131,7 @@ func (p *Publisher) send(ctx context.Context, r *webhook.Request) webhook.Result
 		return *fail
 	}
 
-	timeout := r.Timeout
-	if timeout <= 0 {
-		timeout = herald.DefaultTimeout
-	}
-	timeout = min(timeout, herald.MaxTimeout)
+	timeout := destination.Timeout(r)
 	ctx, cancel := context.WithTimeoutCause(ctx, timeout, errAttemptTimeout)
 	defer cancel()
 
@@ -195,7 +189,7 @@ func options(conn *herald.Connection) (*redis.Options, error) {
 		if opt.TLSConfig == nil {
 			opt.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 		}
-		if err := applyTLS(opt.TLSConfig, conn.TLS); err != nil {
+		if err := destination.ApplyTLS(opt.TLSConfig, conn.TLS); err != nil {
 			return nil, err
 		}
 		if opt.TLSConfig.ServerName == "" {
@@ -203,33 +197,6 @@ func options(conn *herald.Connection) (*redis.Options, error) {
 		}
 	}
 	return opt, nil
-}
-
-// applyTLS sets the client side of TLS from t.
-func applyTLS(c *tls.Config, t *herald.ConnectionTLS) error {
-	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
-		if err != nil {
-			return fmt.Errorf("reading tls.ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return errors.New("tls.ca_file holds no PEM certificate")
-		}
-		c.RootCAs = pool
-	}
-	if t.CertFile != "" || t.KeyFile != "" {
-		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-		if err != nil {
-			return fmt.Errorf("loading tls client certificate: %w", err)
-		}
-		c.Certificates = []tls.Certificate{cert}
-	}
-	if t.ServerName != "" {
-		c.ServerName = t.ServerName
-	}
-	c.InsecureSkipVerify = t.InsecureSkipVerify
-	return nil
 }
 
 // classify maps an XADD error to a failure class and a one-line message.
