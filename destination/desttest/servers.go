@@ -5,6 +5,7 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -102,4 +103,15 @@ func (c *Collector) Received() []*Received {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]*Received(nil), c.msgs...)
+}
+
+// AwaitDistinct waits until the messages read hold want distinct
+// webhook-ids, and returns them all (duplicates included).
+func (c *Collector) AwaitDistinct(t *testing.T, want int, within time.Duration) []*Received {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		distinct, _ := Distinct(c.Received())
+		return distinct == want
+	}, within, 20*time.Millisecond, "every delivered event reaches the consumer")
+	return c.Received()
 }

@@ -93,19 +93,9 @@ func TestMosquittoRestartMidStream(t *testing.T) {
 		time.Sleep(20 * time.Millisecond) // the stream's pace, not a wait for work
 	}
 	const n = batches * perBatch
-	retried := 0
-	for _, dl := range rig.Finished(t, sub.ID, n, 3*time.Minute) {
-		require.Equal(t, herald.DeliveryDelivered, dl.State, "delivery %s: %s %s", dl.ID, dl.LastError, dl.LastMessage)
-		if dl.AttemptCount > 1 {
-			retried++
-		}
-	}
+	retried := rig.AllDelivered(t, sub.ID, n, 3*time.Minute)
 	t.Logf("failed attempts during the outage, by class: %v", rig.FailedAttempts(t, sub.ID))
-	require.Eventually(t, func() bool {
-		distinct, _ := desttest.Distinct(col.Received())
-		return distinct == n
-	}, time.Minute, 20*time.Millisecond, "every delivered event reaches the consumer")
-	msgs := col.Received()
+	msgs := col.AwaitDistinct(t, n, time.Minute)
 	distinct, dups := desttest.Distinct(msgs)
 	t.Logf("mosquitto restart: %d events, %d messages received, %d distinct webhook-ids, %d duplicated ids %v (MQTT has no dedupe), %d deliveries retried",
 		n, len(msgs), distinct, len(dups), dups, retried)
