@@ -12,7 +12,9 @@
 // receiver does, with the subscription's secret.
 //
 // Broker packages resolve the operator-owned connection a destination names
-// through Connections, keep one client per connection per node, and never
+// through Connections, keep one client per connection per node (Pool:
+// dialled once at a time, backoff after failed dials, redialled when the
+// URL or TLS settings change, closed when idle), and never
 // return errors: every outcome, failure class included, is a
 // webhook.Result. Adding a type (Kafka, say) is one package implementing
 // Publisher and one Register call in cmd/herald.

@@ -61,3 +61,12 @@ func NewMessage(r *webhook.Request) (*Message, *webhook.Result) {
 	}
 	return &Message{ID: r.MsgID, Headers: h, Body: r.Body}, nil
 }
+
+// Timeout is the attempt's timeout: r.Timeout (the subscription's
+// timeout_ms), herald.DefaultTimeout when unset, at most herald.MaxTimeout.
+func Timeout(r *webhook.Request) time.Duration {
+	if r.Timeout <= 0 {
+		return herald.DefaultTimeout
+	}
+	return min(r.Timeout, herald.MaxTimeout)
+}

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -29,10 +28,10 @@ const (
 	// connection keeps for the next publishes; more are opened while more
 	// publishes run at once, and closed when they end.
 	DefaultIdleChannels = 64
-	// DefaultBackoffMin and DefaultBackoffMax bound the wait before the
-	// next dial after a failed one (doubling per consecutive failure).
-	DefaultBackoffMin = 200 * time.Millisecond
-	DefaultBackoffMax = 10 * time.Second
+	// DefaultBackoffMin and DefaultBackoffMax are the pool's
+	// (destination.DefaultBackoffMin, destination.DefaultBackoffMax).
+	DefaultBackoffMin = destination.DefaultBackoffMin
+	DefaultBackoffMax = destination.DefaultBackoffMax
 )
 
 // Config configures a Publisher.
@@ -53,11 +52,8 @@ type Config struct {
 // Publisher publishes attempts to RabbitMQ; it implements
 // destination.Publisher. Make one per process.
 type Publisher struct {
-	cfg Config
-
-	mu      sync.Mutex
-	clients map[string]*client // by connection name
-	closed  bool
+	cfg  Config
+	pool *destination.Pool[*session] // by connection name
 }
 
 // New returns a Publisher; it dials nothing until the first Send.
@@ -74,10 +70,25 @@ func New(cfg Config) *Publisher {
 	if cfg.BackoffMin <= 0 {
 		cfg.BackoffMin = DefaultBackoffMin
 	}
-	if cfg.BackoffMax < cfg.BackoffMin {
-		cfg.BackoffMax = max(DefaultBackoffMax, cfg.BackoffMin)
-	}
-	return &Publisher{cfg: cfg, clients: map[string]*client{}}
+	p := &Publisher{cfg: cfg}
+	p.pool = destination.NewPool(destination.PoolConfig[*session]{
+		Kind:   "amqp",
+		Logger: cfg.Logger,
+		Dial: func(conn *herald.Connection) (*session, error) {
+			ac, err := dial(conn, cfg.DialTimeout)
+			if err != nil {
+				return nil, err
+			}
+			return &session{conn: ac, idleMax: cfg.IdleChannels}, nil
+		},
+		DialFailure:   dialFailure,
+		Alive:         func(s *session) bool { return !s.conn.IsClosed() },
+		Retire:        (*session).retire,
+		BackoffMin:    cfg.BackoffMin,
+		BackoffMax:    cfg.BackoffMax,
+		ClosedMessage: errClosed.Error(),
+	})
+	return p
 }
 
 var errClosed = errors.New("the AMQP publisher is closed (node shutting down)")
@@ -108,19 +119,11 @@ func (p *Publisher) send(ctx context.Context, r *webhook.Request) webhook.Result
 		return webhook.Result{Class: herald.ErrorInvalidRequest,
 			Message: fmt.Sprintf("routing key is %d bytes; AMQP allows at most 255 (set destination.routing_key)", len(key))}
 	}
-	timeout := r.Timeout
-	if timeout <= 0 {
-		timeout = herald.DefaultTimeout
-	}
-	timeout = min(timeout, herald.MaxTimeout)
+	timeout := destination.Timeout(r)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	cl, err := p.client(conn.Name)
-	if err != nil {
-		return webhook.Result{Class: herald.ErrorConnection, Message: err.Error()}
-	}
-	s, fail := cl.session(ctx, conn)
+	s, fail := p.pool.Get(ctx, conn)
 	if fail != nil {
 		return *fail
 	}
@@ -198,165 +201,8 @@ func failure(ctx context.Context, conn *amqp.Connection, err error, timeout time
 	return webhook.Result{Class: herald.ErrorBroker, Message: herald.CleanLine(doing+": "+err.Error(), 256)}
 }
 
-func (p *Publisher) client(name string) (*client, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return nil, errClosed
-	}
-	c := p.clients[name]
-	if c == nil {
-		c = &client{p: p, name: name}
-		p.clients[name] = c
-	}
-	return c, nil
-}
-
 // Close closes every connection; later Sends fail.
-func (p *Publisher) Close() {
-	p.mu.Lock()
-	p.closed = true
-	clients := p.clients
-	p.clients = map[string]*client{}
-	p.mu.Unlock()
-	for _, c := range clients {
-		c.close()
-	}
-}
-
-// client is one herald connection's AMQP connection on this node.
-type client struct {
-	p    *Publisher
-	name string
-
-	mu       sync.Mutex
-	sess     *session
-	dial     *dialCall // the dial in progress, nil when none
-	closed   bool
-	failures int       // consecutive failed dials
-	retryAt  time.Time // no dial before (backoff)
-	lastKey  string    // what the last failed dial dialled
-	lastErr  webhook.Result
-}
-
-type dialCall struct {
-	key  string
-	done chan struct{}
-	sess *session
-	fail *webhook.Result
-}
-
-// session returns the connected session for conn, dialling when there is
-// none, the connection closed or conn's URL/TLS changed. It waits for a
-// dial at most until ctx ends.
-func (c *client) session(ctx context.Context, conn *herald.Connection) (*session, *webhook.Result) {
-	key := connKey(conn)
-	for {
-		c.mu.Lock()
-		if c.closed {
-			c.mu.Unlock()
-			return nil, &webhook.Result{Class: herald.ErrorConnection, Message: errClosed.Error()}
-		}
-		if s := c.sess; s != nil {
-			if s.key == key && !s.conn.IsClosed() {
-				c.mu.Unlock()
-				return s, nil
-			}
-			c.sess = nil
-			if s.key != key {
-				c.p.cfg.Logger.Info("amqp connection settings changed: reconnecting", "connection", c.name)
-			} else {
-				c.p.cfg.Logger.Warn("amqp connection lost: reconnecting", "connection", c.name)
-			}
-			go s.retire()
-		}
-		d := c.dial
-		if d == nil {
-			if key == c.lastKey && time.Now().Before(c.retryAt) {
-				res := c.lastErr
-				c.mu.Unlock()
-				res.Message = herald.CleanLine(res.Message+" (next dial after backoff)", 256)
-				return nil, &res
-			}
-			d = &dialCall{key: key, done: make(chan struct{})}
-			c.dial = d
-			go c.runDial(d, conn)
-		}
-		c.mu.Unlock()
-		select {
-		case <-d.done:
-		case <-ctx.Done():
-			return nil, &webhook.Result{Class: herald.ErrorTimeout,
-				Message: fmt.Sprintf("could not connect to connection %q within the timeout", c.name)}
-		}
-		if d.key != key {
-			continue // a dial of older settings finished: look again
-		}
-		if d.fail != nil {
-			res := *d.fail
-			return nil, &res
-		}
-		// Loop: the session may already be closed or replaced.
-		if !d.sess.conn.IsClosed() {
-			return d.sess, nil
-		}
-	}
-}
-
-// runDial dials without holding c.mu, so waiters can give up at their own
-// deadline and other connections are never held.
-func (c *client) runDial(d *dialCall, conn *herald.Connection) {
-	ac, err := dial(conn, c.p.cfg.DialTimeout)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	defer close(d.done)
-	c.dial = nil
-	if err != nil {
-		res := dialFailure(c.name, err)
-		d.fail = &res
-		c.failures++
-		backoff := c.p.cfg.BackoffMin << min(c.failures-1, 16)
-		c.retryAt = time.Now().Add(min(backoff, c.p.cfg.BackoffMax))
-		c.lastKey, c.lastErr = d.key, res
-		c.p.cfg.Logger.Warn("amqp dial failed", "connection", c.name, "error", res.Message,
-			"failures", c.failures, "retry_after", min(backoff, c.p.cfg.BackoffMax))
-		return
-	}
-	s := &session{key: d.key, conn: ac, idleMax: c.p.cfg.IdleChannels}
-	d.sess = s
-	if c.closed {
-		go s.retire()
-		return
-	}
-	if c.failures > 0 {
-		c.p.cfg.Logger.Info("amqp connected again", "connection", c.name, "after_failures", c.failures)
-	}
-	c.failures, c.lastKey = 0, ""
-	if old := c.sess; old != nil {
-		go old.retire()
-	}
-	c.sess = s
-}
-
-func (c *client) close() {
-	c.mu.Lock()
-	c.closed = true
-	s := c.sess
-	c.sess = nil
-	c.mu.Unlock()
-	if s != nil {
-		s.retire()
-	}
-}
-
-// connKey is what a session was dialled with: a change redials.
-func connKey(c *herald.Connection) string {
-	if c.TLS == nil {
-		return c.URL
-	}
-	t := c.TLS
-	return fmt.Sprintf("%s\x00%s\x00%s\x00%s\x00%s\x00%t", c.URL, t.CAFile, t.CertFile, t.KeyFile, t.ServerName, t.InsecureSkipVerify)
-}
+func (p *Publisher) Close() { p.pool.Close() }
 
 func dial(c *herald.Connection, timeout time.Duration) (*amqp.Connection, error) {
 	cfg := amqp.Config{
@@ -364,7 +210,7 @@ func dial(c *herald.Connection, timeout time.Duration) (*amqp.Connection, error)
 		Properties: amqp.Table{"product": "herald", "connection_name": "herald " + c.Name},
 	}
 	if c.TLS != nil {
-		tc, err := tlsConfig(c.TLS)
+		tc, err := destination.TLSConfig(c.TLS)
 		if err != nil {
 			return nil, err
 		}
@@ -420,34 +266,8 @@ func isTLS(err error) bool {
 		errors.As(err, &ua) || errors.As(err, &hn) || errors.As(err, &cie)
 }
 
-// tlsConfig builds the client TLS of a connection.
-func tlsConfig(t *herald.ConnectionTLS) (*tls.Config, error) {
-	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName,
-		InsecureSkipVerify: t.InsecureSkipVerify} //nolint:gosec // G402: an admin's explicit per-connection choice, documented as tests only
-	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("tls ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("tls ca_file %s holds no PEM certificate", t.CAFile)
-		}
-		tc.RootCAs = pool
-	}
-	if t.CertFile != "" || t.KeyFile != "" {
-		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("tls client certificate: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	return tc, nil
-}
-
 // session is one AMQP connection and its pool of idle channels.
 type session struct {
-	key     string
 	conn    *amqp.Connection
 	idleMax int
 

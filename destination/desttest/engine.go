@@ -180,6 +180,19 @@ func (r *Rig) Finished(t *testing.T, subID string, want int, within time.Duratio
 	return out
 }
 
+// AllDelivered waits until subID has want deliveries, all finished,
+// requires each delivered, and returns how many took more than one attempt.
+func (r *Rig) AllDelivered(t *testing.T, subID string, want int, within time.Duration) (retried int) {
+	t.Helper()
+	for _, dl := range r.Finished(t, subID, want, within) {
+		require.Equal(t, herald.DeliveryDelivered, dl.State, "delivery %s: %s %s", dl.ID, dl.LastError, dl.LastMessage)
+		if dl.AttemptCount > 1 {
+			retried++
+		}
+	}
+	return retried
+}
+
 // FailedAttempts counts the failed attempts of subID's deliveries by error
 // class (for test logs: what a broker outage looked like).
 func (r *Rig) FailedAttempts(t *testing.T, subID string) map[herald.ErrorClass]int {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -32,12 +31,10 @@ const (
 	backoffMin     = 250 * time.Millisecond
 	backoffMax     = 10 * time.Second
 	closeTimeout   = 2 * time.Second
-	// idleClose closes a client no attempt used for this long (its
-	// connection was deleted or renamed, or its subscriptions went):
-	// longer than any attempt (herald.MaxTimeout), checked at most once a
-	// minute.
-	idleClose     = 10 * time.Minute
-	sweepInterval = time.Minute
+	// idleClose disconnects a client no attempt used for this long
+	// (destination.PoolConfig.IdleClose): longer than any attempt
+	// (herald.MaxTimeout).
+	idleClose = 10 * time.Minute
 	// maxMessageLen bounds Result.Message, as for webhooks.
 	maxMessageLen = 256
 )
@@ -60,21 +57,19 @@ type Publisher struct {
 	conns  destination.Connections
 	logger *slog.Logger
 	node   string
-
-	mu        sync.Mutex
-	clients   map[string]*client // by connection name
-	closed    bool
-	lastSweep time.Time
-	now       func() time.Time // time.Now; tests move it
+	// pool holds the client of each connection (by name). autopaho
+	// connects and reconnects by itself (with its own backoff), so the
+	// pool's dial only starts it and a client is never redialled for
+	// being down: the pool replaces it on new settings and retires it
+	// when idle.
+	pool *destination.Pool[*client]
 }
 
-// client is the connection manager of one connection, with the settings it
-// was built from and the state of its connection.
+// client is the connection manager of one connection and the state of its
+// connection.
 type client struct {
-	key      string
-	lastUsed time.Time // under Publisher.mu
-	cm       *autopaho.ConnectionManager
-	cancel   context.CancelFunc
+	cm     *autopaho.ConnectionManager
+	cancel context.CancelFunc
 	// ready is closed at the first connection result, up or failed: until
 	// then an attempt waits (within its timeout) instead of failing.
 	ready     chan struct{}
@@ -102,7 +97,23 @@ func New(cfg Config) *Publisher {
 		_, _ = rand.Read(b[:])
 		node = host + "-" + hex.EncodeToString(b[:])
 	}
-	return &Publisher{conns: cfg.Connections, logger: logger, node: node, clients: map[string]*client{}, now: time.Now}
+	p := &Publisher{conns: cfg.Connections, logger: logger, node: node}
+	p.pool = destination.NewPool(destination.PoolConfig[*client]{
+		Kind:   "mqtt",
+		Logger: logger,
+		Dial:   p.start,
+		DialFailure: func(name string, err error) webhook.Result {
+			return webhook.Result{Class: herald.ErrorConnectionUnset, Message: fmt.Sprintf("connection %q: %s", name, err)}
+		},
+		// A replaced or idle client stops reconnecting at once; attempts
+		// in flight on it fail as connection errors and are retried on the
+		// new one, which takes over the same client id.
+		Retire:        func(c *client) { c.cancel(); c.close() },
+		Shut:          (*client).close,
+		IdleClose:     idleClose,
+		ClosedMessage: "mqtt publisher closed",
+	})
+	return p
 }
 
 // ClientID is the MQTT client id this node uses for connection name.
@@ -110,16 +121,7 @@ func (p *Publisher) ClientID(name string) string { return "herald-" + p.node + "
 
 // Close disconnects every client (waiting up to 2 s each). Sends after
 // Close fail as connection errors.
-func (p *Publisher) Close() {
-	p.mu.Lock()
-	clients := p.clients
-	p.clients = map[string]*client{}
-	p.closed = true
-	p.mu.Unlock()
-	for _, c := range clients {
-		c.close()
-	}
-}
+func (p *Publisher) Close() { p.pool.Close() }
 
 // DefaultTopic is the topic an event type publishes to when the
 // destination names none: "." becomes "/", "+" and "#" become "_", and a
@@ -150,9 +152,6 @@ var errAttemptTimeout = errors.New("attempt timeout")
 // errConnectionLost ends a publish whose connection went down.
 var errConnectionLost = errors.New("connection lost")
 
-// errClosed is returned for sends after Close.
-var errClosed = errors.New("publisher closed")
-
 // Send implements destination.Publisher: one PUBLISH at QoS 1, PUBACK
 // awaited.
 func (p *Publisher) Send(ctx context.Context, r *webhook.Request) webhook.Result {
@@ -180,20 +179,12 @@ func (p *Publisher) send(ctx context.Context, r *webhook.Request) webhook.Result
 	if fail != nil {
 		return *fail
 	}
-	c, err := p.client(conn)
-	if errors.Is(err, errClosed) {
-		return webhook.Result{Class: herald.ErrorConnection, Message: "mqtt publisher closed"}
-	}
-	if err != nil {
-		return webhook.Result{Class: herald.ErrorConnectionUnset,
-			Message: fmt.Sprintf("connection %q: %s", conn.Name, err)}
+	c, fail := p.pool.Get(ctx, conn)
+	if fail != nil {
+		return *fail
 	}
 
-	timeout := r.Timeout
-	if timeout <= 0 {
-		timeout = herald.DefaultTimeout
-	}
-	timeout = min(timeout, herald.MaxTimeout)
+	timeout := destination.Timeout(r)
 	ctx, cancel := context.WithTimeoutCause(ctx, timeout, errAttemptTimeout)
 	defer cancel()
 
@@ -253,60 +244,8 @@ func (p *Publisher) send(ctx context.Context, r *webhook.Request) webhook.Result
 	return res
 }
 
-// client returns the connection's client, starting it on first use and
-// replacing it when the URL or TLS settings changed.
-func (p *Publisher) client(conn *herald.Connection) (*client, error) {
-	key := conn.URL
-	if conn.TLS != nil {
-		key += fmt.Sprintf("\x00%+v", *conn.TLS)
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return nil, errClosed
-	}
-	now := p.now()
-	p.sweep(now)
-	if c := p.clients[conn.Name]; c != nil {
-		if c.key == key {
-			c.lastUsed = now
-			return c, nil
-		}
-		// The old client stops reconnecting at once; attempts in flight
-		// on it fail as connection errors and are retried on the new one,
-		// which takes over the same client id.
-		c.cancel()
-		go c.close()
-		delete(p.clients, conn.Name)
-		p.logger.Info("mqtt connection changed; reconnecting", "connection", conn.Name)
-	}
-	c, err := p.start(conn, key)
-	if err != nil {
-		return nil, err
-	}
-	c.lastUsed = now
-	p.clients[conn.Name] = c
-	return c, nil
-}
-
-// sweep disconnects the clients unused for idleClose; p.mu is held.
-func (p *Publisher) sweep(now time.Time) {
-	if now.Sub(p.lastSweep) < sweepInterval {
-		return
-	}
-	p.lastSweep = now
-	for name, c := range p.clients {
-		if now.Sub(c.lastUsed) >= idleClose {
-			c.cancel()
-			go c.close()
-			delete(p.clients, name)
-			p.logger.Info("mqtt connection unused; disconnected", "connection", name, "idle", idleClose)
-		}
-	}
-}
-
 // start builds and starts the connection manager of conn.
-func (p *Publisher) start(conn *herald.Connection, key string) (*client, error) {
+func (p *Publisher) start(conn *herald.Connection) (*client, error) {
 	u, err := url.Parse(conn.URL)
 	if err != nil {
 		// url's errors quote the URL, which may hold a password.
@@ -337,14 +276,14 @@ func (p *Publisher) start(conn *herald.Connection, key string) (*client, error) 
 	if secure || conn.TLS != nil {
 		tlsCfg = &tls.Config{MinVersion: tls.VersionTLS12, ServerName: u.Hostname()}
 		if conn.TLS != nil {
-			if err := applyTLS(tlsCfg, conn.TLS); err != nil {
+			if err := destination.ApplyTLS(tlsCfg, conn.TLS); err != nil {
 				return nil, err
 			}
 		}
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &client{key: key, cancel: cancel, ready: make(chan struct{}), lost: make(chan struct{})}
+	c := &client{cancel: cancel, ready: make(chan struct{}), lost: make(chan struct{})}
 	name := conn.Name
 	cfg := autopaho.ClientConfig{
 		ServerUrls:                    []*url.URL{&server},
@@ -499,31 +438,4 @@ func ctxResult(ctx context.Context, timeout time.Duration, what string) (herald.
 	default:
 		return herald.ErrorConnection, "attempt cancelled"
 	}
-}
-
-// applyTLS sets the client side of TLS from t.
-func applyTLS(c *tls.Config, t *herald.ConnectionTLS) error {
-	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
-		if err != nil {
-			return fmt.Errorf("reading tls.ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return errors.New("tls.ca_file holds no PEM certificate")
-		}
-		c.RootCAs = pool
-	}
-	if t.CertFile != "" || t.KeyFile != "" {
-		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-		if err != nil {
-			return fmt.Errorf("loading tls client certificate: %w", err)
-		}
-		c.Certificates = []tls.Certificate{cert}
-	}
-	if t.ServerName != "" {
-		c.ServerName = t.ServerName
-	}
-	c.InsecureSkipVerify = t.InsecureSkipVerify
-	return nil
 }

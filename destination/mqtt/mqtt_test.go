@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/destination"
+	"github.com/heraldhq/herald/destination/desttest"
 	mqttdest "github.com/heraldhq/herald/destination/mqtt"
 	"github.com/heraldhq/herald/webhook"
 )
@@ -270,55 +270,14 @@ func TestInvalidDestinations(t *testing.T) {
 	require.Equal(t, herald.ErrorConnection, res.Class)
 }
 
-// holdingServer accepts connections and never answers until release; it
-// reports each accepted connection on accepted.
-type holdingServer struct {
-	addr     string
-	accepted chan struct{}
-	release  func()
-}
-
-func newHoldingServer(t *testing.T) *holdingServer {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	s := &holdingServer{addr: ln.Addr().String(), accepted: make(chan struct{}, 16)}
-	var mu sync.Mutex
-	var held []net.Conn
-	s.release = func() {
-		_ = ln.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range held {
-			_ = c.Close()
-		}
-	}
-	t.Cleanup(s.release)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			held = append(held, c)
-			mu.Unlock()
-			select {
-			case s.accepted <- struct{}{}:
-			default:
-			}
-		}
-	}()
-	return s
-}
-
 // An attempt stuck on a broker that does not answer holds no other
 // connection's attempts: they complete while it waits, and it ends as a
 // connection error when the server goes away.
 func TestStuckBrokerDoesNotHoldOthers(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	silent := newHoldingServer(t)
-	h.conns.Put(&herald.Connection{Name: "silent", Type: herald.DestinationMQTT, URL: "mqtt://" + silent.addr, AllTenants: true})
+	silent := desttest.NewHoldingServer(t)
+	h.conns.Put(&herald.Connection{Name: "silent", Type: herald.DestinationMQTT, URL: "mqtt://" + silent.Addr, AllTenants: true})
 	p := h.Publisher(t)
 
 	done := make(chan webhook.Result, 1)
@@ -328,7 +287,7 @@ func TestStuckBrokerDoesNotHoldOthers(t *testing.T) {
 		done <- p.Send(context.Background(), r)
 	}()
 	select {
-	case <-silent.accepted:
+	case <-silent.Accepted:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the stuck attempt never connected")
 	}
@@ -345,7 +304,7 @@ func TestStuckBrokerDoesNotHoldOthers(t *testing.T) {
 		t.Fatalf("the stuck attempt ended before the others were sent: %s %s", res.Class, res.Message)
 	default:
 	}
-	silent.release()
+	silent.Release()
 	res := <-done
 	require.Equal(t, herald.ErrorConnection, res.Class, res.Message)
 }

@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -69,7 +68,7 @@ func TestMosquittoRestartMidStream(t *testing.T) {
 	sub := rig.Subscribe(t, d, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	col := collect(ctx, c)
+	col := desttest.Collect(ctx, c)
 
 	const batches, perBatch = 30, 10
 	for b := range batches {
@@ -79,7 +78,7 @@ func TestMosquittoRestartMidStream(t *testing.T) {
 		}
 		rig.Publish(t, []*herald.Subscription{sub}, evs...)
 		if b == batches/3 {
-			t.Logf("stopping mosquitto (SIGTERM) after %d messages received", len(col.received()))
+			t.Logf("stopping mosquitto (SIGTERM) after %d messages received", len(col.Received()))
 			require.NoError(t, syscall.Kill(pid, syscall.SIGTERM))
 			require.Eventually(t, func() bool { return testbroker.WaitUp(addr, 0) != nil }, 10*time.Second, 10*time.Millisecond, "mosquitto did not stop")
 			// Gone once it has written its database and exited; starting
@@ -94,49 +93,11 @@ func TestMosquittoRestartMidStream(t *testing.T) {
 		time.Sleep(20 * time.Millisecond) // the stream's pace, not a wait for work
 	}
 	const n = batches * perBatch
-	retried := 0
-	for _, dl := range rig.Finished(t, sub.ID, n, 3*time.Minute) {
-		require.Equal(t, herald.DeliveryDelivered, dl.State, "delivery %s: %s %s", dl.ID, dl.LastError, dl.LastMessage)
-		if dl.AttemptCount > 1 {
-			retried++
-		}
-	}
+	retried := rig.AllDelivered(t, sub.ID, n, 3*time.Minute)
 	t.Logf("failed attempts during the outage, by class: %v", rig.FailedAttempts(t, sub.ID))
-	require.Eventually(t, func() bool {
-		distinct, _ := desttest.Distinct(col.received())
-		return distinct == n
-	}, time.Minute, 20*time.Millisecond, "every delivered event reaches the consumer")
-	msgs := col.received()
+	msgs := col.AwaitDistinct(t, n, time.Minute)
 	distinct, dups := desttest.Distinct(msgs)
 	t.Logf("mosquitto restart: %d events, %d messages received, %d distinct webhook-ids, %d duplicated ids %v (MQTT has no dedupe), %d deliveries retried",
 		n, len(msgs), distinct, len(dups), dups, retried)
 	require.Equal(t, n, distinct, "every event delivered")
-}
-
-// collector reads a Consumer on its own goroutine until ctx ends.
-type collector struct {
-	mu   sync.Mutex
-	msgs []*desttest.Received
-}
-
-func collect(ctx context.Context, c desttest.Consumer) *collector {
-	col := &collector{}
-	go func() {
-		for {
-			m, err := c.Next(ctx)
-			if err != nil {
-				return
-			}
-			col.mu.Lock()
-			col.msgs = append(col.msgs, m)
-			col.mu.Unlock()
-		}
-	}()
-	return col
-}
-
-func (c *collector) received() []*desttest.Received {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]*desttest.Received(nil), c.msgs...)
 }

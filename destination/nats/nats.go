@@ -8,9 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"strings"
-	"sync"
 	"time"
 	"unicode"
 
@@ -26,10 +24,10 @@ import (
 const (
 	// DefaultDialTimeout bounds a dial (TCP connect and the NATS handshake).
 	DefaultDialTimeout = 5 * time.Second
-	// DefaultBackoffMin and DefaultBackoffMax bound the wait before the
-	// next dial after a failed one (doubling per consecutive failure).
-	DefaultBackoffMin = 200 * time.Millisecond
-	DefaultBackoffMax = 10 * time.Second
+	// DefaultBackoffMin and DefaultBackoffMax are the pool's
+	// (destination.DefaultBackoffMin, destination.DefaultBackoffMax).
+	DefaultBackoffMin = destination.DefaultBackoffMin
+	DefaultBackoffMax = destination.DefaultBackoffMax
 	// reconnectWait is the client's own pause between reconnect attempts
 	// of a dialled connection.
 	reconnectWait = 500 * time.Millisecond
@@ -52,11 +50,8 @@ type Config struct {
 // Publisher publishes attempts to NATS JetStream; it implements
 // destination.Publisher. Make one per process.
 type Publisher struct {
-	cfg Config
-
-	mu      sync.Mutex
-	clients map[string]*client // by connection name
-	closed  bool
+	cfg  Config
+	pool *destination.Pool[*session] // by connection name
 }
 
 // New returns a Publisher; it dials nothing until the first Send.
@@ -70,10 +65,20 @@ func New(cfg Config) *Publisher {
 	if cfg.BackoffMin <= 0 {
 		cfg.BackoffMin = DefaultBackoffMin
 	}
-	if cfg.BackoffMax < cfg.BackoffMin {
-		cfg.BackoffMax = max(DefaultBackoffMax, cfg.BackoffMin)
-	}
-	return &Publisher{cfg: cfg, clients: map[string]*client{}}
+	return &Publisher{cfg: cfg, pool: destination.NewPool(destination.PoolConfig[*session]{
+		Kind:        "nats",
+		Logger:      cfg.Logger,
+		Dial:        func(conn *herald.Connection) (*session, error) { return connect(conn, cfg) },
+		DialFailure: dialFailure,
+		// Closed for good; the client reconnects by itself otherwise.
+		Alive: func(s *session) bool { return !s.nc.IsClosed() },
+		// Drain lets publishes waiting for their PubAck finish.
+		Retire:        func(s *session) { _ = s.nc.Drain() },
+		Shut:          func(s *session) { s.nc.Close() },
+		BackoffMin:    cfg.BackoffMin,
+		BackoffMax:    cfg.BackoffMax,
+		ClosedMessage: errClosed.Error(),
+	})}
 }
 
 var errClosed = errors.New("the NATS publisher is closed (node shutting down)")
@@ -142,22 +147,15 @@ func (p *Publisher) send(ctx context.Context, r *webhook.Request) webhook.Result
 		return webhook.Result{Class: herald.ErrorInvalidRequest,
 			Message: herald.CleanLine(fmt.Sprintf("subject %q is not a valid NATS publish subject", subject), 256)}
 	}
-	timeout := r.Timeout
-	if timeout <= 0 {
-		timeout = herald.DefaultTimeout
-	}
-	timeout = min(timeout, herald.MaxTimeout)
+	timeout := destination.Timeout(r)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	cl, err := p.client(conn.Name)
-	if err != nil {
-		return webhook.Result{Class: herald.ErrorConnection, Message: err.Error()}
-	}
-	js, fail := cl.session(ctx, conn)
+	sess, fail := p.pool.Get(ctx, conn)
 	if fail != nil {
 		return *fail
 	}
+	js := sess.js
 	nm := nats.NewMsg(subject)
 	for k, v := range msg.Headers {
 		nm.Header.Set(k, v)
@@ -195,153 +193,21 @@ func failure(ctx context.Context, err error, timeout time.Duration, subject stri
 	return webhook.Result{Class: herald.ErrorBroker, Message: herald.CleanLine(err.Error(), 256)}
 }
 
-func (p *Publisher) client(name string) (*client, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return nil, errClosed
-	}
-	c := p.clients[name]
-	if c == nil {
-		c = &client{p: p, name: name}
-		p.clients[name] = c
-	}
-	return c, nil
-}
-
 // Close closes every connection; later Sends fail.
-func (p *Publisher) Close() {
-	p.mu.Lock()
-	p.closed = true
-	clients := p.clients
-	p.clients = map[string]*client{}
-	p.mu.Unlock()
-	for _, c := range clients {
-		c.close()
-	}
-}
+func (p *Publisher) Close() { p.pool.Close() }
 
-// client is one herald connection's NATS connection on this node.
-type client struct {
-	p    *Publisher
-	name string
-
-	mu       sync.Mutex
-	sess     *session
-	dial     *dialCall // the dial in progress, nil when none
-	closed   bool
-	failures int       // consecutive failed dials
-	retryAt  time.Time // no dial before (backoff)
-	lastKey  string    // what the last failed dial dialled
-	lastErr  webhook.Result
-}
-
+// session is one NATS connection and its JetStream context.
 type session struct {
-	key string
-	nc  *nats.Conn
-	js  jetstream.JetStream
+	nc *nats.Conn
+	js jetstream.JetStream
 }
 
-type dialCall struct {
-	key  string
-	done chan struct{}
-	sess *session
-	fail *webhook.Result
-}
-
-// session returns the JetStream context of conn's connection, dialling
-// when there is none, it closed for good or conn's URL/TLS changed. It
-// waits for a dial at most until ctx ends.
-func (c *client) session(ctx context.Context, conn *herald.Connection) (jetstream.JetStream, *webhook.Result) {
-	key := connKey(conn)
-	for {
-		c.mu.Lock()
-		if c.closed {
-			c.mu.Unlock()
-			return nil, &webhook.Result{Class: herald.ErrorConnection, Message: errClosed.Error()}
-		}
-		if s := c.sess; s != nil {
-			if s.key == key && !s.nc.IsClosed() {
-				c.mu.Unlock()
-				return s.js, nil
-			}
-			c.sess = nil
-			if s.key != key {
-				c.p.cfg.Logger.Info("nats connection settings changed: reconnecting", "connection", c.name)
-			}
-			// Drain lets publishes waiting for their PubAck finish.
-			go func() { _ = s.nc.Drain() }()
-		}
-		d := c.dial
-		if d == nil {
-			if key == c.lastKey && time.Now().Before(c.retryAt) {
-				res := c.lastErr
-				c.mu.Unlock()
-				res.Message = herald.CleanLine(res.Message+" (next dial after backoff)", 256)
-				return nil, &res
-			}
-			d = &dialCall{key: key, done: make(chan struct{})}
-			c.dial = d
-			go c.runDial(d, conn)
-		}
-		c.mu.Unlock()
-		select {
-		case <-d.done:
-		case <-ctx.Done():
-			return nil, &webhook.Result{Class: herald.ErrorTimeout,
-				Message: fmt.Sprintf("could not connect to connection %q within the timeout", c.name)}
-		}
-		if d.key != key {
-			continue // a dial of older settings finished: look again
-		}
-		if d.fail != nil {
-			res := *d.fail
-			return nil, &res
-		}
-		if !d.sess.nc.IsClosed() {
-			return d.sess.js, nil
-		}
-	}
-}
-
-// runDial dials without holding c.mu.
-func (c *client) runDial(d *dialCall, conn *herald.Connection) {
-	s, err := c.connect(conn, d.key)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	defer close(d.done)
-	c.dial = nil
-	if err != nil {
-		res := dialFailure(c.name, err)
-		d.fail = &res
-		c.failures++
-		backoff := min(c.p.cfg.BackoffMin<<min(c.failures-1, 16), c.p.cfg.BackoffMax)
-		c.retryAt = time.Now().Add(backoff)
-		c.lastKey, c.lastErr = d.key, res
-		c.p.cfg.Logger.Warn("nats dial failed", "connection", c.name, "error", res.Message,
-			"failures", c.failures, "retry_after", backoff)
-		return
-	}
-	d.sess = s
-	if c.closed {
-		s.nc.Close()
-		return
-	}
-	if c.failures > 0 {
-		c.p.cfg.Logger.Info("nats connected again", "connection", c.name, "after_failures", c.failures)
-	}
-	c.failures, c.lastKey = 0, ""
-	if old := c.sess; old != nil {
-		go func() { _ = old.nc.Drain() }()
-	}
-	c.sess = s
-}
-
-func (c *client) connect(conn *herald.Connection, key string) (*session, error) {
-	logger := c.p.cfg.Logger
+// connect dials conn and opens its JetStream context.
+func connect(conn *herald.Connection, cfg Config) (*session, error) {
+	logger := cfg.Logger
 	opts := []nats.Option{
 		nats.Name("herald " + conn.Name),
-		nats.Timeout(c.p.cfg.DialTimeout),
+		nats.Timeout(cfg.DialTimeout),
 		// Once connected, the client reconnects by itself, forever, and
 		// does not buffer publishes meanwhile: attempts fail at once as
 		// connection and the tiers retry them.
@@ -356,7 +222,7 @@ func (c *client) connect(conn *herald.Connection, key string) (*session, error) 
 		nats.ReconnectHandler(func(*nats.Conn) { logger.Info("nats reconnected", "connection", conn.Name) }),
 	}
 	if conn.TLS != nil {
-		tc, err := tlsConfig(conn.TLS)
+		tc, err := destination.TLSConfig(conn.TLS)
 		if err != nil {
 			return nil, err
 		}
@@ -371,27 +237,7 @@ func (c *client) connect(conn *herald.Connection, key string) (*session, error) 
 		nc.Close()
 		return nil, err
 	}
-	return &session{key: key, nc: nc, js: js}, nil
-}
-
-func (c *client) close() {
-	c.mu.Lock()
-	c.closed = true
-	s := c.sess
-	c.sess = nil
-	c.mu.Unlock()
-	if s != nil {
-		s.nc.Close()
-	}
-}
-
-// connKey is what a session was dialled with: a change redials.
-func connKey(c *herald.Connection) string {
-	if c.TLS == nil {
-		return c.URL
-	}
-	t := c.TLS
-	return fmt.Sprintf("%s\x00%s\x00%s\x00%s\x00%s\x00%t", c.URL, t.CAFile, t.CertFile, t.KeyFile, t.ServerName, t.InsecureSkipVerify)
+	return &session{nc: nc, js: js}, nil
 }
 
 // dialFailure classifies a failed dial; the message never holds the URL
@@ -436,29 +282,4 @@ func isTLS(err error) bool {
 	)
 	return errors.As(err, &rh) || errors.As(err, &ae) || errors.As(err, &ve) ||
 		errors.As(err, &ua) || errors.As(err, &hn) || errors.As(err, &cie)
-}
-
-// tlsConfig builds the client TLS of a connection.
-func tlsConfig(t *herald.ConnectionTLS) (*tls.Config, error) {
-	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName,
-		InsecureSkipVerify: t.InsecureSkipVerify} //nolint:gosec // G402: an admin's explicit per-connection choice, documented as tests only
-	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("tls ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("tls ca_file %s holds no PEM certificate", t.CAFile)
-		}
-		tc.RootCAs = pool
-	}
-	if t.CertFile != "" || t.KeyFile != "" {
-		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("tls client certificate: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	return tc, nil
 }

@@ -4,14 +4,10 @@ import "time"
 
 // SetNow replaces p's clock.
 func SetNow(p *Publisher, now func() time.Time) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.now = now
+	p.pool.SetNow(now)
 }
 
 // Clients is the number of p's open clients.
 func Clients(p *Publisher) int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.clients)
+	return p.pool.Len()
 }

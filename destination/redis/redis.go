@@ -3,13 +3,11 @@ package redisdest
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -29,12 +27,10 @@ import (
 const (
 	dialTimeout = 5 * time.Second
 	ioTimeout   = 10 * time.Second
-	// idleClose closes a client no attempt used for this long (its
-	// connection was deleted or renamed, or its subscriptions went):
-	// longer than any attempt (herald.MaxTimeout), checked at most once a
-	// minute.
-	idleClose     = 10 * time.Minute
-	sweepInterval = time.Minute
+	// idleClose closes a client no attempt used for this long
+	// (destination.PoolConfig.IdleClose): longer than any attempt
+	// (herald.MaxTimeout).
+	idleClose = 10 * time.Minute
 	// maxMessageLen bounds Result.Message, as for webhooks.
 	maxMessageLen = 256
 )
@@ -50,22 +46,10 @@ type Config struct {
 // Publisher appends one stream entry per attempt. It implements
 // destination.Publisher and is safe for concurrent use.
 type Publisher struct {
-	conns  destination.Connections
-	logger *slog.Logger
-
-	mu        sync.Mutex
-	clients   map[string]*client // by connection name
-	closed    bool
-	lastSweep time.Time
-	now       func() time.Time // time.Now; tests move it
-}
-
-// client is the go-redis client of one connection, with the settings it was
-// built from.
-type client struct {
-	key      string
-	rdb      *redis.Client
-	lastUsed time.Time
+	conns destination.Connections
+	// pool holds the go-redis client of each connection (by name); a
+	// client dials by itself, so the pool's dial only builds it.
+	pool *destination.Pool[*redis.Client]
 }
 
 // New returns a Publisher resolving connections through cfg.Connections.
@@ -75,7 +59,25 @@ func New(cfg Config) *Publisher {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	setLogger.Do(func() { redis.SetLogger(clientLogger{logger}) })
-	return &Publisher{conns: cfg.Connections, logger: logger, clients: map[string]*client{}, now: time.Now}
+	return &Publisher{conns: cfg.Connections, pool: destination.NewPool(destination.PoolConfig[*redis.Client]{
+		Kind:   "redis",
+		Logger: logger,
+		Dial: func(conn *herald.Connection) (*redis.Client, error) {
+			opt, err := options(conn)
+			if err != nil {
+				return nil, err
+			}
+			return redis.NewClient(opt), nil
+		},
+		DialFailure: func(name string, err error) webhook.Result {
+			return webhook.Result{Class: herald.ErrorConnectionUnset, Message: fmt.Sprintf("connection %q: %s", name, err)}
+		},
+		// Attempts in flight on a replaced client fail as connection
+		// errors and are retried through the tiers on the new one.
+		Retire:        func(rdb *redis.Client) { _ = rdb.Close() },
+		IdleClose:     idleClose,
+		ClosedMessage: "redis publisher closed",
+	})}
 }
 
 // setLogger routes go-redis's own log lines (one per failed dial, by
@@ -92,22 +94,11 @@ func (l clientLogger) Printf(ctx context.Context, format string, v ...any) {
 }
 
 // Close closes every client. Sends after Close fail as connection errors.
-func (p *Publisher) Close() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.closed = true
-	for name, c := range p.clients {
-		_ = c.rdb.Close()
-		delete(p.clients, name)
-	}
-}
+func (p *Publisher) Close() { p.pool.Close() }
 
 // errAttemptTimeout is the cause of the per-attempt context, to tell our own
 // timeout from the caller's deadline or cancellation.
 var errAttemptTimeout = errors.New("attempt timeout")
-
-// errClosed is returned for sends after Close.
-var errClosed = errors.New("publisher closed")
 
 // Send implements destination.Publisher: one XADD.
 func (p *Publisher) Send(ctx context.Context, r *webhook.Request) webhook.Result {
@@ -135,20 +126,12 @@ func (p *Publisher) send(ctx context.Context, r *webhook.Request) webhook.Result
 	if fail != nil {
 		return *fail
 	}
-	rdb, err := p.client(conn)
-	if errors.Is(err, errClosed) {
-		return webhook.Result{Class: herald.ErrorConnection, Message: "redis publisher closed"}
-	}
-	if err != nil {
-		return webhook.Result{Class: herald.ErrorConnectionUnset,
-			Message: fmt.Sprintf("connection %q: %s", conn.Name, err)}
+	rdb, fail := p.pool.Get(ctx, conn)
+	if fail != nil {
+		return *fail
 	}
 
-	timeout := r.Timeout
-	if timeout <= 0 {
-		timeout = herald.DefaultTimeout
-	}
-	timeout = min(timeout, herald.MaxTimeout)
+	timeout := destination.Timeout(r)
 	ctx, cancel := context.WithTimeoutCause(ctx, timeout, errAttemptTimeout)
 	defer cancel()
 
@@ -182,55 +165,6 @@ func fields(r *webhook.Request, msg *destination.Message) []any {
 	return append(out, "body", msg.Body)
 }
 
-// client returns the connection's client, building it on first use and
-// replacing it when the URL or TLS settings changed.
-func (p *Publisher) client(conn *herald.Connection) (*redis.Client, error) {
-	key := conn.URL
-	if conn.TLS != nil {
-		key += fmt.Sprintf("\x00%+v", *conn.TLS)
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return nil, errClosed
-	}
-	now := p.now()
-	p.sweep(now)
-	if c := p.clients[conn.Name]; c != nil {
-		if c.key == key {
-			c.lastUsed = now
-			return c.rdb, nil
-		}
-		// Attempts in flight on the old client fail as connection errors
-		// and are retried through the tiers on the new one.
-		_ = c.rdb.Close()
-		delete(p.clients, conn.Name)
-		p.logger.Info("redis connection changed; reconnecting", "connection", conn.Name)
-	}
-	opt, err := options(conn)
-	if err != nil {
-		return nil, err
-	}
-	rdb := redis.NewClient(opt)
-	p.clients[conn.Name] = &client{key: key, rdb: rdb, lastUsed: now}
-	return rdb, nil
-}
-
-// sweep closes the clients unused for idleClose; p.mu is held.
-func (p *Publisher) sweep(now time.Time) {
-	if now.Sub(p.lastSweep) < sweepInterval {
-		return
-	}
-	p.lastSweep = now
-	for name, c := range p.clients {
-		if now.Sub(c.lastUsed) >= idleClose {
-			_ = c.rdb.Close()
-			delete(p.clients, name)
-			p.logger.Info("redis connection unused; closed", "connection", name, "idle", idleClose)
-		}
-	}
-}
-
 // options builds the client options of conn.
 func options(conn *herald.Connection) (*redis.Options, error) {
 	opt, err := redis.ParseURL(conn.URL)
@@ -255,7 +189,7 @@ func options(conn *herald.Connection) (*redis.Options, error) {
 		if opt.TLSConfig == nil {
 			opt.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 		}
-		if err := applyTLS(opt.TLSConfig, conn.TLS); err != nil {
+		if err := destination.ApplyTLS(opt.TLSConfig, conn.TLS); err != nil {
 			return nil, err
 		}
 		if opt.TLSConfig.ServerName == "" {
@@ -263,33 +197,6 @@ func options(conn *herald.Connection) (*redis.Options, error) {
 		}
 	}
 	return opt, nil
-}
-
-// applyTLS sets the client side of TLS from t.
-func applyTLS(c *tls.Config, t *herald.ConnectionTLS) error {
-	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
-		if err != nil {
-			return fmt.Errorf("reading tls.ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return errors.New("tls.ca_file holds no PEM certificate")
-		}
-		c.RootCAs = pool
-	}
-	if t.CertFile != "" || t.KeyFile != "" {
-		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-		if err != nil {
-			return fmt.Errorf("loading tls client certificate: %w", err)
-		}
-		c.Certificates = []tls.Certificate{cert}
-	}
-	if t.ServerName != "" {
-		c.ServerName = t.ServerName
-	}
-	c.InsecureSkipVerify = t.InsecureSkipVerify
-	return nil
 }
 
 // classify maps an XADD error to a failure class and a one-line message.

@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/destination"
+	"github.com/heraldhq/herald/destination/desttest"
 	redisdest "github.com/heraldhq/herald/destination/redis"
 	"github.com/heraldhq/herald/webhook"
 )
@@ -237,52 +237,14 @@ func TestInvalidDestinations(t *testing.T) {
 	require.Equal(t, herald.ErrorConnection, res.Class)
 }
 
-// holdingServer accepts connections and never answers until release; it
-// reports each accepted connection on accepted.
-type holdingServer struct {
-	addr     string
-	accepted chan struct{}
-	release  func()
-}
-
-func newHoldingServer(t *testing.T) *holdingServer {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	s := &holdingServer{addr: ln.Addr().String(), accepted: make(chan struct{}, 16)}
-	var mu sync.Mutex
-	var held []net.Conn
-	s.release = func() {
-		_ = ln.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range held {
-			_ = c.Close()
-		}
-	}
-	t.Cleanup(s.release)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			held = append(held, c)
-			mu.Unlock()
-			s.accepted <- struct{}{}
-		}
-	}()
-	return s
-}
-
 // An attempt stuck on a Redis that does not answer holds no other
 // connection's attempts: they complete while it waits, and it ends as a
 // connection error when the server goes away.
 func TestStuckRedisDoesNotHoldOthers(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	silent := newHoldingServer(t)
-	h.conns.Put(&herald.Connection{Name: "silent", Type: herald.DestinationRedis, URL: "redis://" + silent.addr + "/0", AllTenants: true})
+	silent := desttest.NewHoldingServer(t)
+	h.conns.Put(&herald.Connection{Name: "silent", Type: herald.DestinationRedis, URL: "redis://" + silent.Addr + "/0", AllTenants: true})
 	p := h.Publisher(t)
 
 	done := make(chan webhook.Result, 1)
@@ -292,7 +254,7 @@ func TestStuckRedisDoesNotHoldOthers(t *testing.T) {
 		done <- p.Send(context.Background(), r)
 	}()
 	select {
-	case <-silent.accepted:
+	case <-silent.Accepted:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the stuck attempt never connected")
 	}
@@ -307,7 +269,7 @@ func TestStuckRedisDoesNotHoldOthers(t *testing.T) {
 		t.Fatalf("the stuck attempt ended before the others were sent: %s %s", res.Class, res.Message)
 	default:
 	}
-	silent.release()
+	silent.Release()
 	res := <-done
 	require.Equal(t, herald.ErrorConnection, res.Class, res.Message)
 }

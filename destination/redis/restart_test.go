@@ -6,7 +6,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,34 +23,6 @@ func startRedis(t *testing.T, port string) {
 	cmd.Dir = os.TempDir()
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "starting redis-server: %s", out)
-}
-
-// collector reads a Consumer on its own goroutine until ctx ends.
-type collector struct {
-	mu   sync.Mutex
-	msgs []*desttest.Received
-}
-
-func collect(ctx context.Context, c desttest.Consumer) *collector {
-	col := &collector{}
-	go func() {
-		for {
-			m, err := c.Next(ctx)
-			if err != nil {
-				return
-			}
-			col.mu.Lock()
-			col.msgs = append(col.msgs, m)
-			col.mu.Unlock()
-		}
-	}()
-	return col
-}
-
-func (c *collector) received() []*desttest.Received {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]*desttest.Received(nil), c.msgs...)
 }
 
 // TestRedisRestartMidStream publishes a steady stream of events through a
@@ -83,7 +54,7 @@ func TestRedisRestartMidStream(t *testing.T) {
 	sub := rig.Subscribe(t, d, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	col := collect(ctx, c)
+	col := desttest.Collect(ctx, c)
 
 	const batches, perBatch = 30, 10
 	for b := range batches {
@@ -101,7 +72,7 @@ func TestRedisRestartMidStream(t *testing.T) {
 			// test checks that herald retries each until it lands.
 			require.NoError(t, h.rdb.Do(context.Background(), "CLIENT", "PAUSE", "5000", "WRITE").Err())
 			length := h.rdb.XLen(context.Background(), d.Stream).Val()
-			require.Eventually(t, func() bool { return int64(len(col.received())) >= length }, 5*time.Second, time.Millisecond)
+			require.Eventually(t, func() bool { return int64(len(col.Received())) >= length }, 5*time.Second, time.Millisecond)
 			out, err := exec.Command("redis-cli", "-p", port, "shutdown", "nosave").CombinedOutput()
 			t.Logf("redis-cli shutdown nosave after %d entries: %v %s", length, err, out)
 			require.Eventually(t, func() bool { return testbroker.WaitUp(addr, 0) != nil }, 10*time.Second, 10*time.Millisecond, "redis did not stop")
@@ -114,19 +85,9 @@ func TestRedisRestartMidStream(t *testing.T) {
 		time.Sleep(20 * time.Millisecond) // the stream's pace, not a wait for work
 	}
 	const n = batches * perBatch
-	retried := 0
-	for _, dl := range rig.Finished(t, sub.ID, n, 3*time.Minute) {
-		require.Equal(t, herald.DeliveryDelivered, dl.State, "delivery %s: %s %s", dl.ID, dl.LastError, dl.LastMessage)
-		if dl.AttemptCount > 1 {
-			retried++
-		}
-	}
+	retried := rig.AllDelivered(t, sub.ID, n, 3*time.Minute)
 	t.Logf("failed attempts during the outage, by class: %v", rig.FailedAttempts(t, sub.ID))
-	require.Eventually(t, func() bool {
-		distinct, _ := desttest.Distinct(col.received())
-		return distinct == n
-	}, time.Minute, 20*time.Millisecond, "every delivered event reaches the consumer")
-	msgs := col.received()
+	msgs := col.AwaitDistinct(t, n, time.Minute)
 	distinct, dups := desttest.Distinct(msgs)
 	t.Logf("redis restart: %d events, %d entries read, %d distinct webhook-ids, %d duplicated ids %v (Redis has no dedupe), %d deliveries retried",
 		n, len(msgs), distinct, len(dups), dups, retried)
