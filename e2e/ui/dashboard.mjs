@@ -530,6 +530,17 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
   await nav('Overview').click();
   await page.locator('svg.chart').nth(2).waitFor();
   assert(await page.locator('svg.chart').count() === 3, 'three charts');
+  // The Pending card names how late the oldest *due* delivery is, and
+  // says so when nothing is due (work waiting for a retry tier is not late).
+  // (The page refreshes itself; the figures may move between two reads.)
+  await until('the Pending card to describe the queue', async () => {
+    const st = await apiCall('GET', '/v1/stats');
+    const pending = st.tiers.reduce((a, t) => a + t.pending, 0);
+    const due = st.tiers.reduce((a, t) => a + t.due, 0);
+    const extra = await page.locator('.card', { hasText: 'Pending' }).locator('.card-extra').textContent();
+    log(`Pending card: ${extra} (pending ${pending}, due ${due})`);
+    return pending === 0 ? extra === 'none' : due > 0 ? extra.startsWith('oldest due ') : extra.startsWith('none due');
+  }, 15000);
   await page.locator('[data-tenants]').getByText('acme').waitFor();
   await until('the charts to draw lines', async () => (await page.locator('svg.chart path.line').count()) >= 2, 30000, 1000);
   // This node started minutes ago: the hour before is "no data", not 0.

@@ -63,16 +63,21 @@ export async function render(main) {
     const pending = stats.tiers.reduce((a, t) => a + t.pending, 0);
     const inflight = stats.tiers.reduce((a, t) => a + t.in_flight, 0);
     const oldest = Math.max(0, ...stats.tiers.map((t) => t.oldest_pending_age_s || 0));
+    const due = stats.tiers.reduce((a, t) => a + (t.due || 0), 0);
+    // oldest_pending_age_s counts due deliveries only (how late the oldest
+    // is): pending work that waits for its retry tier is not late, and
+    // "oldest 0 s" beside 35 pending read as a stuck figure (issue 24).
+    const pendingExtra = !pending ? 'none' : due ? 'oldest due ' + fmtAge(oldest) : 'none due: ' + (pending === 1 ? 'it waits' : 'they wait') + ' for a retry tier';
     const card = (label, value, extra, cls) => h('div', { class: 'card ' + (cls || '') }, h('div', { class: 'card-label' }, label), h('div', { class: 'card-value' }, value), extra ? h('div', { class: 'card-extra' }, extra) : null);
     replace(cards,
-      card('Pending', fmtNum(pending), 'oldest ' + fmtAge(oldest)),
+      card('Pending', fmtNum(pending), pendingExtra),
       card('In flight', fmtNum(inflight)),
       card('Delivered', fmtNum(stats.delivered_total), 'in total'),
       card('Dead letters', fmtNum(stats.dead), stats.dead ? link('dead-letters', 'Review and redrive') : 'none', stats.dead ? 'bad' : ''),
       card('Throttled', fmtNum(stats.throttled ?? 0), 'due, held by a rate limit or cap', stats.throttled ? 'warn' : ''));
 
     replace(tiers, h('div', { class: 'table-wrap stack', 'data-tiers': '' }, h('table', { class: 'num' },
-      h('thead', {}, h('tr', {}, ['Tier', 'Delay', 'Pending', 'Due', 'Held', 'In flight', 'Oldest pending'].map((t) => h('th', { scope: 'col' }, t)))),
+      h('thead', {}, h('tr', {}, ['Tier', 'Delay', 'Pending', 'Due', 'Held', 'In flight', 'Oldest due'].map((t) => h('th', { scope: 'col' }, t)))),
       h('tbody', {}, stats.tiers.map((t) => h('tr', {},
         h('td', { 'data-label': 'Tier' }, String(t.tier), t.removed ? h('span', { class: 'badge muted' }, 'removed') : null),
         h('td', { 'data-label': 'Delay' }, t.delay ?? '—'),
@@ -80,7 +85,7 @@ export async function render(main) {
         h('td', { 'data-label': 'Due' }, fmtNum(t.due)),
         h('td', { 'data-label': 'Held' }, fmtNum(t.held)),
         h('td', { 'data-label': 'In flight' }, fmtNum(t.in_flight)),
-        h('td', { 'data-label': 'Oldest pending' }, fmtAge(t.oldest_pending_age_s))))))));
+        h('td', { 'data-label': 'Oldest due' }, t.due ? fmtAge(t.oldest_pending_age_s) : '—')))))));
 
     last = hist;
     drawCharts(hist);
