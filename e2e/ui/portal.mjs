@@ -135,12 +135,17 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
   // The operator's tenant column, filter and form fields stay out of the portal.
   const headers = await page.locator('main th').allTextContents();
   assert(!headers.includes('Tenant') && await page.locator('[data-tenant-filter], [data-tenant]').count() === 0, 'tenant column or filter in the portal: ' + headers.join('|'));
+  // The home's title is the brand once, not "Example Corp · Example Corp".
+  assert(await page.title() === 'Example Corp', 'portal home title: ' + await page.title());
   await shot(page, '01-portal-subscriptions');
 
   begin('create a subscription; its secret is shown once, then revealed');
   await page.getByRole('link', { name: 'New subscription' }).click();
   await page.getByLabel('Endpoint URL').fill(RECEIVER + '/hook');
   assert(await page.locator('input[name=tenant], input[name=all_tenants]').count() === 0, 'tenant fields in the portal form');
+  // Customers see no server flags or herald's reserved-header rules.
+  const formText = await page.locator('main form').textContent();
+  assert(!/--dev|--allow-private|herald-\*/.test(formText), 'operator text in the portal form: ' + formText);
   await page.getByLabel('Description').fill('Acme billing');
   await page.getByRole('button', { name: 'Create subscription' }).click();
   await page.locator('.secret-box [data-secret]').waitFor();

@@ -221,7 +221,9 @@ async function route() {
     if (!m) continue;
     const label = NAV.find(([p]) => p === section);
     const site = PORTAL ? ((getTheme() || {}).name || 'Webhooks') : 'herald';
-    document.title = (label ? label[1] : site) + ' · ' + site;
+    // The portal's home (its subscriptions) has no nav label of its own:
+    // the brand alone, not "Example Corp · Example Corp" (issue 24).
+    document.title = label ? label[1] + ' · ' + site : site;
     try {
       const c = await render(main, { params, args: m.slice(1).map(decodeURIComponent) });
       if (typeof c === 'function') {

@@ -271,7 +271,8 @@ function subscriptionForm(s, submit) {
   // One group of fields per type; only the chosen type's group shows.
   const groups = {
     webhook: h('div', { class: 'dest-group wide form-grid', 'data-dest': 'webhook' },
-      field('Endpoint URL', url, 'http or https; loopback and private addresses need --dev / --allow-private.'),
+      // The portal's users are the operator's customers: no server flags.
+      field('Endpoint URL', url, PORTAL ? 'The https URL of your endpoint; herald signs every request.' : 'http or https; loopback and private addresses need --dev / --allow-private.'),
       field('Method', method)),
     webpush: h('div', { class: 'dest-group wide form-grid', 'data-dest': 'webpush' },
       h('div', { class: 'field wide' }, h('label', { for: 'f-push-sub' }, 'PushSubscription (JSON)'), Object.assign(pushSub, { id: 'f-push-sub' }),
@@ -421,7 +422,7 @@ function subscriptionForm(s, submit) {
     field('Requests', rlMax), field('per seconds', rlPer), h('small', { class: 'hint' }, 'Empty: no rate limit.')),
   field('Max in flight', maxInFlight, '0: no cap on concurrent requests.'),
   field('Timeout (ms)', timeout, '1–300000; default 10000. For a broker: how long to wait for its acknowledgement.'),
-  field('Extra headers', headers, 'Webhooks only. One "name: value" per line; webhook-*, herald-* and hop-by-hop headers are reserved.'),
+  field('Extra headers', headers, PORTAL ? 'Webhooks only. One "name: value" per line, sent with every request.' : 'Webhooks only. One "name: value" per line; webhook-*, herald-* and hop-by-hop headers are reserved.'),
   field('State', state),
   h('div', { class: 'wide' }, errSlot, h('button', { type: 'submit' }, s ? 'Save changes' : 'Create subscription')));
   showDest();
