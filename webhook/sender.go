@@ -515,7 +515,7 @@ func classifyError(ctx context.Context, err error, timeout time.Duration) (heral
 	if errors.As(err, &dnsErr) {
 		return herald.ErrorDNS, "DNS lookup of " + dnsErr.Name + " failed: " + dnsErr.Err
 	}
-	if isTLSError(err) {
+	if IsTLSError(err) {
 		m := innerMessage(err)
 		if !strings.HasPrefix(m, "tls: ") {
 			m = "tls: " + m
@@ -537,24 +537,28 @@ func classifyError(ctx context.Context, err error, timeout time.Duration) (heral
 	return herald.ErrorConnection, innerMessage(err)
 }
 
-// isTLSError reports handshake and certificate failures.
-func isTLSError(err error) bool {
+// IsTLSError reports handshake and certificate failures, whoever dialled:
+// the webhook Sender and the broker destinations (package destination)
+// classify them as herald.ErrorTLS through this one function.
+func IsTLSError(err error) bool {
 	var (
 		recErr   tls.RecordHeaderError
 		alert    tls.AlertError
+		alertPtr *tls.AlertError
 		verify   *tls.CertificateVerificationError
 		unknown  x509.UnknownAuthorityError
 		hostname x509.HostnameError
 		invalid  x509.CertificateInvalidError
 	)
-	if errors.As(err, &recErr) || errors.As(err, &alert) || errors.As(err, &verify) ||
+	if errors.As(err, &recErr) || errors.As(err, &alert) || errors.As(err, &alertPtr) || errors.As(err, &verify) ||
 		errors.As(err, &unknown) || errors.As(err, &hostname) || errors.As(err, &invalid) {
 		return true
 	}
 	// crypto/tls reports many handshake failures as plain errors whose text
-	// starts with "tls: "; net/http says so for plain HTTP on an https URL.
+	// starts with "tls: "; broker clients wrap them ("…: tls: …"); net/http
+	// says so for plain HTTP on an https URL.
 	m := innerMessage(err)
-	return strings.HasPrefix(m, "tls: ") || strings.Contains(m, "HTTP response to HTTPS client")
+	return strings.HasPrefix(m, "tls: ") || strings.Contains(m, ": tls: ") || strings.Contains(m, "HTTP response to HTTPS client")
 }
 
 // innerMessage is err's text without the *url.Error wrapper (method and

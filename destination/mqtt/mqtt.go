@@ -387,23 +387,12 @@ func connectClass(err error) herald.ErrorClass {
 		return herald.ErrorBroker
 	case errors.As(err, &dnsErr):
 		return herald.ErrorDNS
-	case isTLSError(err):
+	case webhook.IsTLSError(err):
 		return herald.ErrorTLS
 	case errors.As(err, &ne) && ne.Timeout():
 		return herald.ErrorTimeout
 	}
 	return herald.ErrorConnection
-}
-
-// isTLSError reports handshake and certificate failures.
-func isTLSError(err error) bool {
-	var (
-		rec    tls.RecordHeaderError
-		alert  tls.AlertError
-		verify *tls.CertificateVerificationError
-	)
-	return errors.As(err, &rec) || errors.As(err, &alert) || errors.As(err, &verify) ||
-		strings.Contains(err.Error(), "tls: ")
 }
 
 // close disconnects, waiting up to closeTimeout.

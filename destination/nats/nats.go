@@ -2,8 +2,6 @@ package natsdest
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -253,7 +251,7 @@ func dialFailure(name string, err error) webhook.Result {
 	case errors.Is(err, nats.ErrAuthorization), errors.Is(err, nats.ErrAuthExpired):
 		return webhook.Result{Class: herald.ErrorConnection,
 			Message: fmt.Sprintf("connection %q: the server refused the credentials", name)}
-	case isTLS(err):
+	case webhook.IsTLSError(err):
 		return webhook.Result{Class: herald.ErrorTLS,
 			Message: herald.CleanLine(fmt.Sprintf("connection %q: tls: %s", name, err.Error()), 256)}
 	case errors.As(err, &oe) && oe.Err != nil:
@@ -269,17 +267,4 @@ func dialFailure(name string, err error) webhook.Result {
 	}
 	return webhook.Result{Class: herald.ErrorConnection,
 		Message: herald.CleanLine(fmt.Sprintf("connection %q: %s", name, msg), 256)}
-}
-
-func isTLS(err error) bool {
-	var (
-		rh  tls.RecordHeaderError
-		ae  *tls.AlertError
-		ve  *tls.CertificateVerificationError
-		ua  x509.UnknownAuthorityError
-		hn  x509.HostnameError
-		cie x509.CertificateInvalidError
-	)
-	return errors.As(err, &rh) || errors.As(err, &ae) || errors.As(err, &ve) ||
-		errors.As(err, &ua) || errors.As(err, &hn) || errors.As(err, &cie)
 }

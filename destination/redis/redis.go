@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"sort"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -232,7 +231,7 @@ func classify(ctx context.Context, err error, timeout time.Duration) (herald.Err
 		return herald.ErrorConnection, "redis client closed"
 	case errors.As(err, &dnsErr):
 		return herald.ErrorDNS, "DNS lookup of " + dnsErr.Name + " failed: " + dnsErr.Err
-	case isTLSError(err):
+	case webhook.IsTLSError(err):
 		return herald.ErrorTLS, "redis: " + err.Error()
 	case errors.As(err, &ne) && ne.Timeout():
 		return herald.ErrorTimeout, "redis: timed out: " + err.Error()
@@ -244,15 +243,4 @@ func classify(ctx context.Context, err error, timeout time.Duration) (herald.Err
 		return herald.ErrorConnection, "redis: connection closed before the reply"
 	}
 	return herald.ErrorConnection, "redis: " + err.Error()
-}
-
-// isTLSError reports handshake and certificate failures.
-func isTLSError(err error) bool {
-	var (
-		rec    tls.RecordHeaderError
-		alert  tls.AlertError
-		verify *tls.CertificateVerificationError
-	)
-	return errors.As(err, &rec) || errors.As(err, &alert) || errors.As(err, &verify) ||
-		strings.HasPrefix(err.Error(), "tls: ")
 }
