@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -35,45 +34,19 @@ func runEngine(t *testing.T, h Harness, pub destination.Publisher) {
 type Rig struct {
 	Store  store.Store
 	Engine *delivery.Engine
-	routes *routingStore
-}
-
-// routingStore is the store as the engine sees it, with each claimed
-// subscription's Destination set from the rig's table (SetDestination):
-// the suite moves a subscription between a failing and a working
-// destination (Redrive) without depending on how a store backend persists
-// destinations. Everything else is the real store.
-type routingStore struct {
-	store.Store
-	mu    sync.RWMutex
-	dests map[string]herald.Destination
-}
-
-func (s *routingStore) DeliveryClaim(ctx context.Context, p *store.DeliveryClaimParams) ([]*store.ClaimedDelivery, error) {
-	cs, err := s.Store.DeliveryClaim(ctx, p)
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	for _, c := range cs {
-		if d, ok := s.dests[c.Subscription.ID]; ok {
-			sub := *c.Subscription
-			sub.Destination = d
-			c.Subscription = &sub
-		}
-	}
-	return cs, err
 }
 
 // NewRig starts an engine with tiers (the retry delays: tiers[0] is the
 // first attempt's) on a fresh SQLite store; it stops on cleanup.
 func NewRig(t *testing.T, typ herald.DestinationType, pub destination.Publisher, tiers delivery.Tiers) *Rig {
 	t.Helper()
-	rs := &routingStore{Store: testdb.SQLite(t), dests: map[string]herald.Destination{}}
+	st := testdb.SQLite(t)
 	sender := webhook.NewSender(webhook.Config{})
 	t.Cleanup(sender.Close)
 	router := destination.NewRouter(sender)
 	router.Register(typ, pub)
 	engine := delivery.New(delivery.Config{
-		Store:             rs,
+		Store:             st,
 		Sender:            router,
 		Tiers:             tiers,
 		Workers:           8,
@@ -84,26 +57,16 @@ func NewRig(t *testing.T, typ herald.DestinationType, pub destination.Publisher,
 	})
 	engine.Start()
 	t.Cleanup(engine.Stop)
-	return &Rig{Store: rs, Engine: engine, routes: rs}
+	return &Rig{Store: st, Engine: engine}
 }
 
 // Subscribe creates a subscription to every event type delivering to d,
-// edited by edit (nil: none). A broker destination's connection is
-// created in the rig's store first when absent, as the store refuses a
-// subscription naming a connection it does not hold; the row only
-// satisfies that check (its URL is a placeholder): the publisher under
-// test resolves connections through the Connections it was built with.
+// edited by edit (nil: none). The destination is stored like any other
+// and reaches the engine through its claims.
 func (r *Rig) Subscribe(t *testing.T, d herald.Destination, edit func(*herald.Subscription)) *herald.Subscription {
 	t.Helper()
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	if d.Connection != "" {
-		_, err := r.Store.ConnectionCreate(context.Background(), &store.ConnectionCreateParams{Connection: &herald.Connection{
-			Name: d.Connection, Type: d.Type, URL: string(d.Type) + "://desttest.invalid/", AllTenants: true,
-			CreatedAt: now, UpdatedAt: now}})
-		if !errors.Is(err, herald.ErrConflict) {
-			require.NoError(t, err)
-		}
-	}
+	r.ensureConnection(t, d, now)
 	sub := &herald.Subscription{
 		ID: herald.NewID(herald.PrefixSubscription), Destination: d,
 		Headers: map[string]string{}, Ordering: herald.OrderingNone, TimeoutMS: 10_000,
@@ -114,15 +77,40 @@ func (r *Rig) Subscribe(t *testing.T, d herald.Destination, edit func(*herald.Su
 	}
 	created, err := r.Store.SubscriptionCreate(context.Background(), &store.SubscriptionCreateParams{Subscription: sub, Secret: TestSecret, Now: now})
 	require.NoError(t, err)
-	r.SetDestination(created.ID, d)
 	return created
 }
 
-// SetDestination makes subID's next attempts go to d.
-func (r *Rig) SetDestination(subID string, d herald.Destination) {
-	r.routes.mu.Lock()
-	defer r.routes.mu.Unlock()
-	r.routes.dests[subID] = d
+// SetDestination makes subID's next attempts go to d, as an operator's
+// PATCH does: through the store.
+func (r *Rig) SetDestination(t *testing.T, subID string, d herald.Destination) {
+	t.Helper()
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	r.ensureConnection(t, d, now)
+	sub, err := r.Store.SubscriptionGet(ctx, subID)
+	require.NoError(t, err)
+	sub.Destination = d
+	sub.UpdatedAt = now
+	_, err = r.Store.SubscriptionUpdate(ctx, &store.SubscriptionUpdateParams{Subscription: sub, Now: now})
+	require.NoError(t, err)
+}
+
+// ensureConnection creates a broker destination's connection in the rig's
+// store when absent, as the store refuses a subscription naming a
+// connection it does not hold. The row only satisfies that check (its URL
+// is a placeholder): the publisher under test resolves connections
+// through the Connections it was built with.
+func (r *Rig) ensureConnection(t *testing.T, d herald.Destination, now time.Time) {
+	t.Helper()
+	if d.Connection == "" {
+		return
+	}
+	_, err := r.Store.ConnectionCreate(context.Background(), &store.ConnectionCreateParams{Connection: &herald.Connection{
+		Name: d.Connection, Type: d.Type, URL: string(d.Type) + "://desttest.invalid/", AllTenants: true,
+		CreatedAt: now, UpdatedAt: now}})
+	if !errors.Is(err, herald.ErrConflict) {
+		require.NoError(t, err)
+	}
 }
 
 // Event is one event the rig publishes.
@@ -270,7 +258,7 @@ func testRedrive(t *testing.T, h Harness, pub destination.Publisher) {
 	require.Equal(t, herald.DeliveryDead, dl.State)
 
 	// The operator fixes the destination and redrives the dead letters.
-	rig.SetDestination(sub.ID, good)
+	rig.SetDestination(t, sub.ID, good)
 	n, err := rig.Store.DeadLetterRedrive(context.Background(), &store.DeadLetterRedriveParams{SubscriptionID: sub.ID, Now: time.Now().UTC()})
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
