@@ -55,8 +55,17 @@ func (r *Router) Send(ctx context.Context, req *webhook.Request) webhook.Result 
 		return webhook.Result{Class: herald.ErrorInvalidRequest,
 			Message: fmt.Sprintf("destination type %q is not available on this node", t)}
 	}
-	return p.Send(ctx, req)
+	res := p.Send(ctx, req)
+	// Messages and excerpts quote what a broker or push service said; they
+	// are stored as attempt text, so every type's are cleaned here, once,
+	// as the webhook Sender cleans its own (valid UTF-8, no NUL, bounded).
+	res.Message = herald.CleanLine(res.Message, MaxMessageLen)
+	res.Excerpt = herald.CleanText(res.Excerpt, herald.ResponseExcerptLimit)
+	return res
 }
+
+// MaxMessageLen bounds Result.Message, as the webhook Sender does.
+const MaxMessageLen = 256
 
 // Close closes every registered publisher.
 func (r *Router) Close() {
