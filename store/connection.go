@@ -80,9 +80,15 @@ type ConnectionInUseError struct {
 	Name string
 	// SubscriptionID is one subscription using it (the smallest id).
 	SubscriptionID string
+	// SourceName, when SubscriptionID is "", is a source using it (the
+	// smallest name).
+	SourceName string
 }
 
 func (e *ConnectionInUseError) Error() string {
+	if e.SubscriptionID == "" && e.SourceName != "" {
+		return SourceInUseMessage(e.Name, e.SourceName)
+	}
 	return fmt.Sprintf("connection %q is used by subscription %s; delete that subscription or change its destination first",
 		e.Name, e.SubscriptionID)
 }

@@ -86,6 +86,8 @@ type Store interface {
 	// refuse (ErrConnectionMissing) a destination naming a connection that
 	// does not exist.
 	ConnectionStore
+	// SourceStore keeps the operator-owned broker sources (store/source.go).
+	SourceStore
 
 	// EventInsertMany stores events and their deliveries in ONE transaction:
 	// either all of it commits or nothing does. An event whose key (EventKey:
