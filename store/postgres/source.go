@@ -24,7 +24,7 @@ func (s *Store) SourceUpdate(ctx context.Context, params *store.SourceUpdatePara
 	return nil, errSourcesTODO
 }
 func (s *Store) SourceDelete(ctx context.Context, name string) error { return errSourcesTODO }
-func (s *Store) SourcesVersion(ctx context.Context) (int64, error)  { return 0, errSourcesTODO }
+func (s *Store) SourcesVersion(ctx context.Context) (int64, error)   { return 0, errSourcesTODO }
 func (s *Store) SourceReport(ctx context.Context, params *store.SourceReportParams) error {
 	return errSourcesTODO
 }
