@@ -61,11 +61,12 @@ async function listSources() {
   return all;
 }
 
+// flags are a source's enabled and ordered settings as badges (one
+// element: a stacked table cell is a two-column grid).
 function flags(s) {
-  return [
+  return h('span', {},
     s.enabled ? badge('enabled') : badge('disabled'),
-    s.ordered ? [' ', h('span', { class: 'badge info', title: 'One node at a time consumes, in broker order' }, 'ordered')] : null,
-  ];
+    s.ordered ? [' ', h('span', { class: 'badge info', title: 'One node at a time consumes, in broker order' }, 'ordered')] : null);
 }
 
 export async function renderList(main) {
@@ -89,13 +90,13 @@ export async function renderList(main) {
       if (stopped) return;
       replace(errSlot);
       replace(body, table([
-        { title: 'Name', cell: (s) => link('sources/' + encodeURIComponent(s.name), h('code', {}, s.name)) },
-        { title: 'Type', cell: (s) => s.type },
+        { title: 'Name', class: 'word', cell: (s) => link('sources/' + encodeURIComponent(s.name), h('code', {}, s.name)) },
+        { title: 'Type', class: 'word', cell: (s) => s.type },
         { title: 'Connection', cell: (s) => h('code', { class: 'clip' }, s.connection) },
         { title: 'Reads from', cell: (s) => h('span', { class: 'mono small wrap' }, whereText(s)) },
         { title: 'Tenant', cell: (s) => tenantCell(s.tenant) },
         { title: 'Settings', cell: flags },
-        { title: 'State', cell: (s) => (s.status ? [badge(s.status.state), s.status.last_error ? h('div', { class: 'muted small clip', title: s.status.last_error }, s.status.last_error) : null] : '—') },
+        { title: 'State', cell: (s) => (s.status ? h('div', { 'data-state': s.status.state }, badge(s.status.state), s.status.last_error ? h('div', { class: 'muted small clip', title: s.status.last_error }, s.status.last_error) : null) : '—') },
         { title: 'Consumed', class: 'r', cell: (s) => (s.status ? fmtNum(s.status.consumed) : '—') },
         { title: 'Rejected', class: 'r', cell: (s) => (s.status ? h('span', { class: s.status.rejected ? 'status bad' : '' }, fmtNum(s.status.rejected)) : '—') },
       ], withStatus, [h('p', {}, 'No sources yet.'),
@@ -151,7 +152,7 @@ export async function renderDetail(main, { args: [name] }) {
       h('span', { class: 'mono small' }, ' · ' + whereText(s)),
       s.tenant ? [' · tenant ', tenantCell(s.tenant)] : null,
       h('span', { class: 'muted' }, ' · created ' + fmtTime(s.created_at) + ' · updated ' + fmtTime(s.updated_at))),
-    saved ? notice('Source ' + s.name + ' saved.') : null,
+    h('div', {}, saved ? notice('Source ' + s.name + ' saved.') : null),
     h('div', { class: 'actions' },
       s.enabled
         ? act('Disable', 'secondary', async () => { await api('PATCH', path, { enabled: false }); reload(); })
@@ -225,8 +226,8 @@ function statusView(st) {
     st.last_error ? h('div', { class: 'error', role: 'status', 'data-last-error': '' }, h('strong', {}, 'last error'), ': ', st.last_error) : null,
     h('h3', { class: 'sub-head' }, 'Nodes'),
     table([
-      { title: 'Node', cell: (n) => h('code', {}, n.node) },
-      { title: 'State', cell: (n) => badge(n.state) },
+      { title: 'Node', class: 'word', cell: (n) => h('code', {}, n.node) },
+      { title: 'State', class: 'word', cell: (n) => badge(n.state) },
       { title: 'Consumed', class: 'r', cell: (n) => fmtNum(n.consumed) },
       { title: 'Duplicates', class: 'r', cell: (n) => fmtNum(n.duplicates) },
       { title: 'Rejected', class: 'r', cell: (n) => fmtNum(n.rejected) },
@@ -238,8 +239,8 @@ function statusView(st) {
     h('p', { class: 'muted small' }, 'The newest of the messages that could not become events (kept: the last 100). They were not requeued: RabbitMQ dead-letters them through the queue\'s own dead-letter exchange, JetStream terminates them, Redis copies them to <stream>:rejected.'),
     table([
       { title: 'At', cell: (r) => timeCell(r.at) },
-      { title: 'Reason', cell: (r) => h('code', { 'data-reason': r.reason }, r.reason) },
-      { title: 'Message', cell: (r) => [h('div', {}, r.message), r.message_id ? h('div', { class: 'muted small' }, 'message id ', h('code', {}, r.message_id)) : null, r.node ? h('div', { class: 'muted small' }, 'node ', r.node) : null] },
+      { title: 'Reason', class: 'word', cell: (r) => h('code', { 'data-reason': r.reason }, r.reason) },
+      { title: 'Message', cell: (r) => h('div', {}, h('div', {}, r.message), r.message_id ? h('div', { class: 'muted small' }, 'message id ', h('code', {}, r.message_id)) : null, r.node ? h('div', { class: 'muted small' }, 'node ', r.node) : null) },
       { title: 'Excerpt', cell: (r) => (r.excerpt ? h('code', { class: 'excerpt' }, r.excerpt) : h('span', { class: 'muted' }, '—')) },
     ], st.recent_rejects || [], [h('p', {}, 'No message rejected.')]),
   ];
@@ -285,7 +286,7 @@ function sourceForm(s, submit) {
 
   const mapInput = (k, placeholder) => h('input', { type: 'text', name: 'mapping_' + k, value: m[k] || '', class: 'mono', placeholder, spellcheck: 'false' });
   const mapping = {
-    id: mapInput('id', ''),
+    id: mapInput('id', 'message_id'),
     type: mapInput('type', ''),
     key: mapInput('key', 'body.order_id'),
     version: mapInput('version', 'body.revision'),
