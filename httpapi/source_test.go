@@ -179,8 +179,12 @@ func TestSourceValidation(t *testing.T) {
 			}
 			return body
 		}
-		good := func(mods obj) obj { return with(obj{"name": "s1", "type": "amqp", "connection": "rabbit", "queue": "q"}, mods) }
-		nats := func(mods obj) obj { return with(good(obj{"type": "nats", "connection": "bus", "queue": nil, "stream": "S"}), mods) }
+		good := func(mods obj) obj {
+			return with(obj{"name": "s1", "type": "amqp", "connection": "rabbit", "queue": "q"}, mods)
+		}
+		nats := func(mods obj) obj {
+			return with(good(obj{"type": "nats", "connection": "bus", "queue": nil, "stream": "S"}), mods)
+		}
 		for _, tc := range []struct {
 			name  string
 			body  any
