@@ -34,8 +34,9 @@ const WHERE = {
 const DOC_FIELD = { amqp: 'routing_key', nats: 'subject', redis: 'stream', mqtt: 'topic' };
 const DOC_LABEL = { amqp: 'the routing key', nats: 'the subject', redis: 'the stream\'s name', mqtt: 'the topic' };
 
-// A source just saved: its re-rendered page says so.
-let flashSaved = null;
+// A source just created or saved: its re-rendered page says so
+// ({name, text}).
+let flash = null;
 
 // whereText says where a source reads, in one line.
 export function whereText(s) {
@@ -118,7 +119,7 @@ export async function renderNew(main) {
   main.append(h('div', { class: 'page-head' }, h('h1', {}, 'New source'), link('sources', '← All sources')));
   main.append(sourceForm(null, async (body) => {
     const s = await api('POST', '/v1/sources', body);
-    flashSaved = s.name;
+    flash = { name: s.name, text: 'Source ' + s.name + ' created. Its status below follows what the nodes report.' };
     navigate('sources/' + encodeURIComponent(s.name));
   }));
 }
@@ -141,8 +142,8 @@ export async function renderDetail(main, { args: [name] }) {
       try { await fn(); } catch (err) { replace(actionSlot, errorBox(err)); } finally { e.target.disabled = false; }
     },
   }, label);
-  const saved = flashSaved === s.name;
-  flashSaved = null;
+  const saved = flash && flash.name === s.name ? flash.text : null;
+  flash = null;
 
   const statusNote = h('p', { class: 'muted small', 'aria-live': 'polite' });
   const statusBox = h('div', { 'data-source-status': '' });
@@ -152,7 +153,7 @@ export async function renderDetail(main, { args: [name] }) {
       h('span', { class: 'mono small' }, ' · ' + whereText(s)),
       s.tenant ? [' · tenant ', tenantCell(s.tenant)] : null,
       h('span', { class: 'muted' }, ' · created ' + fmtTime(s.created_at) + ' · updated ' + fmtTime(s.updated_at))),
-    h('div', {}, saved ? notice('Source ' + s.name + ' saved.') : null),
+    h('div', {}, saved ? notice(saved) : null),
     h('div', { class: 'actions' },
       s.enabled
         ? act('Disable', 'secondary', async () => { await api('PATCH', path, { enabled: false }); reload(); })
@@ -168,7 +169,7 @@ export async function renderDetail(main, { args: [name] }) {
     h('h2', {}, 'Settings'),
     sourceForm(s, async (body) => {
       await api('PATCH', path, body);
-      flashSaved = s.name;
+      flash = { name: s.name, text: 'Source ' + s.name + ' saved.' };
       reload();
     }));
 
