@@ -529,6 +529,7 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
   await page.locator('input[name=mapping_key][aria-invalid=true] ~ .field-error').getByText('mapping.key').waitFor();
   assert((await apiCall('GET', '/v1/sources')).data.length === 0, 'nothing created for a bad mapping');
   await fits('the source form at 1280 px');
+  await page.evaluate(() => window.scrollTo(0, 0));
   await shot(page, '33-source-field-error');
   await page.locator('input[name=mapping_key]').fill('body.parcel_id');
   // redis-local is granted to acme only.
@@ -768,6 +769,18 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
   await fits('the verify panel at 390 px');
   await page.locator('[data-verify=webhook]').screenshot({ path: SHOTS + '/31-phone-verify.png' });
   shots.push(SHOTS + '/31-phone-verify.png');
+
+  // The source form's errors at phone width.
+  await page.goto(BASE + '/ui/sources/new');
+  await page.locator('input[name=name]').fill('phone-src');
+  await page.locator('select[name=type]').selectOption('mqtt');
+  await page.locator('select[name=connection]').getByText('No mqtt connection yet').waitFor({ state: 'attached' });
+  await page.locator('input[name=topic]').fill('parcels/#');
+  await page.getByRole('button', { name: 'Create source' }).click();
+  await page.locator('select[name=connection][aria-invalid=true] ~ .field-error').waitFor();
+  await fits('a source field error at 390 px');
+  assert(!(await apiCall('GET', '/v1/sources')).data.some((x) => x.name === 'phone-src'), 'nothing created without a connection');
+  await shot(page, '40-phone-source-field-error');
 
   begin('sources: clean up the test\'s streams');
   await apiCall('DELETE', '/v1/sources/parcels');

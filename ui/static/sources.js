@@ -322,7 +322,8 @@ function sourceForm(s, submit) {
       // A source whose connection was deleted meanwhile still shows it.
       if (s && s.connection && !mine.some((c) => c.name === s.connection)) conn.prepend(h('option', { value: s.connection, selected: true }, s.connection + ' (missing)'));
       if (!conn.options.length) replace(conn, h('option', { value: '' }, 'No ' + t + ' connection yet'));
-      replace(connHint, mine.length ? 'A ' + t + ' connection (Connections page); with a tenant, one granted to it.' : ['Create a ' + t + ' connection on the ', link('connections', 'Connections'), ' page first.']);
+      const an = t === 'amqp' || t === 'mqtt' ? 'an ' : 'a ';
+      replace(connHint, mine.length ? 'Only ' + t + ' connections (Connections page); with a tenant, one granted to it.' : ['Create ' + an + t + ' connection on the ', link('connections', 'Connections'), ' page first.']);
     } catch (e) {
       replace(connHint, errorBox(e));
     }
