@@ -262,7 +262,8 @@ function sourceForm(s, submit) {
   const m = f.mapping || {};
   const name = h('input', { type: 'text', name: 'name', required: true, value: f.name || '', placeholder: 'orders-queue', pattern: '[A-Za-z0-9._\\-]{1,64}', disabled: !!s });
   const type = h('select', { name: 'type', disabled: !!s }, TYPES.map(([v, l]) => h('option', { value: v, selected: f.type === v }, l)));
-  const conn = h('select', { name: 'connection' });
+  // An edit keeps its connection while the list loads.
+  const conn = h('select', { name: 'connection' }, s ? h('option', { value: s.connection, selected: true }, s.connection) : null);
   const connHint = h('small', { class: 'hint' }, 'Loading connections…');
   const input = (n, placeholder) => h('input', { type: 'text', name: n, value: f[n] || '', placeholder, class: 'mono' });
   const where = {
