@@ -1,0 +1,216 @@
+package mqttsrc_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/eclipse/paho.golang/autopaho"
+	"github.com/eclipse/paho.golang/paho"
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/internal/testbroker"
+	"github.com/heraldhq/herald/source"
+	mqttsrc "github.com/heraldhq/herald/source/mqtt"
+	"github.com/heraldhq/herald/source/sourcetest"
+)
+
+// The machine's Mosquitto: its configuration and pid file (see .ci/run).
+const (
+	mosquittoConf = "/etc/mosquitto/mosquitto.conf"
+	mosquittoPID  = "/run/mosquitto/mosquitto.pid"
+)
+
+// suiteNodes are the node names sourcetest's cases run ("n1" first).
+var suiteNodes = []string{"n1", "n2"}
+
+// harness adapts Mosquitto to sourcetest: a fresh topic per source.
+//
+// MQTT keeps nothing for a topic nobody subscribed to (the PUBACK says
+// 0x10, no matching subscribers), and the suite publishes some messages
+// before it starts a node. So the first Publish to a source no consumer
+// has subscribed yet first opens and closes the consumer the suite's first
+// node ("n1") will open: its session, subscribed, then holds the messages
+// until that node connects, as it would for a herald node that consumed
+// the source before and is down. Sources are named by the harness, so
+// their client ids are known; their sessions are ended at cleanup.
+type harness struct {
+	url string
+
+	mu         sync.Mutex
+	subscribed map[string]bool // source names a consumer subscribed for
+}
+
+var (
+	_ sourcetest.Harness   = (*harness)(nil)
+	_ sourcetest.Restarter = (*harness)(nil)
+	_ sourcetest.Backlog   = (*harness)(nil)
+)
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	return &harness{url: testbroker.URL(t, testbroker.MQTT), subscribed: map[string]bool{}}
+}
+
+func (h *harness) Type() herald.DestinationType { return herald.DestinationMQTT }
+func (h *harness) URL() string                  { return h.url }
+
+// Dial is mqttsrc.Dial noting which sources got subscribed.
+func (h *harness) Dial(ctx context.Context, p source.DialParams) (source.Consumer, error) {
+	c, err := mqttsrc.Dial(ctx, p)
+	if err == nil {
+		h.mu.Lock()
+		h.subscribed[p.Source.Name] = true
+		h.mu.Unlock()
+	}
+	return c, err
+}
+
+func (h *harness) conn() *herald.Connection {
+	return &herald.Connection{Name: "broker", Type: herald.DestinationMQTT, URL: h.url, AllTenants: true}
+}
+
+// NewSource names a source and its own topic; its sessions (ordered or
+// not, every suite node) end at cleanup.
+func (h *harness) NewSource(t *testing.T) *herald.Source {
+	n := rand.Int64()
+	src := &herald.Source{Type: herald.DestinationMQTT, Name: fmt.Sprintf("mqtt-%d", n),
+		Topic: fmt.Sprintf("herald-src-test/%d/events", n)}
+	t.Cleanup(func() {
+		for _, ordered := range []bool{false, true} {
+			s := *src
+			s.Ordered = ordered
+			for _, node := range suiteNodes {
+				endSession(t, h.url, mqttsrc.ClientID(node, &s))
+			}
+		}
+	})
+	return src
+}
+
+// Publish sends msgs at QoS 1, one at a time, each awaiting its PUBACK:
+// headers as user properties, ID as correlation data.
+func (h *harness) Publish(t *testing.T, src *herald.Source, msgs []sourcetest.Msg) {
+	t.Helper()
+	h.mu.Lock()
+	done := h.subscribed[src.Name]
+	h.mu.Unlock()
+	if !done {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		c, err := h.Dial(ctx, source.DialParams{Source: src, Connection: h.conn(), Node: suiteNodes[0], Prefetch: src.PrefetchOrDefault()})
+		cancel()
+		require.NoError(t, err)
+		require.NoError(t, c.Close())
+	}
+	p := newPublisher(t, h.url)
+	for _, m := range msgs {
+		p.publish(t, src.Topic, m)
+	}
+}
+
+// Backlog keeps what the restart case publishes while no node may be
+// connected within Mosquitto's max_queued_messages (1000 by default, per
+// session, beyond the messages in flight): the broker drops the rest.
+func (h *harness) Backlog() int { return 400 }
+
+// Restart stops Mosquitto (SIGTERM: it saves its sessions and their
+// messages, persistence being on in its configuration), runs down, then
+// starts it with .ci/run's command and waits until it accepts clients.
+func (h *harness) Restart(t *testing.T, down func()) {
+	restartMosquitto(t, h.url, down)
+}
+
+func restartMosquitto(t *testing.T, rawURL string, down func()) {
+	t.Helper()
+	u, err := url.Parse(rawURL)
+	require.NoError(t, err)
+	addr := u.Host
+	pidText, err := os.ReadFile(mosquittoPID)
+	require.NoError(t, err, "the machine's Mosquitto is not running from %s: this test restarts it", mosquittoConf)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(pidText)))
+	require.NoError(t, err)
+	start := func() {
+		out, err := exec.Command("mosquitto", "-d", "-c", mosquittoConf).CombinedOutput()
+		require.NoError(t, err, "starting mosquitto: %s", out)
+	}
+	t.Cleanup(func() { // whatever happened, leave Mosquitto running
+		if testbroker.WaitUp(addr, 100*time.Millisecond) != nil {
+			start()
+		}
+		require.NoError(t, testbroker.WaitUp(addr, 30*time.Second), "mosquitto is not back")
+	})
+	require.NoError(t, syscall.Kill(pid, syscall.SIGTERM))
+	// Gone once it has written its database and exited; starting before
+	// that would find the port taken.
+	require.Eventually(t, func() bool { return syscall.Kill(pid, 0) != nil }, 20*time.Second, 10*time.Millisecond, "mosquitto did not exit")
+	down()
+	start()
+	require.NoError(t, testbroker.WaitUp(addr, 30*time.Second))
+}
+
+// publisher is a plain QoS 1 publisher.
+type publisher struct{ cm *autopaho.ConnectionManager }
+
+func newPublisher(t *testing.T, rawURL string) *publisher {
+	t.Helper()
+	u, err := url.Parse(rawURL)
+	require.NoError(t, err)
+	cm, err := autopaho.NewConnection(context.Background(), autopaho.ClientConfig{
+		ServerUrls: []*url.URL{u}, KeepAlive: 30, CleanStartOnInitialConnection: true,
+		ReconnectBackoff: autopaho.NewConstantBackoff(100 * time.Millisecond),
+		ClientConfig:     paho.ClientConfig{ClientID: fmt.Sprintf("herald-src-test-pub-%d", rand.Int64())},
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = cm.Disconnect(ctx)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, cm.AwaitConnection(ctx))
+	return &publisher{cm: cm}
+}
+
+func (p *publisher) publish(t *testing.T, topic string, m sourcetest.Msg) {
+	t.Helper()
+	props := &paho.PublishProperties{}
+	for k, v := range m.Headers {
+		props.User.Add(k, v)
+	}
+	if m.ID != "" {
+		props.CorrelationData = []byte(m.ID)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := p.cm.Publish(ctx, &paho.Publish{QoS: 1, Topic: topic, Payload: m.Body, Properties: props})
+	require.NoError(t, err)
+	require.Equal(t, byte(0), res.ReasonCode, "PUBACK 0x%02x: the broker took the message but no session is subscribed", res.ReasonCode)
+}
+
+// endSession ends the broker session of clientID: a clean start with no
+// session expiry, then a disconnect.
+func endSession(t *testing.T, rawURL, clientID string) {
+	u, err := url.Parse(rawURL)
+	require.NoError(t, err)
+	cm, err := autopaho.NewConnection(context.Background(), autopaho.ClientConfig{
+		ServerUrls: []*url.URL{u}, KeepAlive: 30, CleanStartOnInitialConnection: true,
+		ClientConfig: paho.ClientConfig{ClientID: clientID},
+	})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if cm.AwaitConnection(ctx) == nil {
+		_ = cm.Disconnect(ctx)
+	}
+}
