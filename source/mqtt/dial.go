@@ -176,7 +176,23 @@ func Dial(ctx context.Context, p source.DialParams) (source.Consumer, error) {
 	if ca.Properties != nil && !ca.Properties.SharedSubAvailable {
 		return fail(errors.New("the MQTT broker does not support shared subscriptions ($share/...), which MQTT sources need"))
 	}
-	sa, err := cm.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: Filter(src.Topic), QoS: 1}}})
+	// A connection lost before the SUBACK (taken over by another client
+	// with this id, dropped) ends the wait at once.
+	sctx, cancelSub := context.WithCancel(ctx)
+	defer cancelSub()
+	go func() {
+		select {
+		case <-c.lost:
+			cancelSub()
+		case <-sctx.Done():
+		}
+	}()
+	sa, err := cm.Subscribe(sctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: Filter(src.Topic), QoS: 1}}})
+	select {
+	case <-c.lost:
+		return fail(fmt.Errorf("subscribing to %q: %w", Filter(src.Topic), c.lostErr()))
+	default:
+	}
 	switch {
 	case sa != nil && len(sa.Reasons) > 0 && sa.Reasons[0] >= 0x80:
 		m := fmt.Sprintf("the MQTT broker refused the subscription to %q (SUBACK reason 0x%02x)", Filter(src.Topic), sa.Reasons[0])

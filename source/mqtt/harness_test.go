@@ -107,11 +107,18 @@ func (h *harness) Publish(t *testing.T, src *herald.Source, msgs []sourcetest.Ms
 	done := h.subscribed[src.Name]
 	h.mu.Unlock()
 	if !done {
+		// A node that started just before may be connecting with the same
+		// client id: one takes the session over from the other, and this
+		// dial may fail for it. Either way the session gets subscribed,
+		// and publish waits for that.
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		c, err := h.Dial(ctx, source.DialParams{Source: src, Connection: h.conn(), Node: suiteNodes[0], Prefetch: src.PrefetchOrDefault()})
 		cancel()
-		require.NoError(t, err)
-		require.NoError(t, c.Close())
+		if err != nil {
+			t.Logf("subscribing %s's first session beforehand: %v", src.Name, err)
+		} else {
+			require.NoError(t, c.Close())
+		}
 	}
 	p := newPublisher(t, h.url)
 	for _, m := range msgs {
