@@ -40,6 +40,12 @@
 //     sessions; a node id that changes at every start strands a share of
 //     each source's messages at every restart. Ordered sources do not
 //     have this problem (one session per source).
+//   - Mosquitto before 2.0.19 does not save shared subscriptions: after
+//     its restart the sessions come back with their messages but
+//     unsubscribed. The consumer's connection dropped with the broker, so
+//     the runner dials again (after its backoff) and subscribes again;
+//     what is published in between reaches nobody (PUBACK 0x10, which a
+//     publisher that needs a subscriber should retry).
 //   - A session whose broker loses its state loses what it held:
 //     Mosquitto saves sessions and their messages to its persistence file
 //     at a clean exit and every autosave_interval (1800 s by default), not
