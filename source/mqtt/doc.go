@@ -27,10 +27,11 @@
 //     the broker (the publisher's PUBACK says 0x10, no matching
 //     subscribers).
 //   - Mosquitto keeps at most max_queued_messages (1000 by default) per
-//     session beyond those in flight, and drops the rest, silently for
-//     herald: a source whose nodes are all down longer than 1000 messages
-//     take loses the excess. Raise max_queued_messages (and
-//     max_queued_bytes) on the broker to cover the longest outage.
+//     session beyond those in flight, connected or not, and drops the
+//     rest, silently for herald: a source whose nodes are all down (or
+//     behind) by more than 1000 messages loses the excess. Raise
+//     max_queued_messages (and max_queued_bytes) on the broker to cover
+//     the longest outage.
 //   - The broker routes to the session of every node that ever consumed a
 //     source, connected or not, in turn (Mosquitto does not skip a
 //     disconnected member of a shared subscription): a node that stops
