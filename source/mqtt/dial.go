@@ -176,6 +176,14 @@ func Dial(ctx context.Context, p source.DialParams) (source.Consumer, error) {
 	if ca.Properties != nil && !ca.Properties.SharedSubAvailable {
 		return fail(errors.New("the MQTT broker does not support shared subscriptions ($share/...), which MQTT sources need"))
 	}
+	if err := c.subscribe(ctx, Filter(src.Topic)); err != nil {
+		return fail(err)
+	}
+	return c, nil
+}
+
+// subscribe subscribes at QoS 1 to filter and waits for the SUBACK.
+func (c *consumer) subscribe(ctx context.Context, filter string) error {
 	// A connection lost before the SUBACK (taken over by another client
 	// with this id, dropped) ends the wait at once.
 	sctx, cancelSub := context.WithCancel(ctx)
@@ -187,23 +195,23 @@ func Dial(ctx context.Context, p source.DialParams) (source.Consumer, error) {
 		case <-sctx.Done():
 		}
 	}()
-	sa, err := cm.Subscribe(sctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: Filter(src.Topic), QoS: 1}}})
+	sa, err := c.cm.Subscribe(sctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: filter, QoS: 1}}})
 	select {
 	case <-c.lost:
-		return fail(fmt.Errorf("subscribing to %q: %w", Filter(src.Topic), c.lostErr()))
+		return fmt.Errorf("subscribing to %q: %w", filter, c.lostErr())
 	default:
 	}
 	switch {
 	case sa != nil && len(sa.Reasons) > 0 && sa.Reasons[0] >= 0x80:
-		m := fmt.Sprintf("the MQTT broker refused the subscription to %q (SUBACK reason 0x%02x)", Filter(src.Topic), sa.Reasons[0])
+		m := fmt.Sprintf("the MQTT broker refused the subscription to %q (SUBACK reason 0x%02x)", filter, sa.Reasons[0])
 		if sa.Properties != nil && sa.Properties.ReasonString != "" {
 			m += ": " + herald.CleanLine(sa.Properties.ReasonString, 120)
 		}
-		return fail(errors.New(m))
+		return errors.New(m)
 	case err != nil:
-		return fail(fmt.Errorf("subscribing to %q: %s", Filter(src.Topic), herald.CleanLine(err.Error(), 160)))
+		return fmt.Errorf("subscribing to %q: %s", filter, herald.CleanLine(err.Error(), 160))
 	}
-	return c, nil
+	return nil
 }
 
 // connectError words a failed connect without the URL (autopaho's error
