@@ -266,6 +266,17 @@ func (c *Consumer) forget(tags []uint64) {
 }
 
 func (c *Consumer) settleError(err error) error {
+	if errors.Is(err, amqp.ErrClosed) {
+		// Say why it closed when the driver told.
+		select {
+		case e := <-c.chClosed:
+			return c.closeError("settling: the channel closed (RabbitMQ redelivers what was not settled)", e)
+		case e := <-c.connClosed:
+			return c.closeError("settling: the connection closed (RabbitMQ redelivers what was not settled)", e)
+		default:
+		}
+		return fmt.Errorf("queue %q: settling: the channel is closed (RabbitMQ redelivers what was not settled)", c.queue)
+	}
 	var aerr *amqp.Error
 	if errors.As(err, &aerr) {
 		return fmt.Errorf("queue %q: settling: %s (%d)", c.queue, herald.CleanLine(aerr.Reason, 200), aerr.Code)

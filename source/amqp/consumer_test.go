@@ -257,6 +257,7 @@ func TestDialMissingQueue(t *testing.T) {
 	_, err := Dial(context.Background(), sourceParams(h.connection(), src, "n1", 10))
 	require.Error(t, err)
 	require.Contains(t, err.Error(), fmt.Sprintf("queue %q does not exist", src.Queue))
+	t.Log(err)
 }
 
 // Dial errors never show the URL's password.
@@ -281,6 +282,7 @@ func TestDialErrorsHideURL(t *testing.T) {
 			require.NotContains(t, err.Error(), secret)
 			require.Contains(t, err.Error(), tc.want)
 			require.Contains(t, err.Error(), `connection "rabbit"`)
+			t.Log(err)
 		})
 	}
 }
@@ -308,40 +310,61 @@ func TestReceiveErrorsWhenQueueDeleted(t *testing.T) {
 }
 
 // Receive returns an error when the broker closes the connection
-// (rabbitmqctl close_connection, as an operator or a failover would).
-func TestReceiveErrorsWhenBrokerClosesConnection(t *testing.T) {
+// (rabbitmqctl close_connection, as an operator or a failover would); a
+// Settle after it fails too, and the next consumer gets the message again.
+func TestBrokerClosesConnection(t *testing.T) {
 	h := newHarness(t)
 	if _, err := exec.LookPath("rabbitmqctl"); err != nil {
 		t.Skip("SKIP: no rabbitmqctl to close the connection")
 	}
 	src := h.NewSource(t)
 	src.Name = "closeme-" + strings.ToLower(herald.NewID(""))
+	h.Publish(t, src, numbered("c", 1))
 	c := h.dialConsumer(t, src, "n1", 10)
+	held := receiveN(t, c, 1, 10)
 	errs := make(chan error, 1)
 	go func() {
 		_, err := c.Receive(context.Background(), 10)
 		errs <- err
 	}()
-	out, err := exec.Command("rabbitmqctl", "list_connections", "pid", "client_properties", "-q", "--no-table-headers").CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	var pid string
-	for _, line := range strings.Split(string(out), "\n") {
-		if strings.Contains(line, src.Name) {
-			pid = strings.Fields(line)[0]
-		}
-	}
-	require.NotEmpty(t, pid, "no connection named after %s in %s", src.Name, out)
-	out, err = exec.Command("rabbitmqctl", "close_connection", pid, "herald test").CombinedOutput()
-	require.NoError(t, err, "%s", out)
+	closeConnection(t, src.Name)
 	select {
 	case err := <-errs:
 		require.Error(t, err)
 		require.Contains(t, err.Error(), "closed")
 		var aerr *amqp.Error
 		require.False(t, errors.As(err, &aerr), "a message, not the driver's error")
+		t.Log(err)
 	case <-time.After(10 * time.Second):
 		t.Fatal("Receive still waits 10 s after the broker closed the connection")
 	}
+	err := c.Settle(context.Background(), held, nil)
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "redelivers")
+	t.Log(err)
+
+	c2 := h.dialConsumer(t, src, "n2", 10)
+	again := receiveN(t, c2, 1, 10)
+	require.Equal(t, string(held[0].Body), string(again[0].Body))
+	require.True(t, again[0].Token.(Token).Redelivered)
+	require.NoError(t, c2.Settle(context.Background(), again, nil))
+}
+
+// closeConnection closes, broker side, the connection named after the
+// source (connection_name "herald source <name> (node ...)").
+func closeConnection(t *testing.T, name string) {
+	t.Helper()
+	out, err := exec.Command("rabbitmqctl", "list_connections", "pid", "client_properties", "-q", "--no-table-headers").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	var pid string
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.Contains(line, "herald source "+name+" ") {
+			pid = strings.Fields(line)[0]
+		}
+	}
+	require.NotEmpty(t, pid, "no connection named after %s in %s", name, out)
+	out, err = exec.Command("rabbitmqctl", "close_connection", pid, "herald test").CombinedOutput()
+	require.NoError(t, err, "%s", out)
 }
 
 // Dial gives up when its context ends, whatever the broker does.
