@@ -23,9 +23,11 @@ const maxPrefetch = 65535
 // Consumer consumes one queue on its own connection; it implements
 // source.Consumer.
 type Consumer struct {
-	queue      string
-	conn       *amqp.Connection
-	ch         *amqp.Channel
+	queue string
+	conn  *amqp.Connection
+	ch    *amqp.Channel
+	// deliveries is the pump's buffer (see setup), closed when the
+	// driver ends the consumer.
 	deliveries <-chan amqp.Delivery
 	// chClosed and connClosed receive the channel's and the connection's
 	// closing error (nil, then closed, on a client-side close).
@@ -96,7 +98,8 @@ func setup(conn *amqp.Connection, queue string, p source.DialParams) (*Consumer,
 	if prefetch <= 0 {
 		prefetch = herald.DefaultSourcePrefetch
 	}
-	if err := ch.Qos(min(prefetch, maxPrefetch), 0, false); err != nil {
+	qos := min(prefetch, maxPrefetch)
+	if err := ch.Qos(qos, 0, false); err != nil {
 		return nil, queueError(queue, err)
 	}
 	c := &Consumer{
@@ -106,10 +109,25 @@ func setup(conn *amqp.Connection, queue string, p source.DialParams) (*Consumer,
 		chClosed:   ch.NotifyClose(make(chan *amqp.Error, 1)),
 		connClosed: conn.NotifyClose(make(chan *amqp.Error, 1)),
 	}
-	c.deliveries, err = ch.Consume(queue, consumerTag(p.Node, p.Source.Name), false, false, false, false, nil)
+	deliveries, err := ch.Consume(queue, consumerTag(p.Node, p.Source.Name), false, false, false, false, nil)
 	if err != nil {
 		return nil, queueError(queue, err)
 	}
+	// The driver hands deliveries over one at a time on an unbuffered
+	// channel, so a non-blocking drain would see one or two of the many
+	// already here (batches of two, a commit each). This pump moves them
+	// into a buffer of the prefetch: it never blocks (the broker sends no
+	// more than prefetch unsettled), memory stays bounded, and Receive
+	// takes what arrived. It ends when the driver closes deliveries (the
+	// channel or connection closed).
+	buf := make(chan amqp.Delivery, qos)
+	go func() {
+		defer close(buf)
+		for d := range deliveries {
+			buf <- d
+		}
+	}()
+	c.deliveries = buf
 	return c, nil
 }
 
@@ -157,18 +175,18 @@ drain:
 // lost says why the delivery channel closed: the channel or connection
 // closed, or the broker cancelled the consumer.
 func (c *Consumer) lost() error {
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		return fmt.Errorf("queue %q: the consumer is closed", c.queue)
+	}
 	select {
 	case e := <-c.chClosed:
 		return c.closeError("the channel closed", e)
 	case e := <-c.connClosed:
 		return c.closeError("the connection closed", e)
 	default:
-	}
-	c.mu.Lock()
-	closed := c.closed
-	c.mu.Unlock()
-	if closed {
-		return errors.New("the consumer is closed")
 	}
 	return fmt.Errorf("queue %q: the broker cancelled the consumer (queue deleted?)", c.queue)
 }
@@ -199,11 +217,12 @@ func (c *Consumer) message(d *amqp.Delivery) *source.Message {
 // dead-letter exchange). When acked is every unsettled message, one ack
 // with multiple set covers them.
 func (c *Consumer) Settle(_ context.Context, acked, rejected []*source.Message) error {
-	ackTags, err := c.tags(acked)
+	seen := make(map[uint64]struct{}, len(acked)+len(rejected))
+	ackTags, err := c.tags(acked, seen)
 	if err != nil {
 		return err
 	}
-	rejectTags, err := c.tags(rejected)
+	rejectTags, err := c.tags(rejected, seen)
 	if err != nil {
 		return err
 	}
@@ -239,8 +258,9 @@ func (c *Consumer) Settle(_ context.Context, acked, rejected []*source.Message) 
 }
 
 // tags returns the delivery tags of msgs, each of which must be unsettled
-// on this consumer (an ack of an unknown tag would close the channel).
-func (c *Consumer) tags(msgs []*source.Message) ([]uint64, error) {
+// on this consumer and not in seen (settling an unknown or settled tag is
+// a channel error: the broker would close the channel).
+func (c *Consumer) tags(msgs []*source.Message, seen map[uint64]struct{}) ([]uint64, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]uint64, 0, len(msgs))
@@ -252,6 +272,10 @@ func (c *Consumer) tags(msgs []*source.Message) ([]uint64, error) {
 		if _, ok := c.unsettled[tok.Tag]; !ok {
 			return nil, fmt.Errorf("queue %q: delivery %d is not unsettled on this consumer", c.queue, tok.Tag)
 		}
+		if _, dup := seen[tok.Tag]; dup {
+			return nil, fmt.Errorf("queue %q: delivery %d is settled twice in one call", c.queue, tok.Tag)
+		}
+		seen[tok.Tag] = struct{}{}
 		out = append(out, tok.Tag)
 	}
 	return out, nil

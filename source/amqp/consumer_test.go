@@ -118,6 +118,35 @@ func TestReceiveDoesNotLinger(t *testing.T) {
 	require.NoError(t, c.Settle(ctx, msgs, nil))
 }
 
+// Receive takes every delivery that already arrived, up to max, in one
+// batch (one commit), not the one or two the driver's unbuffered
+// hand-over would give a non-blocking drain.
+func TestReceiveTakesWhatArrived(t *testing.T) {
+	h := newHarness(t)
+	src := h.NewSource(t)
+	c := h.dialConsumer(t, src, "n1", 256)
+	h.Publish(t, src, numbered("b", 200))
+	deadline := time.Now().Add(10 * time.Second)
+	for len(c.deliveries) < 200 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 200 deliveries arrived after 10 s", len(c.deliveries))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ctx := context.Background()
+	first, err := c.Receive(ctx, 50)
+	require.NoError(t, err)
+	require.Len(t, first, 50, "max bounds a batch")
+	rest, err := c.Receive(ctx, 256)
+	require.NoError(t, err)
+	require.Len(t, rest, 150, "one batch takes what arrived")
+	for i, m := range append(first, rest...) {
+		require.Equal(t, fmt.Sprintf(`{"id":"b-%d","kind":"thing.happened"}`, i), string(m.Body), "receive order")
+	}
+	require.NoError(t, c.Settle(ctx, append(first, rest...), nil))
+	waitDepth(t, h, src.Queue, 0)
+}
+
 // Body, headers (stringified), routing key, message id and timestamp.
 func TestMessageFields(t *testing.T) {
 	h := newHarness(t)
@@ -246,6 +275,8 @@ func TestSettleUnknown(t *testing.T) {
 	m := receiveN(t, c, 1, 10)[0]
 	require.Error(t, c.Settle(context.Background(), []*source.Message{{Token: Token{Tag: 999}}}, nil))
 	require.Error(t, c.Settle(context.Background(), []*source.Message{{Token: "x"}}, nil))
+	require.Error(t, c.Settle(context.Background(), []*source.Message{m, m}, nil))
+	require.Error(t, c.Settle(context.Background(), []*source.Message{m}, []*source.Message{m}))
 	require.NoError(t, c.Settle(context.Background(), []*source.Message{m}, nil))
 	require.Error(t, c.Settle(context.Background(), []*source.Message{m}, nil), "settled twice")
 	waitDepth(t, h, src.Queue, 0)
