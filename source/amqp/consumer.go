@@ -208,7 +208,7 @@ func (c *Consumer) message(d *amqp.Delivery) *source.Message {
 		Headers:   headers(d.Headers),
 		Route:     d.RoutingKey,
 		MessageID: d.MessageId,
-		Timestamp: d.Timestamp,
+		Timestamp: utc(d.Timestamp),
 		Token:     Token{Tag: d.DeliveryTag, Redelivered: d.Redelivered},
 	}
 }
@@ -371,4 +371,12 @@ func (c *Consumer) Close() error {
 		return fmt.Errorf("queue %q: closing: %s", c.queue, herald.CleanLine(err.Error(), 200))
 	}
 	return nil
+}
+
+// utc is t in UTC; zero (no timestamp property) stays zero.
+func utc(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.UTC()
 }
