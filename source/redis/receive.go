@@ -84,9 +84,11 @@ func (c *consumer) claim(ctx context.Context, n int64) ([]*source.Message, error
 }
 
 // readNew waits for new entries, at most readBlock (less when ctx's
-// deadline is nearer); a cancelled ctx unblocks the read.
+// deadline or the next claim scan is nearer); a cancelled ctx unblocks
+// the read.
 func (c *consumer) readNew(ctx context.Context, n int64) ([]*source.Message, error) {
-	block := readBlock
+	// Wake up for the next claim scan too.
+	block := max(min(readBlock, time.Until(c.nextClaim)), time.Millisecond)
 	if dl, ok := ctx.Deadline(); ok {
 		// End the block before the socket deadline go-redis derives from
 		// ctx, so an expired wait is an answer, not a broken connection.

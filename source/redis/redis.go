@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"strings"
 	"time"
 
@@ -76,13 +77,17 @@ var _ source.Dialer = Dial
 // Dial opens a consumer of p.Source's stream and group as the consumer
 // named p.Node, creating the group (and the stream) when missing.
 func Dial(ctx context.Context, p source.DialParams) (source.Consumer, error) {
-	return dial(ctx, p, claimMinIdle, claimEvery)
+	c, err := dial(ctx, p, claimMinIdle, claimEvery)
+	if err != nil {
+		return nil, err // not a nil *consumer in a non-nil interface
+	}
+	return c, nil
 }
 
 func dial(ctx context.Context, p source.DialParams, minIdle, claimInterval time.Duration) (*consumer, error) {
 	src := p.Source
 	if err := herald.CheckRedisStream(src.Stream); err != nil {
-		return nil, fmt.Errorf("redis stream %s", err)
+		return nil, fmt.Errorf("redis stream %w", err)
 	}
 	group := src.Group
 	if group == "" {
@@ -135,11 +140,16 @@ func (c *consumer) Close() error {
 	return errors.Join(err, c.rdb.Close())
 }
 
-// options builds the client options of conn. redis.ParseURL's errors do
-// not quote the URL (it may hold a password).
+// options builds the client options of conn.
 func options(conn *herald.Connection) (*redis.Options, error) {
 	opt, err := redis.ParseURL(conn.URL)
 	if err != nil {
+		// net/url's errors quote the whole URL, password included: keep
+		// only what is wrong.
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err
+		}
 		return nil, fmt.Errorf("bad redis URL: %w", err)
 	}
 	opt.DialTimeout = dialTimeout
