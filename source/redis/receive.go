@@ -84,28 +84,31 @@ func (c *consumer) claim(ctx context.Context, n int64) ([]*source.Message, error
 }
 
 // readNew waits for new entries, at most readBlock (less when ctx's
-// deadline or the next claim scan is nearer); a cancelled ctx unblocks
-// the read.
+// deadline or the next claim scan is nearer). ctx does not reach the
+// client: its deadline would become the socket's, and a socket timeout
+// breaks the connection. A cancelled ctx instead unblocks the read
+// (CLIENT UNBLOCK), which then answers no entries.
 func (c *consumer) readNew(ctx context.Context, n int64) ([]*source.Message, error) {
-	// Wake up for the next claim scan too.
-	block := max(min(readBlock, time.Until(c.nextClaim)), time.Millisecond)
+	block := min(readBlock, time.Until(c.nextClaim))
 	if dl, ok := ctx.Deadline(); ok {
-		// End the block before the socket deadline go-redis derives from
-		// ctx, so an expired wait is an answer, not a broken connection.
-		left := time.Until(dl) - 50*time.Millisecond
-		if left < time.Millisecond {
-			<-ctx.Done()
-			return nil, ctx.Err()
-		}
-		block = min(block, left)
+		block = min(block, time.Until(dl))
 	}
-	stop := func() bool { return false }
+	block = max(block, time.Millisecond)
+	stop := func() bool { return true }
+	unblocked := make(chan struct{})
 	if c.readerID != 0 {
-		stop = context.AfterFunc(ctx, c.unblock)
+		stop = context.AfterFunc(ctx, func() {
+			defer close(unblocked)
+			c.unblock()
+		})
 	}
-	res, err := c.reader.XReadGroup(ctx, &redis.XReadGroupArgs{Group: c.group, Consumer: c.name,
-		Streams: []string{c.stream, ">"}, Count: n, Block: block}).Result()
-	stop()
+	res, err := c.reader.XReadGroup(context.WithoutCancel(ctx), &redis.XReadGroupArgs{Group: c.group,
+		Consumer: c.name, Streams: []string{c.stream, ">"}, Count: n, Block: block}).Result()
+	if !stop() {
+		// The unblock started: let it finish before the caller may close
+		// the client under it.
+		<-unblocked
+	}
 	if errors.Is(err, redis.Nil) {
 		return nil, nil
 	}
