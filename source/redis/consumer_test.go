@@ -324,3 +324,29 @@ func TestDialRefusesBadSetup(t *testing.T) {
 	_, err = redissrc.Dial(context.Background(), e.params("n1", 1))
 	require.ErrorContains(t, err, "WRONGTYPE")
 }
+
+// TestRejectCopyFailsKeepsEntry: when the copy to <stream>:rejected fails,
+// the rejected entry is not acknowledged (it comes back and is rejected
+// again once the copy works); the committed ones are acknowledged anyway.
+func TestRejectCopyFailsKeepsEntry(t *testing.T) {
+	e := newEnv(t)
+	ids := e.add(t, 2)
+	require.NoError(t, e.rdb.Set(context.Background(), e.stream+":rejected", "not a stream", 0).Err())
+	c := e.dial(t, "n1", 10)
+	msgs := receive(t, c, 10)
+	require.Len(t, msgs, 2)
+	msgs[1].RejectReason, msgs[1].RejectMessage = herald.RejectNotJSON, "x"
+	err := c.Settle(context.Background(), msgs[:1], msgs[1:])
+	require.ErrorContains(t, err, "WRONGTYPE")
+	require.EqualValues(t, 1, e.pending(t), "the committed entry is acknowledged, the rejected one is not")
+	require.NoError(t, c.Close())
+
+	require.NoError(t, e.rdb.Del(context.Background(), e.stream+":rejected").Err())
+	c = e.dial(t, "n1", 10)
+	again := receive(t, c, 10)
+	require.Equal(t, ids[1:], tokens(again))
+	again[0].RejectReason, again[0].RejectMessage = herald.RejectNotJSON, "x"
+	require.NoError(t, c.Settle(context.Background(), nil, again))
+	require.Zero(t, e.pending(t))
+	require.Equal(t, 1, int(e.rdb.XLen(context.Background(), e.stream+":rejected").Val()))
+}
