@@ -4,10 +4,12 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/destination"
 	"github.com/heraldhq/herald/httpapi"
 	"github.com/heraldhq/herald/ingest"
 	"github.com/heraldhq/herald/source"
+	amqpsrc "github.com/heraldhq/herald/source/amqp"
 	"github.com/heraldhq/herald/store"
 )
 
@@ -15,6 +17,7 @@ import (
 // per type, as newDestinations does for publishers).
 func sourceDialers() *source.Dialers {
 	d := &source.Dialers{}
+	d.Register(herald.DestinationAMQP, amqpsrc.Dial)
 	return d
 }
 
