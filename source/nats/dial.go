@@ -33,11 +33,12 @@ const (
 	// reached by a node that died holding messages.
 	ackWait = 30 * time.Second
 	// pullExpiry and pullHeartbeat: each pull request lives pullExpiry
-	// and the server sends an idle heartbeat every pullHeartbeat; two
-	// missed heartbeats make Receive fail (a pull lost with a restarted
-	// server, a silent connection).
-	pullExpiry    = 10 * time.Second
-	pullHeartbeat = 5 * time.Second
+	// (short, see nakDelay; an idle consumer re-pulls that often) and
+	// the server sends an idle heartbeat every pullHeartbeat (at most
+	// half the expiry); two missed heartbeats make Receive fail (a pull
+	// lost with a restarted server, a silent connection).
+	pullExpiry    = 5 * time.Second
+	pullHeartbeat = 2 * time.Second
 	// nakDelay is when the stream redelivers the messages Close gives
 	// back: after this consumer's last pull request expired. The pull
 	// stays queued on the server after the client went away, and

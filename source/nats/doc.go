@@ -29,7 +29,7 @@
 // batch instead of one per message (DoubleAck); an ack the server still
 // loses (it crashes before applying it) only means a redelivery, which
 // becomes a duplicate by the event id. Close Naks every message it
-// received and did not settle, with a delay (nakDelay, 11 s) that
+// received and did not settle, with a delay (nakDelay, 6 s) that
 // outlasts its own pull requests still queued on the server (nats-server
 // 2.9 mishandles a redelivery aimed at a pull whose client is gone), so
 // the stream redelivers them sooner than AckWait (30 s).

@@ -240,4 +240,3 @@ func testRestart(t *testing.T, h Harness, r Restarter, dial source.Dialer, decod
 func hashID(body []byte) string {
 	return source.HashID(body)
 }
-
