@@ -124,6 +124,9 @@ func TestPrefetchBound(t *testing.T) {
 	src := h.NewSource(t)
 	h.Publish(t, src, bodies("p", total))
 	c := dial(t, h, src, prefetch)
+	n, ok := c.Pending(context.Background())
+	require.True(t, ok)
+	require.EqualValues(t, total, n, "backlog: not delivered plus not acknowledged")
 
 	var all []string
 	for len(all) < total {
@@ -145,15 +148,8 @@ func TestPrefetchBound(t *testing.T) {
 		require.NoError(t, c.Settle(context.Background(), held, nil))
 		all = append(all, texts(held)...)
 	}
-	want := texts(func() []*source.Message {
-		out := make([]*source.Message, total)
-		for i := range out {
-			out[i] = &source.Message{Body: fmt.Appendf(nil, "p-%d", i)}
-		}
-		return out
-	}())
-	require.Equal(t, want, all, "every message once, in stream order")
-	n, ok := c.Pending(context.Background())
+	require.Equal(t, texts(bodiesMsgs("p", total)), all, "every message once, in stream order")
+	n, ok = c.Pending(context.Background())
 	require.True(t, ok)
 	require.Zero(t, n)
 }
@@ -243,4 +239,32 @@ func TestDialErrors(t *testing.T) {
 	require.NotContains(t, err.Error(), "s3cret")
 	require.True(t, strings.HasPrefix(err.Error(), `connection "broker"`), err.Error())
 	require.False(t, errors.Is(err, context.DeadlineExceeded))
+}
+
+// TestSharedDurable: nodes share the durable and its MaxAckPending: while
+// one holds prefetch messages, another waits (quietly: the idle pull's
+// heartbeats keep it from failing) and gets the rest once the first
+// settles.
+func TestSharedDurable(t *testing.T) {
+	const prefetch = 5
+	h := newHarness(t)
+	src := h.NewSource(t)
+	h.Publish(t, src, bodies("s", 2*prefetch))
+	c1 := dial(t, h, src, prefetch)
+	held := receiveN(t, c1, prefetch)
+	c2 := dial(t, h, src, prefetch)
+	_, err := receive(c2, prefetch, 5*pullHeartbeat)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "c2 waits while c1 holds MaxAckPending messages")
+	require.NoError(t, c1.Settle(context.Background(), held, nil))
+	rest := receiveN(t, c2, prefetch)
+	require.NoError(t, c2.Settle(context.Background(), rest, nil))
+	require.ElementsMatch(t, texts(bodiesMsgs("s", 2*prefetch)), append(texts(held), texts(rest)...))
+}
+
+func bodiesMsgs(prefix string, n int) []*source.Message {
+	out := make([]*source.Message, n)
+	for i, m := range bodies(prefix, n) {
+		out[i] = &source.Message{Body: m.Body}
+	}
+	return out
 }
