@@ -148,8 +148,8 @@ func (c *Consumer) Pending(ctx context.Context) (int64, bool) {
 
 // Close implements source.Consumer: it stops pulling, Naks what it holds
 // (messages received and not settled, and those still in the client's
-// buffer) so that the stream redelivers them now, and closes the
-// connection.
+// buffer) so that the stream redelivers them after nakDelay instead of
+// AckWait, and closes the connection.
 func (c *Consumer) Close() error {
 	c.mu.Lock()
 	if c.closed {
