@@ -431,3 +431,9 @@ func decodeEventCursor(c string) (*store.EventCursor, bool) {
 	}
 	return &store.EventCursor{CreatedAt: time.UnixMilli(ms).UTC(), ID: id}, true
 }
+
+// DecodeEvent decodes and validates one event object by the rules of POST
+// /v1/events (the body of a single publish). Sources (package source)
+// validate the events they map with it, so a broker message is accepted
+// exactly when the same event would be by the API.
+func DecodeEvent(body []byte) (*herald.Event, error) { return decodeEvent(body) }

@@ -230,6 +230,9 @@ type heraldNode struct {
 	debug *http.Server
 	// push is the Web Push service (nil with --push=false).
 	push *pushNode
+	// stopSources stops the broker source consumers (each settles the
+	// batch it holds) and waits for them.
+	stopSources func()
 }
 
 // URL is the node's API base URL.
@@ -432,6 +435,9 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 	}
 
 	ing.Start()
+	// Broker sources publish through the ingester: started after it,
+	// stopped before it closes (heraldNode.stop).
+	stopSources := startSources(c, s, ing, engine.NodeID(), metrics.NewSourceObserver(reg), logger)
 	if !c.holdDelivery {
 		engine.Start()
 	}
@@ -462,7 +468,7 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 	logger.Info(dashboardHint(lns.api().Addr(), c, tokenFile))
 
 	n := &heraldNode{cfg: c, store: s, ingest: ing, engine: engine, destinations: destinations, ln: lns.api(), errc: make(chan error, len(servers)),
-		maint: maint, stopListen: func() { stopListen(); <-listenDone }, debug: debug, push: ps}
+		maint: maint, stopListen: func() { stopListen(); <-listenDone }, debug: debug, push: ps, stopSources: stopSources}
 	for _, sl := range servers {
 		n.srvs = append(n.srvs, sl.srv)
 		go func() { n.errc <- sl.srv.Serve(sl.ln) }()
@@ -526,6 +532,9 @@ func (n *heraldNode) stop() {
 	// Push sessions are hijacked connections Shutdown does not wait for:
 	// close them (unacked messages are stored) while the store is open.
 	n.push.close()
+	// Consumers stop before the ingester closes: a batch they hold
+	// commits and is acknowledged, or is left to the broker to redeliver.
+	n.stopSources()
 	n.maint.Stop()
 	n.ingest.Close()
 	n.engine.Stop()
