@@ -178,19 +178,19 @@ func sourceList(fs *flag.FlagSet) action {
 				return res.Data, res.NextCursor, nil
 			},
 			func(s *client.Source) []any {
-				return []any{s.Name, s.Type, s.Connection, sourceReads(s), s.Tenant, s.Enabled, s.CreatedAt}
+				return []any{s.Name, s.Type, s.Connection, sourceReads(s, "="), s.Tenant, s.Enabled, s.CreatedAt}
 			})
 	}
 }
 
 // sourceReads renders where a source reads: "queue=q", "stream=S
-// durable=herald subject=a.>".
-func sourceReads(s *client.Source) string {
+// durable=herald subject=a.>" (sep "=") or "queue q" (sep " ").
+func sourceReads(s *client.Source, sep string) string {
 	parts := []string{}
 	for _, kv := range [][2]string{{"queue", s.Queue}, {"stream", s.Stream}, {"durable", s.Durable}, {"subject", s.Subject},
 		{"group", s.Group}, {"topic", s.Topic}} {
 		if kv[1] != "" {
-			parts = append(parts, kv[0]+"="+kv[1])
+			parts = append(parts, kv[0]+sep+kv[1])
 		}
 	}
 	return strings.Join(parts, " ")
@@ -210,15 +210,31 @@ func mappingText(m *client.SourceMapping) string {
 	return strings.Join(parts, " ")
 }
 
+// showSource prints a source: with its status (get) a summary first,
+// "orders (amqp, queue orders-in on rabbit-main): consuming" and the
+// counters, then its settings, each node's row and the recent rejects.
 func (c *cli) showSource(s *client.Source) error {
 	if c.json {
 		return c.out(s)
+	}
+	st := s.Status
+	if st != nil {
+		fmt.Fprintf(c.stdout, "%s (%s, %s on %s): %s\n", s.Name, s.Type, sourceReads(s, " "), s.Connection, st.State)
+		pending := "unknown"
+		if st.Pending != nil {
+			pending = fmt.Sprint(*st.Pending)
+		}
+		fmt.Fprintf(c.stdout, "  consumed %d, duplicates %d, rejected %d, pending %s\n", st.Consumed, st.Duplicates, st.Rejected, pending)
+		if st.LastError != "" {
+			fmt.Fprintf(c.stdout, "  last error: %s\n", oneLine(st.LastError))
+		}
+		fmt.Fprintln(c.stdout)
 	}
 	tw := c.table()
 	row(tw, "name", s.Name)
 	row(tw, "type", s.Type)
 	row(tw, "connection", s.Connection)
-	row(tw, "reads", sourceReads(s))
+	row(tw, "reads", sourceReads(s, "="))
 	row(tw, "mapping", mappingText(s.Mapping))
 	if s.Tenant != "" {
 		row(tw, "tenant", s.Tenant)
@@ -232,23 +248,7 @@ func (c *cli) showSource(s *client.Source) error {
 	}
 	row(tw, "created_at", s.CreatedAt)
 	row(tw, "updated_at", s.UpdatedAt)
-	st := s.Status
-	if st == nil {
-		return tw.Flush()
-	}
-	row(tw, "state", st.State)
-	row(tw, "consumed", st.Consumed)
-	row(tw, "duplicates", st.Duplicates)
-	row(tw, "rejected", st.Rejected)
-	if st.Pending != nil {
-		row(tw, "pending", *st.Pending)
-	} else {
-		row(tw, "pending", "unknown")
-	}
-	if st.LastError != "" {
-		row(tw, "last_error", st.LastError)
-	}
-	if err := tw.Flush(); err != nil {
+	if err := tw.Flush(); err != nil || st == nil {
 		return err
 	}
 	if len(st.Nodes) > 0 {
@@ -274,6 +274,17 @@ func (c *cli) showSource(s *client.Source) error {
 		row(tw, r.At, r.Node, r.Reason, ellipsis(r.Message, 80), r.MessageID, ellipsis(r.Excerpt, 40))
 	}
 	return tw.Flush()
+}
+
+// oneLine replaces control characters (line breaks in a broker's error)
+// by spaces.
+func oneLine(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < ' ' || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, s)
 }
 
 func sourceGet(_ *flag.FlagSet) action {
