@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"strings"
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/filter"
@@ -168,7 +169,7 @@ func decodeSourceSettings(o object, src *herald.Source) error {
 }
 
 // decodeSourceMapping decodes the mapping object (null, or an object
-// whose expressions are all empty: no mapping).
+// whose expressions are all blank: no mapping).
 func decodeSourceMapping(o object) (*herald.SourceMapping, error) {
 	raw, ok := o.get("mapping")
 	if !ok {
@@ -187,6 +188,8 @@ func decodeSourceMapping(o object) (*herald.SourceMapping, error) {
 		if _, err := mo.str(name, dst); err != nil {
 			return nil, err
 		}
+		// Blank is no expression (CompileMapping trims too): store none.
+		*dst = strings.TrimSpace(*dst)
 	}
 	if *m == (herald.SourceMapping{}) {
 		return nil, nil
