@@ -151,12 +151,12 @@ func (b *amqpSource) publisher(_ context.Context, q string) (func(context.Contex
 	if err := ch.Confirm(false); err != nil {
 		return nil, err
 	}
-	var seq int64
 	return func(ctx context.Context, body []byte) error {
-		seq++
+		// One sequence for every publisher: the message id is the event
+		// id, and a repeated one would be a duplicate.
 		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", q, false, false, amqp.Publishing{
 			ContentType: "application/json", DeliveryMode: amqp.Persistent,
-			MessageId: fmt.Sprintf("%s-lat-%d", q, seq), Body: body})
+			MessageId: fmt.Sprintf("%s-lat-%d", q, latencySeq.Add(1)), Body: body})
 		if err != nil {
 			return err
 		}

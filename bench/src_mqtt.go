@@ -21,7 +21,19 @@ type mqttSource struct {
 	*mqttBroker
 	mu  sync.Mutex
 	pub *paho.Client
+	// flow reports the messages consumed so far: preload keeps at most
+	// mqttWindow published beyond it. A broker queues a bounded number of
+	// messages per subscriber (Mosquitto's max_queued_messages, 1,000 by
+	// default) and drops the rest, whoever the subscriber is.
+	flow   func() int64
+	rawGot atomic.Int64
 }
+
+// mqttWindow bounds the messages published and not yet consumed.
+const mqttWindow = 100
+
+// setFlow implements flowControlled.
+func (b *mqttSource) setFlow(f func() int64) { b.flow = f }
 
 func newMQTTSourceBroker(ctx context.Context, rawURL, run string) (*mqttSource, error) {
 	u, err := url.Parse(rawURL)
@@ -75,6 +87,9 @@ func (b *mqttSource) preload(ctx context.Context, topic string, n int64, body fu
 		go func() {
 			defer wg.Done()
 			for i := next.Add(1) - 1; i < n; i = next.Add(1) - 1 {
+				for b.flow != nil && i-b.flow() > mqttWindow && ctx.Err() == nil {
+					time.Sleep(time.Millisecond)
+				}
 				r, err := c.Publish(ctx, &paho.Publish{QoS: 1, Topic: topic, Payload: body(i)})
 				if err != nil {
 					errc <- err
@@ -95,7 +110,9 @@ func (b *mqttSource) preload(ctx context.Context, topic string, n int64, body fu
 // rawConsume subscribes at QoS 1 with manual acknowledgements, acking
 // every message as it arrives.
 func (b *mqttSource) rawConsume(ctx context.Context, topic string, n int64, prefetch int, ready func()) error {
-	var got atomic.Int64
+	got := &b.rawGot
+	got.Store(0)
+	b.flow = got.Load
 	done := make(chan struct{})
 	var c *paho.Client
 	var once sync.Once

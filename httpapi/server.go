@@ -72,6 +72,10 @@ type Config struct {
 	// or redrive put deliveries back in tier 0 (otherwise they are found at
 	// the next poll).
 	Notify func()
+	// SourcesChanged, when set, is called after a source was created,
+	// changed or deleted: this node's source manager reloads at once
+	// (other nodes notice within their poll, 2 s).
+	SourcesChanged func()
 	// Tiers are the retry tiers' maturity delays, reported by /v1/stats.
 	// Empty reports tier 0 only, with delay 0s.
 	Tiers []time.Duration

@@ -284,6 +284,7 @@ func (s *server) sourceCreate(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	s.sourcesChanged()
 	w.Header().Set("Location", "/v1/sources/"+url.PathEscape(out.Name))
 	return s.reply(w, http.StatusCreated, sourceView(out))
 }
@@ -399,6 +400,7 @@ func (s *server) sourcePatch(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return notFound(err, "source", name)
 	}
+	s.sourcesChanged()
 	return s.reply(w, http.StatusOK, sourceView(out))
 }
 
@@ -410,6 +412,14 @@ func (s *server) sourceDelete(w http.ResponseWriter, r *http.Request) error {
 	if err := s.store.SourceDelete(r.Context(), name); err != nil {
 		return notFound(err, "source", name)
 	}
+	s.sourcesChanged()
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// sourcesChanged tells this node's source manager (Config.SourcesChanged).
+func (s *server) sourcesChanged() {
+	if s.cfg.SourcesChanged != nil {
+		s.cfg.SourcesChanged()
+	}
 }

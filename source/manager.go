@@ -90,6 +90,8 @@ type Manager struct {
 	// disabled ones (both reported with that state).
 	standby  map[string]*stats
 	lastSent map[string]time.Time
+	// kick asks Run to reload the sources now (Kick).
+	kick chan struct{}
 }
 
 // New returns a Manager; Run runs it.
@@ -119,7 +121,7 @@ func New(cfg Config) *Manager {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Manager{cfg: cfg, runners: map[string]*runner{}, defs: map[string]string{},
-		standby: map[string]*stats{}, lastSent: map[string]time.Time{}}
+		standby: map[string]*stats{}, lastSent: map[string]time.Time{}, kick: make(chan struct{}, 1)}
 }
 
 // Run manages the sources until ctx ends, then stops every runner (each
@@ -139,9 +141,23 @@ func (m *Manager) Run(ctx context.Context) error {
 			return ctx.Err()
 		case <-poll.C:
 			m.reconcile(ctx)
+		case <-m.kick:
+			m.reconcile(ctx)
+			// Report the new state soon rather than at the next tick.
+			report.Reset(m.cfg.ReportInterval / 4)
 		case <-report.C:
 			m.report(ctx, false)
+			report.Reset(m.cfg.ReportInterval)
 		}
+	}
+}
+
+// Kick makes Run reload the sources now instead of at its next poll: the
+// API calls it on this node after a source changed. It never blocks.
+func (m *Manager) Kick() {
+	select {
+	case m.kick <- struct{}{}:
+	default:
 	}
 }
 

@@ -125,9 +125,6 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if f.duration > 0 && !countSet {
 		f.count = benchMaxCount // --duration alone: the time bounds the run
 	}
-	if f.source != "" {
-		return runBenchSource(ctx, &f, stdout, stderr)
-	}
 	if err := f.validate(); err != nil {
 		return err
 	}
@@ -152,6 +149,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		defer func() { pprof.StopCPUProfile(); _ = pf.Close() }()
 	}
 
+	if f.source != "" {
+		return runBenchSource(ctx, &f, stdout, stderr)
+	}
 	cfg := bench.Config{
 		Rate: f.rate, Count: f.count, Duration: f.duration, Payload: f.payload, Concurrency: f.concurrency,
 		Batch: f.batch, Fanout: f.fanout, FailRatio: f.failRatio, Delay: f.delay, Backlog: f.backlog,
@@ -200,6 +200,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 func (f *benchFlags) validate() error {
+	if f.source != "" {
+		return nil // runBenchSource checks its own flags
+	}
 	switch {
 	case f.count < 1 || f.count > benchMaxCount:
 		return fmt.Errorf("--count must be 1..%d", benchMaxCount)

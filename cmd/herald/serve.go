@@ -338,6 +338,8 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 		Logger:        logger,
 		Observer:      obs,
 	})
+	// Broker sources publish through the ingester (runSources below).
+	sources := newSources(c, s, ing, engine.NodeID(), metrics.NewSourceObserver(reg), logger)
 	maint := maintenance.New(maintenance.Config{
 		Store:      s,
 		Publisher:  ing,
@@ -380,22 +382,23 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 		extra["GET /portal/"] = ui.NewPortal("/portal/", strings.Fields(c.PortalFrameAncestors))
 	}
 	api := httpapi.New(httpapi.Config{
-		Extra:        extra,
-		Store:        s,
-		Publisher:    ing,
-		Notify:       engine.Notify,
-		Tiers:        c.tiers,
-		Auth:         httpapi.NewTokenAuth(s, c.APIToken),
-		Metrics:      promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
-		MetricsToken: c.MetricsToken,
-		Logger:       logger,
-		MaxBodyBytes: c.MaxBodyBytes,
-		SecretGrace:  c.SecretGrace,
-		Push:         broadcaster,
-		WebPush:      webPushKeys(vapid),
-		History:      historyView{history},
-		UserAgent:    userAgent,
-		PublicURL:    publicURL(c, lns.api()),
+		Extra:          extra,
+		Store:          s,
+		Publisher:      ing,
+		Notify:         engine.Notify,
+		SourcesChanged: sources.Kick,
+		Tiers:          c.tiers,
+		Auth:           httpapi.NewTokenAuth(s, c.APIToken),
+		Metrics:        promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+		MetricsToken:   c.MetricsToken,
+		Logger:         logger,
+		MaxBodyBytes:   c.MaxBodyBytes,
+		SecretGrace:    c.SecretGrace,
+		Push:           broadcaster,
+		WebPush:        webPushKeys(vapid),
+		History:        historyView{history},
+		UserAgent:      userAgent,
+		PublicURL:      publicURL(c, lns.api()),
 		// --dev: a push service on the machine may serve http endpoints.
 		AllowHTTPPushEndpoints: c.Dev,
 	})
@@ -437,7 +440,7 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 	ing.Start()
 	// Broker sources publish through the ingester: started after it,
 	// stopped before it closes (heraldNode.stop).
-	stopSources := startSources(c, s, ing, engine.NodeID(), metrics.NewSourceObserver(reg), logger)
+	stopSources := runSources(sources)
 	if !c.holdDelivery {
 		engine.Start()
 	}

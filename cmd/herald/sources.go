@@ -27,22 +27,25 @@ func sourceDialers() *source.Dialers {
 	return d
 }
 
-// startSources runs this node's share of the broker sources until the
-// returned stop is called: stop waits for every consumer to settle the
-// batch it holds, so it must run before the ingester closes.
-func startSources(c *config, s store.Store, ing *ingest.Ingester, nodeID string, obs source.Observer, logger *slog.Logger) (stop func()) {
-	nodeID = sourceNodeID(c, nodeID)
-	m := source.New(source.Config{
+// newSources builds this node's source manager; runSources runs it.
+func newSources(c *config, s store.Store, ing *ingest.Ingester, nodeID string, obs source.Observer, logger *slog.Logger) *source.Manager {
+	return source.New(source.Config{
 		Store:       s,
 		Connections: destination.NewCache(s, 0),
 		Dialers:     sourceDialers(),
 		Publisher:   ing,
 		Decode:      httpapi.DecodeEvent,
-		Node:        nodeID,
+		Node:        sourceNodeID(c, nodeID),
 		MaxBody:     int(c.MaxBodyBytes),
 		Observer:    obs,
 		Logger:      logger,
 	})
+}
+
+// runSources runs m until the returned stop is called: stop waits for
+// every consumer to settle the batch it holds, so it must run before the
+// ingester closes.
+func runSources(m *source.Manager) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
