@@ -37,10 +37,10 @@ type ConnectionStore interface {
 	ConnectionUpdate(ctx context.Context, params *ConnectionUpdateParams) (*herald.Connection, error)
 	// ConnectionDelete removes a connection. ErrNotFound if absent; an
 	// ErrConflict-compatible *ConnectionInUseError when a live (not
-	// deleted) subscription names it. The check and the delete run in one
-	// transaction, and SubscriptionCreate/Update check the connection
-	// exists in theirs, so no subscription is ever left naming a deleted
-	// connection.
+	// deleted) subscription names it, or else a source does. The checks
+	// and the delete run in one transaction, and SubscriptionCreate/Update
+	// and SourceCreate/Update check the connection exists in theirs, so no
+	// subscription or source is ever left naming a deleted connection.
 	ConnectionDelete(ctx context.Context, params *ConnectionDeleteParams) error
 }
 
@@ -75,7 +75,7 @@ type ConnectionDeleteParams struct {
 }
 
 // ConnectionInUseError is ConnectionDelete's answer for a connection a
-// live subscription still names. errors.Is(err, herald.ErrConflict) holds.
+// live subscription or a source still names. errors.Is(err, herald.ErrConflict) holds.
 type ConnectionInUseError struct {
 	Name string
 	// SubscriptionID is one subscription using it (the smallest id).

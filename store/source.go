@@ -49,7 +49,8 @@ type SourceStore interface {
 	// SourceLeaseAcquire makes Node the holder of the source's lease until
 	// Now+TTL when nobody holds it, the lease expired, or Node already
 	// holds it (renewal), and reports whether Node holds it after the
-	// call. Two nodes racing for a free lease: exactly one gets it.
+	// call. Two nodes racing for a free lease: exactly one gets it. Nobody
+	// holds the lease of a source that does not exist (false, no error).
 	SourceLeaseAcquire(ctx context.Context, params *SourceLeaseParams) (bool, error)
 	// SourceLeaseRelease ends Node's lease of the source if it holds it.
 	SourceLeaseRelease(ctx context.Context, params *SourceLeaseParams) error

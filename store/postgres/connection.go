@@ -188,9 +188,10 @@ func (s *Store) ConnectionUpdate(ctx context.Context, params *store.ConnectionUp
 	return out, nil
 }
 
-// ConnectionDelete removes a connection no live subscription names. It
-// locks the row FOR UPDATE first (see shareConnection), then looks for a
-// user through the subscriptions_connection index.
+// ConnectionDelete removes a connection no live subscription and no
+// source names. It locks the row FOR UPDATE first (see shareConnection and
+// shareSourceConnection), then looks for a user through the
+// subscriptions_connection and sources_connection indexes.
 func (s *Store) ConnectionDelete(ctx context.Context, params *store.ConnectionDeleteParams) error {
 	return s.inTx(ctx, "error deleting connection", func(tx pgx.Tx) error {
 		var one int
@@ -206,6 +207,15 @@ func (s *Store) ConnectionDelete(ctx context.Context, params *store.ConnectionDe
 			ORDER BY id LIMIT 1`, params.Name).Scan(&subID)
 		if err == nil {
 			return &store.ConnectionInUseError{Name: params.Name, SubscriptionID: subID}
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		var source string
+		err = tx.QueryRow(ctx, "SELECT name FROM sources WHERE connection = $1 ORDER BY name LIMIT 1",
+			params.Name).Scan(&source)
+		if err == nil {
+			return &store.ConnectionInUseError{Name: params.Name, SourceName: source}
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return err

@@ -80,3 +80,11 @@ func (s *Store) RawConnectionURLs(ctx context.Context) ([]string, error) {
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
+
+// SourceRejectsStored counts the rejects rows of a source, however many
+// a read would show (storetest.SourceRejectCounter).
+func (s *Store) SourceRejectsStored(ctx context.Context, source string) (int64, error) {
+	var n int64
+	err := s.pool.QueryRow(ctx, `SELECT COUNT(*) FROM source_rejects WHERE source = $1`, source).Scan(&n)
+	return n, err
+}

@@ -182,7 +182,8 @@ func (s *Store) ConnectionUpdate(ctx context.Context, params *store.ConnectionUp
 	return out, nil
 }
 
-// ConnectionDelete removes a connection no live subscription names.
+// ConnectionDelete removes a connection no live subscription and no
+// source names.
 func (s *Store) ConnectionDelete(ctx context.Context, params *store.ConnectionDeleteParams) error {
 	return s.writeTx(ctx, "connection delete", func(tx *sql.Tx) error {
 		var subID string
@@ -190,6 +191,14 @@ func (s *Store) ConnectionDelete(ctx context.Context, params *store.ConnectionDe
 			WHERE connection = ? AND deleted_at IS NULL ORDER BY id LIMIT 1`, params.Name).Scan(&subID)
 		if err == nil {
 			return &store.ConnectionInUseError{Name: params.Name, SubscriptionID: subID}
+		} else if !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		var source string
+		err = tx.QueryRowContext(ctx, `SELECT name FROM sources WHERE connection = ? ORDER BY name LIMIT 1`,
+			params.Name).Scan(&source)
+		if err == nil {
+			return &store.ConnectionInUseError{Name: params.Name, SourceName: source}
 		} else if !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}

@@ -39,3 +39,11 @@ func (s *Store) RawSecrets(ctx context.Context) ([]string, error) {
 func (s *Store) RawConnectionURLs(ctx context.Context) ([]string, error) {
 	return queryStrings(ctx, s.rdb, `SELECT url FROM connections ORDER BY name`)
 }
+
+// SourceRejectsStored counts the rejects rows of a source, however many
+// a read would show (storetest.SourceRejectCounter).
+func (s *Store) SourceRejectsStored(ctx context.Context, source string) (int64, error) {
+	var n int64
+	err := s.rdb.QueryRowContext(ctx, `SELECT COUNT(*) FROM source_rejects WHERE source = ?`, source).Scan(&n)
+	return n, err
+}

@@ -42,6 +42,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"TenantEventKey", testTenantEventKey},
 		{"Subscription", testSubscription},
 		{"Connection", testConnection},
+		{"Source", testSource},
 		{"Event", testEvent},
 		{"Chunks", testChunks},
 		{"DeliveryClaim", testDeliveryClaim},
