@@ -118,11 +118,11 @@ func keepMaskedPassword(next, cur string) string {
 }
 
 // confineAdmin refuses a tenant-confined token (admin scope is checked by
-// the route): connections span every tenant.
-func confineAdmin(r *http.Request) error {
+// the route): connections and sources (what) span every tenant.
+func confineAdmin(r *http.Request, what string) error {
 	if own := principalOf(r).Tenant; own != "" {
 		return herald.Errorf(herald.CodeForbidden,
-			"connections are operator-owned: a token confined to tenant %s cannot read or change them", quote(own))
+			"%s are operator-owned: a token confined to tenant %s cannot read or change them", what, quote(own))
 	}
 	return nil
 }
@@ -210,7 +210,7 @@ func decodeConnectionTLS(o object) (*herald.ConnectionTLS, error) {
 }
 
 func (s *server) connectionCreate(w http.ResponseWriter, r *http.Request) error {
-	if err := confineAdmin(r); err != nil {
+	if err := confineAdmin(r, "connections"); err != nil {
 		return err
 	}
 	body, err := readBody(w, r, s.smallLimit(SmallBodyBytes))
@@ -265,7 +265,7 @@ func (s *server) connectionCreate(w http.ResponseWriter, r *http.Request) error 
 }
 
 func (s *server) connectionList(w http.ResponseWriter, r *http.Request) error {
-	if err := confineAdmin(r); err != nil {
+	if err := confineAdmin(r, "connections"); err != nil {
 		return err
 	}
 	q, err := query(r)
@@ -300,7 +300,7 @@ func (s *server) connectionList(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *server) connectionGet(w http.ResponseWriter, r *http.Request) error {
-	if err := confineAdmin(r); err != nil {
+	if err := confineAdmin(r, "connections"); err != nil {
 		return err
 	}
 	name := r.PathValue("name")
@@ -316,7 +316,7 @@ func (s *server) connectionGet(w http.ResponseWriter, r *http.Request) error {
 // null tls removes it, null tenants grants none). A url whose password is
 // "***" keeps the stored password, so an answer can be sent back as it is.
 func (s *server) connectionPatch(w http.ResponseWriter, r *http.Request) error {
-	if err := confineAdmin(r); err != nil {
+	if err := confineAdmin(r, "connections"); err != nil {
 		return err
 	}
 	name := r.PathValue("name")
@@ -360,7 +360,7 @@ func (s *server) connectionPatch(w http.ResponseWriter, r *http.Request) error {
 // connectionDelete answers 409 while a subscription uses the connection,
 // naming one.
 func (s *server) connectionDelete(w http.ResponseWriter, r *http.Request) error {
-	if err := confineAdmin(r); err != nil {
+	if err := confineAdmin(r, "connections"); err != nil {
 		return err
 	}
 	name := r.PathValue("name")

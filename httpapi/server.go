@@ -52,8 +52,9 @@ const (
 	// exchange ({"link": …}), SmallBodyBytes for tokens, broadcasts,
 	// secret rotations and redrives, PortalBodyBytes for portal links
 	// (a theme's logo is up to 64 KiB decoded). Events, subscriptions
-	// (headers, metadata, filters) and filter or subscription tests (a
-	// sample event) keep MaxBodyBytes.
+	// (headers, metadata, filters), sources (six mapping expressions of up
+	// to filter.MaxJMESPathLength each) and filter or subscription tests
+	// (a sample event) keep MaxBodyBytes.
 	PortalSessionBodyBytes = 4 << 10
 	SmallBodyBytes         = 16 << 10
 	PortalBodyBytes        = 128 << 10
@@ -221,6 +222,13 @@ func (s *server) routes() {
 	s.v1("GET /v1/connections/{name}", ScopeAdmin, s.connectionGet)
 	s.v1("PATCH /v1/connections/{name}", ScopeAdmin, s.connectionPatch)
 	s.v1("DELETE /v1/connections/{name}", ScopeAdmin, s.connectionDelete)
+	// Broker sources read through those connections and publish events of
+	// any tenant (source.go): admin, never a tenant-confined token.
+	s.v1("POST /v1/sources", ScopeAdmin, s.sourceCreate)
+	s.v1("GET /v1/sources", ScopeAdmin, s.sourceList)
+	s.v1("GET /v1/sources/{name}", ScopeAdmin, s.sourceGet)
+	s.v1("PATCH /v1/sources/{name}", ScopeAdmin, s.sourcePatch)
+	s.v1("DELETE /v1/sources/{name}", ScopeAdmin, s.sourceDelete)
 
 	s.v1("POST /v1/tokens", ScopeAdmin, s.tokenCreate)
 	s.v1("GET /v1/tokens", ScopeAdmin, s.tokenList)
