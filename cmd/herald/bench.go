@@ -66,6 +66,9 @@ type benchFlags struct {
 	sample                  time.Duration
 	destination, brokerURL  string
 	rawConcurrency          int
+	source                  string
+	prefetch                int
+	latencyCount            int64
 }
 
 func cmdBench(ctx context.Context, args []string) error {
@@ -104,6 +107,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&f.brokerURL, "broker-url", "", "the broker of --destination amqp|nats|redis|mqtt (loopback only; default the machine's: "+
 		"amqp://guest:guest@127.0.0.1:5672/, nats://127.0.0.1:4222, redis://127.0.0.1:6379/0, mqtt://127.0.0.1:1883)")
 	fs.IntVar(&f.rawConcurrency, "raw-concurrency", 0, "--destination: workers of the raw phase (default --concurrency; with --batch and few publishers, set it to --workers: herald delivers from its workers)")
+	fs.StringVar(&f.source, "source", "", "measure a broker source instead ("+strings.Join(bench.SourceTypes, ", ")+"): --count messages preloaded and consumed by the broker client alone (ack only), then by herald (events stored/s), then --latency-count messages at --rate (default 1000/s) broker publish → webhook")
+	fs.IntVar(&f.prefetch, "prefetch", 0, "--source: prefetch of the raw consumer and the source (0: herald's default, 256)")
+	fs.Int64Var(&f.latencyCount, "latency-count", 10000, "--source: messages of the latency phase (0 skips it)")
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object instead of the report")
 	fs.BoolVar(&f.progress, "progress", isTerminal(os.Stderr), "progress line on stderr every 500ms (default when stderr is a terminal)")
 	fs.BoolVar(&f.drain, "drain", false, "in-process only: hold delivery until everything is published, then measure delivery alone (burn-down; latency then includes the hold)")
@@ -118,6 +124,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Visit(func(fl *flag.Flag) { countSet = countSet || fl.Name == "count" })
 	if f.duration > 0 && !countSet {
 		f.count = benchMaxCount // --duration alone: the time bounds the run
+	}
+	if f.source != "" {
+		return runBenchSource(ctx, &f, stdout, stderr)
 	}
 	if err := f.validate(); err != nil {
 		return err

@@ -48,3 +48,12 @@ type Restarter interface {
 type DeadLetters interface {
 	DeadLetters(t *testing.T, src *herald.Source) int
 }
+
+// Backlog is implemented by a Harness whose broker keeps a bounded number
+// of messages for a consumer that is not connected and drops the rest
+// (Mosquitto's max_queued_messages per session): the restart case then
+// publishes at most Backlog messages at a time while no node may be
+// consuming.
+type Backlog interface {
+	Backlog() int
+}

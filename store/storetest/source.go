@@ -399,6 +399,38 @@ func testSource(t *testing.T, newStore NewStoreFunc) {
 		require.False(t, b.lease(t, "keep", ownerB, now))
 	})
 
+	// A report or lease racing the source's delete: both succeed (the
+	// report and lease of a deleted source do nothing) and nothing of the
+	// old source is left for one re-created under its name.
+	t.Run("DeleteRacesReport", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newStore)
+		b.createConnection(t, newConnection("rabbit"))
+		for i := range 20 {
+			name := fmt.Sprintf("race-%d", i)
+			b.createSource(t, newSource(name, "rabbit"))
+			var repErr, leaseErr, delErr error
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				repErr = b.store.SourceReport(b.ctx, &store.SourceReportParams{Source: name, Node: ownerA,
+					State: herald.SourceConsuming, Consumed: 1, Rejects: rejects(1, 2), Now: now})
+			})
+			wg.Go(func() {
+				_, leaseErr = b.store.SourceLeaseAcquire(b.ctx, &store.SourceLeaseParams{Source: name, Node: ownerA, TTL: time.Minute, Now: now})
+			})
+			wg.Go(func() { delErr = b.store.SourceDelete(b.ctx, name) })
+			wg.Wait()
+			require.NoError(t, repErr, "round %d", i)
+			require.NoError(t, leaseErr, "round %d", i)
+			require.NoError(t, delErr, "round %d", i)
+			b.createSource(t, newSource(name, "rabbit"))
+			st := b.sourceStatus(t, name, now)
+			require.Empty(t, st.Nodes, "round %d", i)
+			require.Empty(t, st.RecentRejects, "round %d", i)
+			require.True(t, b.lease(t, name, ownerB, now), "round %d", i)
+		}
+	})
+
 	t.Run("Lease", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, newStore)
