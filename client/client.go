@@ -287,9 +287,44 @@ func (c *Client) UpdateConnection(ctx context.Context, name string, patch map[st
 }
 
 // DeleteConnection deletes a connection; the server answers 409 (a
-// conflict *Error) while a subscription uses it.
+// conflict *Error) while a subscription or a source uses it.
 func (c *Client) DeleteConnection(ctx context.Context, name string) error {
 	return c.do(ctx, http.MethodDelete, pathID("/v1/connections/", name), nil, nil, nil)
+}
+
+// ---- sources (admin) ----
+
+// CreateSource creates a broker source herald consumes events from.
+func (c *Client) CreateSource(ctx context.Context, in SourceInput) (*Source, error) {
+	var out Source
+	return &out, c.do(ctx, http.MethodPost, "/v1/sources", nil, in, &out)
+}
+
+// ListSources returns one page of sources, without status (limit 0: the
+// server's default, 100).
+func (c *Client) ListSources(ctx context.Context, limit int, cursor string) (*SourceList, error) {
+	q := url.Values{}
+	setPage(q, limit, cursor)
+	var out SourceList
+	return &out, c.do(ctx, http.MethodGet, "/v1/sources", q, nil, &out)
+}
+
+// GetSource returns one source with its Status.
+func (c *Client) GetSource(ctx context.Context, name string) (*Source, error) {
+	var out Source
+	return &out, c.do(ctx, http.MethodGet, pathID("/v1/sources/", name), nil, nil, &out)
+}
+
+// UpdateSource replaces the fields patch names (mapping as a whole; a nil
+// value clears a field); name and type cannot change.
+func (c *Client) UpdateSource(ctx context.Context, name string, patch map[string]any) (*Source, error) {
+	var out Source
+	return &out, c.do(ctx, http.MethodPatch, pathID("/v1/sources/", name), nil, patch, &out)
+}
+
+// DeleteSource deletes a source; herald stops consuming it.
+func (c *Client) DeleteSource(ctx context.Context, name string) error {
+	return c.do(ctx, http.MethodDelete, pathID("/v1/sources/", name), nil, nil, nil)
 }
 
 // ---- tokens ----

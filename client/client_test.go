@@ -226,3 +226,55 @@ func TestConnections(t *testing.T) {
 	require.NoError(t, err)
 	require.JSONEq(t, `{"type":"amqp","connection":"rabbit","exchange":"events","routing_key":""}`, string(b))
 }
+
+func TestSources(t *testing.T) {
+	t.Parallel()
+	var got []string
+	src := `{"name":"publishing","type":"amqp","connection":"rabbit","queue":"content","mapping":{"key":"body.content_id"},` +
+		`"tenant":"acme","ordered":true,"enabled":true,"prefetch":0,"created_at":"2026-01-01T00:00:00Z","updated_at":"2026-01-01T00:00:00Z"`
+	status := `,"status":{"state":"consuming","consumed":10,"duplicates":1,"rejected":1,"pending":3,"nodes":[],` +
+		`"recent_rejects":[{"at":"2026-01-01T00:00:01Z","node":"n1","reason":"not_json","message":"the body is not JSON"}]}`
+	c := setup(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got = append(got, r.Method+" "+r.URL.RequestURI()+" "+string(b))
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case r.Method == http.MethodPost:
+			w.WriteHeader(http.StatusCreated)
+			_, _ = io.WriteString(w, src+"}")
+		case r.Method == http.MethodDelete:
+			w.WriteHeader(http.StatusNoContent)
+		case strings.HasSuffix(r.URL.Path, "/sources"):
+			_, _ = io.WriteString(w, `{"data":[`+src+`}],"next_cursor":"abc"}`)
+		case r.Method == http.MethodGet:
+			_, _ = io.WriteString(w, src+status+"}")
+		default:
+			_, _ = io.WriteString(w, src+"}")
+		}
+	})
+	ctx := context.Background()
+	created, err := c.CreateSource(ctx, SourceInput{Name: "publishing", Type: "amqp", Connection: "rabbit", Queue: "content",
+		Mapping: &SourceMapping{Key: "body.content_id"}, Tenant: "acme", Ordered: true})
+	require.NoError(t, err)
+	require.Equal(t, &SourceMapping{Key: "body.content_id"}, created.Mapping)
+	require.Nil(t, created.Status)
+	list, err := c.ListSources(ctx, 10, "")
+	require.NoError(t, err)
+	require.Equal(t, "publishing", list.Data[0].Name)
+	require.Equal(t, "abc", *list.NextCursor)
+	one, err := c.GetSource(ctx, "publishing")
+	require.NoError(t, err)
+	require.Equal(t, "consuming", one.Status.State)
+	require.Equal(t, int64(3), *one.Status.Pending)
+	require.Equal(t, "not_json", one.Status.RecentRejects[0].Reason)
+	_, err = c.UpdateSource(ctx, "publishing", map[string]any{"mapping": nil, "enabled": false})
+	require.NoError(t, err)
+	require.NoError(t, c.DeleteSource(ctx, "publishing"))
+	require.Equal(t, []string{
+		`POST /v1/sources {"name":"publishing","type":"amqp","connection":"rabbit","queue":"content","mapping":{"key":"body.content_id"},"tenant":"acme","ordered":true}`,
+		"GET /v1/sources?limit=10 ",
+		"GET /v1/sources/publishing ",
+		`PATCH /v1/sources/publishing {"enabled":false,"mapping":null}`,
+		"DELETE /v1/sources/publishing ",
+	}, got)
+}

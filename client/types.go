@@ -523,3 +523,106 @@ type ConnectionList struct {
 	Data       []Connection `json:"data"`
 	NextCursor *string      `json:"next_cursor"`
 }
+
+// Source is a broker queue, stream or topic herald consumes events from,
+// through a connection of the same Type: amqp reads Queue; nats Stream
+// with the Durable consumer and an optional Subject filter; redis Stream
+// with the consumer Group; mqtt Topic (a filter). Status is set only by
+// GetSource.
+type Source struct {
+	Name       string         `json:"name"`
+	Type       string         `json:"type"`
+	Connection string         `json:"connection"`
+	Queue      string         `json:"queue,omitempty"`
+	Stream     string         `json:"stream,omitempty"`
+	Durable    string         `json:"durable,omitempty"`
+	Subject    string         `json:"subject,omitempty"`
+	Group      string         `json:"group,omitempty"`
+	Topic      string         `json:"topic,omitempty"`
+	Mapping    *SourceMapping `json:"mapping"`
+	Tenant     string         `json:"tenant,omitempty"`
+	Ordered    bool           `json:"ordered"`
+	Enabled    bool           `json:"enabled"`
+	// Prefetch 0 means the server's default (256).
+	Prefetch  int           `json:"prefetch"`
+	CreatedAt string        `json:"created_at"`
+	UpdatedAt string        `json:"updated_at"`
+	Status    *SourceStatus `json:"status,omitempty"`
+}
+
+// SourceMapping holds a JMESPath expression per event field over the
+// message document {body, headers, routing_key | subject | stream |
+// topic, message_id, timestamp}; "" keeps the field's default (docs/api.md
+// "Sources").
+type SourceMapping struct {
+	ID      string `json:"id,omitempty"`
+	Type    string `json:"type,omitempty"`
+	Key     string `json:"key,omitempty"`
+	Version string `json:"version,omitempty"`
+	Tenant  string `json:"tenant,omitempty"`
+	Data    string `json:"data,omitempty"`
+}
+
+// SourceStatus is a source's status over every node.
+type SourceStatus struct {
+	// State: consuming, connecting, store_unavailable, failed, standby,
+	// disabled, or idle when no node reported lately.
+	State      string `json:"state"`
+	Consumed   int64  `json:"consumed"`
+	Duplicates int64  `json:"duplicates"`
+	Rejected   int64  `json:"rejected"`
+	LastError  string `json:"last_error,omitempty"`
+	// Pending is the broker's backlog where it reports one.
+	Pending       *int64             `json:"pending,omitempty"`
+	Nodes         []SourceNodeStatus `json:"nodes"`
+	RecentRejects []SourceReject     `json:"recent_rejects"`
+}
+
+// SourceNodeStatus is one node's view of a source.
+type SourceNodeStatus struct {
+	Node       string `json:"node"`
+	State      string `json:"state"`
+	Consumed   int64  `json:"consumed"`
+	Duplicates int64  `json:"duplicates"`
+	Rejected   int64  `json:"rejected"`
+	LastError  string `json:"last_error,omitempty"`
+	Pending    *int64 `json:"pending,omitempty"`
+	UpdatedAt  string `json:"updated_at"`
+}
+
+// SourceReject is one message rejected without requeue, with its Reason
+// (not_json, too_large, mapping, invalid_event, tenant, unreadable,
+// duplicate_in_batch).
+type SourceReject struct {
+	At        string `json:"at"`
+	Node      string `json:"node,omitempty"`
+	Reason    string `json:"reason"`
+	Message   string `json:"message"`
+	MessageID string `json:"message_id,omitempty"`
+	Excerpt   string `json:"excerpt,omitempty"`
+}
+
+// SourceInput is a source to create. Enabled nil means true; Prefetch 0
+// the server's default.
+type SourceInput struct {
+	Name       string         `json:"name"`
+	Type       string         `json:"type"`
+	Connection string         `json:"connection"`
+	Queue      string         `json:"queue,omitempty"`
+	Stream     string         `json:"stream,omitempty"`
+	Durable    string         `json:"durable,omitempty"`
+	Subject    string         `json:"subject,omitempty"`
+	Group      string         `json:"group,omitempty"`
+	Topic      string         `json:"topic,omitempty"`
+	Mapping    *SourceMapping `json:"mapping,omitempty"`
+	Tenant     string         `json:"tenant,omitempty"`
+	Ordered    bool           `json:"ordered,omitempty"`
+	Enabled    *bool          `json:"enabled,omitempty"`
+	Prefetch   int            `json:"prefetch,omitempty"`
+}
+
+// SourceList is a page of sources, in name order.
+type SourceList struct {
+	Data       []Source `json:"data"`
+	NextCursor *string  `json:"next_cursor"`
+}

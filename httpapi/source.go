@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"strings"
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/filter"
@@ -123,13 +124,18 @@ func sourceStatusView(st *herald.SourceStatus) *sourceStatusJSON {
 // stored one, and null clears it (a string field to "", mapping to none,
 // prefetch to the default); enabled null keeps the current value.
 func decodeSourceSettings(o object, src *herald.Source) error {
-	for name, dst := range map[string]*string{"connection": &src.Connection, "queue": &src.Queue, "stream": &src.Stream,
-		"durable": &src.Durable, "subject": &src.Subject, "group": &src.Group, "topic": &src.Topic, "tenant": &src.Tenant} {
-		if !o.has(name) {
+	// In body order of the docs, so that of several bad fields the same
+	// one is always named.
+	for _, f := range []struct {
+		name string
+		dst  *string
+	}{{"connection", &src.Connection}, {"queue", &src.Queue}, {"stream", &src.Stream}, {"durable", &src.Durable},
+		{"subject", &src.Subject}, {"group", &src.Group}, {"topic", &src.Topic}, {"tenant", &src.Tenant}} {
+		if !o.has(f.name) {
 			continue
 		}
-		*dst = ""
-		if _, err := o.str(name, dst); err != nil {
+		*f.dst = ""
+		if _, err := o.str(f.name, f.dst); err != nil {
 			return err
 		}
 	}
@@ -168,7 +174,7 @@ func decodeSourceSettings(o object, src *herald.Source) error {
 }
 
 // decodeSourceMapping decodes the mapping object (null, or an object
-// whose expressions are all empty: no mapping).
+// whose expressions are all blank: no mapping).
 func decodeSourceMapping(o object) (*herald.SourceMapping, error) {
 	raw, ok := o.get("mapping")
 	if !ok {
@@ -182,11 +188,15 @@ func decodeSourceMapping(o object) (*herald.SourceMapping, error) {
 		return nil, err
 	}
 	m := &herald.SourceMapping{}
-	for name, dst := range map[string]*string{"id": &m.ID, "type": &m.Type, "key": &m.Key,
-		"version": &m.Version, "tenant": &m.Tenant, "data": &m.Data} {
-		if _, err := mo.str(name, dst); err != nil {
+	for _, f := range []struct {
+		name string
+		dst  *string
+	}{{"id", &m.ID}, {"type", &m.Type}, {"key", &m.Key}, {"version", &m.Version}, {"tenant", &m.Tenant}, {"data", &m.Data}} {
+		if _, err := mo.str(f.name, f.dst); err != nil {
 			return nil, err
 		}
+		// Blank is no expression (CompileMapping trims too): store none.
+		*f.dst = strings.TrimSpace(*f.dst)
 	}
 	if *m == (herald.SourceMapping{}) {
 		return nil, nil
@@ -361,7 +371,8 @@ func (s *server) sourcePatch(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return notFound(err, "source", name)
 	}
-	for f, v := range map[string]string{"name": cur.Name, "type": string(cur.Type)} {
+	for _, f := range []string{"name", "type"} {
+		v := map[string]string{"name": cur.Name, "type": string(cur.Type)}[f]
 		var got string
 		if _, err := o.str(f, &got); err != nil {
 			return err

@@ -39,7 +39,7 @@ func TestSourceCRUD(t *testing.T) {
 
 		res := b.do(t, http.MethodPost, "/v1/sources", obj{"name": "publishing", "type": "amqp", "connection": "rabbit",
 			"queue": "content-updates", "tenant": "acme", "ordered": true, "prefetch": 64,
-			"mapping": obj{"key": "body.content_id", "version": "body.payload_version", "type": ""}})
+			"mapping": obj{"key": " body.content_id ", "version": "body.payload_version", "type": "", "data": nil}})
 		pub := ok[sourceJSON](t, res, http.StatusCreated)
 		require.Equal(t, "/v1/sources/publishing", res.header.Get("Location"))
 		require.Equal(t, sourceJSON{Name: "publishing", Type: herald.DestinationAMQP, Connection: "rabbit", Queue: new("content-updates"),
@@ -51,7 +51,7 @@ func TestSourceCRUD(t *testing.T) {
 		// Defaults: the NATS durable and the Redis group are "herald",
 		// an empty mapping is none, enabled is true unless said.
 		n := ok[sourceJSON](t, b.do(t, http.MethodPost, "/v1/sources", obj{"name": "orders", "type": "nats", "connection": "bus",
-			"stream": "ORDERS", "mapping": obj{}}), http.StatusCreated)
+			"stream": "ORDERS", "mapping": obj{"id": " "}}), http.StatusCreated)
 		require.Equal(t, new("herald"), n.Durable)
 		require.Equal(t, new(""), n.Subject)
 		require.Equal(t, new("ORDERS"), n.Stream)

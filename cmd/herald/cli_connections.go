@@ -18,7 +18,7 @@ func connectionCommands() []command {
 		{group: "connections", name: "list", summary: "list broker connections (passwords shown as ***)", setup: connectionList},
 		{group: "connections", name: "get", args: "NAME", nargs: 1, summary: "show a broker connection", setup: connectionGet},
 		{group: "connections", name: "update", args: "NAME", nargs: 1, summary: "change the URL, TLS or tenants given as flags", setup: connectionUpdate},
-		{group: "connections", name: "delete", args: "NAME", nargs: 1, summary: "delete a broker connection (refused while a subscription uses it)", setup: connectionDelete},
+		{group: "connections", name: "delete", args: "NAME", nargs: 1, summary: "delete a broker connection (refused while a subscription or source uses it)", setup: connectionDelete},
 	}
 }
 

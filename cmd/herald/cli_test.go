@@ -762,6 +762,8 @@ func TestCompletion(t *testing.T) {
 		{"herald deliveries list --state dea", "dead"},
 		{"herald conn", "connections"},
 		{"herald connections cr", "create"},
+		{"herald sour", "sources"},
+		{"herald sources create --map-ke", "--map-key"},
 		{"herald subscriptions create --destination-con", "--destination-connection"},
 	} {
 		script := fmt.Sprintf(`source %s; COMP_WORDS=(%s); COMP_CWORD=%d; _herald; echo "${COMPREPLY[*]}"`,
