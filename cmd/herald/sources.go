@@ -11,6 +11,7 @@ import (
 	"github.com/heraldhq/herald/source"
 	amqpsrc "github.com/heraldhq/herald/source/amqp"
 	mqttsrc "github.com/heraldhq/herald/source/mqtt"
+	redissrc "github.com/heraldhq/herald/source/redis"
 	"github.com/heraldhq/herald/store"
 )
 
@@ -20,6 +21,7 @@ func sourceDialers() *source.Dialers {
 	d := &source.Dialers{}
 	d.Register(herald.DestinationAMQP, amqpsrc.Dial)
 	d.Register(herald.DestinationMQTT, mqttsrc.Dial)
+	d.Register(herald.DestinationRedis, redissrc.Dial)
 	return d
 }
 
