@@ -54,13 +54,17 @@ type discoveryEngine struct {
 	docs       map[string]*docUpdates
 	arrivals   []time.Time
 	violations []string
-	repeats    int
+	// close are the pairs of deliveries (webhook-id) of one document that
+	// arrived less than the interval (less the slack) apart.
+	close   [][2]string
+	repeats int
 }
 
 type docUpdates struct {
-	at       []time.Time
-	versions []int64
-	highest  int64
+	at         []time.Time
+	versions   []int64
+	deliveries []string
+	highest    int64
 }
 
 func (d *discoveryEngine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -97,6 +101,7 @@ func (d *discoveryEngine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if gap := now.Sub(doc.at[n-1]); gap < govukInterval-govukSlack {
 			d.violations = append(d.violations, fmt.Sprintf("%s updated twice within %v (versions %d then %d)",
 				ev.Key, gap.Round(time.Millisecond), doc.versions[n-1], *ev.Version))
+			d.close = append(d.close, [2]string{doc.deliveries[n-1], r.Header.Get("webhook-id")})
 		}
 		switch {
 		case *ev.Version < doc.highest:
@@ -107,6 +112,7 @@ func (d *discoveryEngine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	doc.at = append(doc.at, now)
 	doc.versions = append(doc.versions, *ev.Version)
+	doc.deliveries = append(doc.deliveries, r.Header.Get("webhook-id"))
 	doc.highest = max(doc.highest, *ev.Version)
 	w.WriteHeader(http.StatusOK)
 }
@@ -280,6 +286,29 @@ func runGovUK(t *testing.T, backend string, nodes int) {
 
 	de.mu.Lock()
 	defer de.mu.Unlock()
+	// For deliveries that arrived too close, the request starts herald
+	// recorded (attempt "at"): they tell herald's spacing from the
+	// receiver's.
+	for _, pair := range de.close {
+		starts := make([]string, 2)
+		for i, id := range pair {
+			_, b := h.call(ctx, http.MethodGet, "/v1/deliveries/"+id, nil)
+			var d struct {
+				Attempts []struct {
+					At string `json:"at"`
+				} `json:"attempts"`
+			}
+			if json.Unmarshal(b, &d) == nil && len(d.Attempts) > 0 {
+				starts[i] = d.Attempts[len(d.Attempts)-1].At
+			}
+		}
+		a, errA := time.Parse(time.RFC3339Nano, starts[0])
+		b, errB := time.Parse(time.RFC3339Nano, starts[1])
+		if errA == nil && errB == nil {
+			de.violations = append(de.violations, fmt.Sprintf("herald started deliveries %s and %s %v apart (%s, %s)",
+				pair[0], pair[1], b.Sub(a).Round(time.Millisecond), starts[0], starts[1]))
+		}
+	}
 	require.Empty(t, de.violations, "Discovery Engine's rules were broken (%d of %d updates)", len(de.violations), len(de.arrivals))
 
 	// The subscription's rate limit: in any window of 1 s less the slack,
