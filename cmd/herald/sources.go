@@ -11,6 +11,7 @@ import (
 	"github.com/heraldhq/herald/source"
 	amqpsrc "github.com/heraldhq/herald/source/amqp"
 	mqttsrc "github.com/heraldhq/herald/source/mqtt"
+	natssrc "github.com/heraldhq/herald/source/nats"
 	redissrc "github.com/heraldhq/herald/source/redis"
 	"github.com/heraldhq/herald/store"
 )
@@ -22,6 +23,7 @@ func sourceDialers() *source.Dialers {
 	d.Register(herald.DestinationAMQP, amqpsrc.Dial)
 	d.Register(herald.DestinationMQTT, mqttsrc.Dial)
 	d.Register(herald.DestinationRedis, redissrc.Dial)
+	d.Register(herald.DestinationNATS, natssrc.Dial)
 	return d
 }
 
