@@ -300,3 +300,52 @@ func rabbitRestart(t *testing.T, down time.Duration) {
 
 // msgID is the test's id of message i, the event id the mapping takes.
 func msgID(prefix string, i int) string { return fmt.Sprintf("%s-%05d", prefix, i) }
+
+// natsRestart stops the machine's nats-server (JetStream keeps its streams
+// on disk), keeps it down for down, starts it as .ci/run does and waits
+// until JetStream answers. Only the tests that own a NATS restart call it.
+func natsRestart(t *testing.T, down time.Duration) {
+	t.Helper()
+	u := testbroker.URL(t, testbroker.NATS)
+	pu, err := url.Parse(u)
+	require.NoError(t, err)
+	addr := pu.Host
+	start := func() error {
+		out, err := exec.Command("start-stop-daemon", "--start", "--oknodo", "--background", "--exec", "/usr/sbin/nats-server", "--",
+			"-a", "127.0.0.1", "-p", "4222", "-js", "-sd", "/var/lib/nats-server", "-l", "/var/log/nats-server.log").CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%w: %s", err, out)
+		}
+		return nil
+	}
+	out, err := exec.Command("start-stop-daemon", "--stop", "--oknodo", "--retry", "TERM/20/KILL/5", "--exec", "/usr/sbin/nats-server").CombinedOutput()
+	require.NoError(t, err, "stopping nats-server: %s", out)
+	restarted := false
+	defer func() {
+		if !restarted {
+			_ = start() // other tests share the broker
+		}
+	}()
+	waitFor(t, 30*time.Second, func() (bool, string) { return testbroker.WaitUp(addr, 0) != nil, "still accepting" },
+		func(last string) string { return "nats-server did not stop: " + last })
+	time.Sleep(down) // the broker stays down a while: consumers see it
+	require.NoError(t, start(), "starting nats-server")
+	restarted = true
+	waitFor(t, 60*time.Second, func() (bool, string) {
+		nc, err := nats.Connect(u, nats.Timeout(time.Second))
+		if err != nil {
+			return false, err.Error()
+		}
+		defer nc.Close()
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return false, err.Error()
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if _, err := js.AccountInfo(ctx); err != nil {
+			return false, err.Error()
+		}
+		return true, ""
+	}, func(last string) string { return "JetStream is not back: " + last })
+}
