@@ -109,13 +109,11 @@ const (
 // Reject reasons (the reason label of herald_source_rejected_total and
 // SourceReject.Reason).
 const (
-	RejectNotJSON     = "not_json"
-	RejectTooLarge    = "too_large"
-	RejectMapping     = "mapping"
-	RejectInvalid     = "invalid_event"
-	RejectTenant      = "tenant"
-	RejectUnreadable  = "unreadable"
-	RejectDuplicateID = "duplicate_in_batch"
+	RejectNotJSON  = "not_json"
+	RejectTooLarge = "too_large"
+	RejectMapping  = "mapping"
+	RejectInvalid  = "invalid_event"
+	RejectTenant   = "tenant"
 )
 
 // SourceReject is one rejected message.

@@ -591,8 +591,7 @@ type SourceNodeStatus struct {
 }
 
 // SourceReject is one message rejected without requeue, with its Reason
-// (not_json, too_large, mapping, invalid_event, tenant, unreadable,
-// duplicate_in_batch).
+// (not_json, too_large, mapping, invalid_event, tenant).
 type SourceReject struct {
 	At        string `json:"at"`
 	Node      string `json:"node,omitempty"`

@@ -27,8 +27,10 @@ const chromiumPath = "/usr/bin/chromium"
 // playwright-core (e2e/ui/dashboard.mjs) against the real binary on both
 // stores: sign in, create a subscription and test its filter, publish
 // through the CLI (`herald events publish`), watch the delivery,
-// read a dead delivery's attempts, redrive it, rotate the secret, and load
-// every page at 1280 px and at phone width, saving screenshots. Outside CI
+// read a dead delivery's attempts, redrive it, rotate the secret, create
+// a Redis source in the Sources form (field errors beside their fields)
+// and follow its status, and load every page at 1280 px and at phone
+// width, saving screenshots. Outside CI
 // it skips, visibly, without Chromium or `npm ci` in e2e/ui; under CI=true
 // it fails instead.
 //

@@ -168,8 +168,8 @@ func fields(r *webhook.Request, msg *destination.Message) []any {
 func options(conn *herald.Connection) (*redis.Options, error) {
 	opt, err := redis.ParseURL(conn.URL)
 	if err != nil {
-		// ParseURL's errors do not quote the URL (it may hold a password).
-		return nil, fmt.Errorf("bad redis URL: %w", err)
+		// net/url's errors quote the whole URL, password included.
+		return nil, fmt.Errorf("bad redis URL: %w", destination.CleanURLError(err))
 	}
 	opt.DialTimeout = dialTimeout
 	opt.DialerRetries = 1

@@ -503,6 +503,107 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
   await page.locator('main .error').getByText(/in use|used by/).waitFor();
   assert((await apiCall('GET', '/v1/connections')).data.length === 1, 'still there');
 
+  begin('sources: the form shows the chosen type\'s fields, refuses a bad mapping and an ungranted tenant beside the field');
+  // The Sources screenshots are taken at 1280×800.
+  await page.setViewportSize({ width: 1280, height: 800 });
+  const srcStream = 'herald-ui-src-' + Date.now();
+  await nav('Sources').click();
+  await page.getByText('No sources yet.').waitFor();
+  await shot(page, '32-sources-empty');
+  await page.getByRole('link', { name: 'Create the first source' }).click();
+  await page.getByRole('heading', { name: 'New source' }).waitFor();
+  await page.locator('input[name=name]').fill('parcels');
+  const visible = async (n) => page.locator(`input[name=${n}]`).isVisible();
+  await page.locator('select[name=type]').selectOption('amqp');
+  assert(await visible('queue') && !(await visible('stream')) && !(await visible('topic')), 'amqp: the queue only');
+  await until('the amqp connection picker', async () => (await page.locator('select[name=connection]').textContent()).includes('No amqp connection yet'), 10000, 100);
+  await page.locator('select[name=type]').selectOption('redis');
+  assert(await visible('stream') && await visible('group'), 'redis: stream and group');
+  for (const n of ['queue', 'durable', 'subject', 'topic']) assert(!(await visible(n)), n + ' is hidden for redis');
+  await page.locator('select[name=connection] option[value=redis-local]').waitFor({ state: 'attached' });
+  assert((await page.locator('.mapping-doc').textContent()).includes('{body, headers, stream, message_id, timestamp}'), 'the mapping names the message document of a redis source');
+  await page.locator('input[name=stream]').fill(srcStream);
+  await page.locator('input[name=mapping_type]').fill('body.kind');
+  await page.locator('input[name=mapping_key]').fill('body.[');
+  await page.getByRole('button', { name: 'Create source' }).click();
+  await page.locator('input[name=mapping_key][aria-invalid=true] ~ .field-error').getByText('mapping.key').waitFor();
+  assert((await apiCall('GET', '/v1/sources')).data.length === 0, 'nothing created for a bad mapping');
+  await fits('the source form at 1280 px');
+  await page.evaluate(() => window.scrollTo(0, 0));
+  await shot(page, '33-source-field-error');
+  await page.locator('input[name=mapping_key]').fill('body.parcel_id');
+  // redis-local is granted to acme only.
+  await page.locator('input[name=tenant]').fill('globex');
+  await page.getByRole('button', { name: 'Create source' }).click();
+  await page.locator('input[name=tenant][aria-invalid=true] ~ .field-error').getByText('not granted').waitFor();
+  assert(await page.locator('.field-error').count() === 1, 'only the tenant is marked');
+  assert((await apiCall('GET', '/v1/sources')).data.length === 0, 'nothing created for an ungranted tenant');
+  await page.locator('input[name=tenant]').fill('acme');
+  await shot(page, '34-source-new');
+  await page.getByRole('button', { name: 'Create source' }).click();
+
+  begin('sources: the source\'s page shows its live status');
+  await page.getByRole('heading', { name: 'parcels' }).waitFor();
+  await page.locator('[data-source-status] [data-state]').waitFor();
+  const made = await apiCall('GET', '/v1/sources/parcels');
+  assert(made.type === 'redis' && made.connection === 'redis-local' && made.stream === srcStream && made.group === 'herald' && made.tenant === 'acme'
+    && made.mapping.key === 'body.parcel_id' && made.mapping.type === 'body.kind' && made.enabled && !made.ordered, 'created as filled in: ' + JSON.stringify(made));
+  // A node reports "connecting" first, then "consuming" or "failed".
+  await until('a node to report on the source', async () => {
+    const st = (await apiCall('GET', '/v1/sources/parcels')).status;
+    return st.nodes.length > 0 && (st.state === 'consuming' || st.last_error);
+  }, 20000);
+  // The page follows the status by itself: the node's row appears.
+  await page.locator('[data-source-status] tbody tr').first().waitFor();
+  const reported = (await apiCall('GET', '/v1/sources/parcels')).status;
+  assert(reported.state === 'consuming', 'the source consumes: ' + JSON.stringify(reported));
+  for (const body of ['{"kind": "parcel.received", "parcel_id": "P-1"}', 'not json']) {
+    const xa = spawnSync('redis-cli', ['-u', redisURL, 'XADD', srcStream, '*', 'body', body], { encoding: 'utf8' });
+    assert(xa.status === 0, 'XADD: ' + xa.stdout + xa.stderr);
+  }
+  // The page follows the status by itself: the reject and the counters.
+  await page.locator('[data-source-status] [data-reason=not_json]').waitFor();
+  await until('the page to count the consumed message', async () => (await page.locator('[data-source-status] .card', { hasText: 'Consumed' }).locator('.card-value').textContent()) === '1', 15000);
+  await page.locator('[data-source-status] .card', { hasText: 'Rejected' }).locator('.card-value').getByText('1', { exact: true }).waitFor();
+  await page.locator('[data-source-status] [data-state=consuming]').waitFor();
+  const evs = await apiCall('GET', '/v1/events?type=parcel.received');
+  assert(evs.data.length === 1 && evs.data[0].key === 'P-1' && evs.data[0].tenant === 'acme', 'the message became an event of acme: ' + JSON.stringify(evs.data));
+  assert((await page.locator('[data-source-status] [data-reason=not_json]').locator('xpath=ancestor::tr').textContent()).includes('not json'), 'the reject shows its excerpt');
+  await fits('the source page at 1280 px');
+  await shot(page, '35-source-detail');
+
+  begin('sources: listed with type, connection, stream, tenant and state');
+  await nav('Sources').click();
+  const srcRow = page.locator('tbody tr', { hasText: 'parcels' });
+  await srcRow.locator('[data-state]').waitFor();
+  const srcText = await srcRow.textContent();
+  for (const want of ['redis', 'redis-local', srcStream, 'acme', 'enabled', 'consuming']) assert(srcText.includes(want), `the row shows ${want}: ${srcText}`);
+  assert(await srcRow.locator('td[data-label=Consumed]').textContent() === '1' && await srcRow.locator('td[data-label=Rejected]').textContent() === '1', 'the row counts: ' + srcText);
+  await fits('sources at 1280 px');
+  await shot(page, '36-sources');
+
+  begin('sources: disable and enable, edit, delete');
+  await srcRow.getByRole('link', { name: 'parcels' }).click();
+  await page.getByRole('button', { name: 'Disable' }).click();
+  await page.getByRole('button', { name: 'Enable' }).waitFor();
+  assert((await apiCall('GET', '/v1/sources/parcels')).enabled === false, 'disabled');
+  await page.getByRole('button', { name: 'Enable' }).click();
+  await page.getByRole('button', { name: 'Disable' }).waitFor();
+  await page.locator('input[name=prefetch]').fill('10');
+  await page.locator('input[name=ordered]').check();
+  await page.getByRole('button', { name: 'Save changes' }).click();
+  await page.getByText('Source parcels saved.').waitFor();
+  const edited = await apiCall('GET', '/v1/sources/parcels');
+  assert(edited.enabled && edited.ordered && edited.prefetch === 10 && edited.mapping.key === 'body.parcel_id' && edited.stream === srcStream, 'saved as edited: ' + JSON.stringify(edited));
+  await apiCall('POST', '/v1/sources', { name: 'doomed', type: 'redis', connection: 'redis-local', stream: srcStream + '-doomed', enabled: false });
+  await page.goto(BASE + '/ui/sources/doomed');
+  await page.getByRole('button', { name: 'Delete' }).click();
+  await page.getByRole('heading', { name: 'Sources', exact: true }).waitFor();
+  await srcRow.waitFor();
+  assert(await page.locator('tbody tr', { hasText: 'doomed' }).count() === 0, 'the deleted source is not listed');
+  assert(!(await apiCall('GET', '/v1/sources')).data.some((x) => x.name === 'doomed'), 'deleted');
+  await page.setViewportSize({ width: 1280, height: 900 });
+
   begin('a Web Push subscription from a pasted PushSubscription');
   const { generateKeyPairSync, randomBytes } = await import('node:crypto');
   const { publicKey } = generateKeyPairSync('ec', { namedCurve: 'prime256v1' });
@@ -637,6 +738,9 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
     ['subscriptions/' + encodeURIComponent(subID), '20-phone-subscription', 'form'],
     ['tokens', '23-phone-tokens', 'form'],
     ['connections', '28-phone-connections', 'form'],
+    ['sources', '37-phone-sources', 'tbody tr [data-state]'],
+    ['sources/parcels', '38-phone-source', '[data-source-status] tbody tr'],
+    ['sources/new', '39-phone-source-new', 'form'],
   ]) {
     await page.goto(BASE + '/ui/' + path);
     await page.locator(ready).first().waitFor();
@@ -661,4 +765,20 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
   await fits('the verify panel at 390 px');
   await page.locator('[data-verify=webhook]').screenshot({ path: SHOTS + '/31-phone-verify.png' });
   shots.push(SHOTS + '/31-phone-verify.png');
+
+  // The source form's errors at phone width.
+  await page.goto(BASE + '/ui/sources/new');
+  await page.locator('input[name=name]').fill('phone-src');
+  await page.locator('select[name=type]').selectOption('mqtt');
+  await page.locator('select[name=connection]').getByText('No mqtt connection yet').waitFor({ state: 'attached' });
+  await page.locator('input[name=topic]').fill('parcels/#');
+  await page.getByRole('button', { name: 'Create source' }).click();
+  await page.locator('select[name=connection][aria-invalid=true] ~ .field-error').waitFor();
+  await fits('a source field error at 390 px');
+  assert(!(await apiCall('GET', '/v1/sources')).data.some((x) => x.name === 'phone-src'), 'nothing created without a connection');
+  await shot(page, '40-phone-source-field-error');
+
+  begin('sources: clean up the test\'s streams');
+  await apiCall('DELETE', '/v1/sources/parcels');
+  spawnSync('redis-cli', ['-u', redisURL, 'DEL', srcStream, srcStream + ':rejected', srcStream + '-doomed']);
 });

@@ -126,6 +126,8 @@ try {
     ['deliveries/' + DELIVERY, 'ff-06-delivery', "document.querySelectorAll('.attempt').length > 0"],
     ['dead-letters', 'ff-07-dead-letters', "!!document.querySelector('main table, main .empty')"],
     ['api', 'ff-08-api', "!!document.querySelector('main .op, main .empty')"],
+    ['sources', 'ff-10-sources', "!!document.querySelector('main table, main .empty')"],
+    ['sources/new', 'ff-11-source-new', "!!document.querySelector('main form select[name=connection]')"],
   ];
   for (const [path, name, ready] of pages) {
     step = 'page /ui/' + path;

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/url"
 	"strings"
 	"time"
 
@@ -144,13 +143,8 @@ func (c *consumer) Close() error {
 func options(conn *herald.Connection) (*redis.Options, error) {
 	opt, err := redis.ParseURL(conn.URL)
 	if err != nil {
-		// net/url's errors quote the whole URL, password included: keep
-		// only what is wrong.
-		var uerr *url.Error
-		if errors.As(err, &uerr) {
-			err = uerr.Err
-		}
-		return nil, fmt.Errorf("bad redis URL: %w", err)
+		// net/url's errors quote the whole URL, password included.
+		return nil, fmt.Errorf("bad redis URL: %w", destination.CleanURLError(err))
 	}
 	opt.DialTimeout = dialTimeout
 	opt.DialerRetries = 1

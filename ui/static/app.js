@@ -11,6 +11,7 @@ import * as dead from './deadletters.js';
 import * as apiref from './apiref.js';
 import * as tokens from './tokens.js';
 import * as connections from './connections.js';
+import * as sources from './sources.js';
 
 // The portal (PORTAL) shows a tenant's own pages only: no overview (its
 // figures span every tenant), no API reference, no sign-in with a token.
@@ -25,6 +26,7 @@ const NAV = PORTAL ? [
   ['events', 'Events'],
   ['deliveries', 'Deliveries'],
   ['dead-letters', 'Dead letters'],
+  ['sources', 'Sources'],
   ['connections', 'Connections'],
   ['tokens', 'Tokens'],
   ['api', 'API'],
@@ -51,6 +53,9 @@ const ROUTES = PORTAL ? [
   [/^deliveries\/?$/, deliveries.renderList],
   [/^deliveries\/([^/]+)$/, deliveries.renderDetail],
   [/^dead-letters\/?$/, dead.render],
+  [/^sources\/?$/, sources.renderList],
+  [/^sources\/new$/, sources.renderNew],
+  [/^sources\/([^/]+)$/, sources.renderDetail],
   [/^connections\/?$/, connections.render],
   [/^tokens\/?$/, tokens.render],
   [/^api\/?$/, apiref.render],

@@ -199,6 +199,8 @@ export function fmtRate(r) {
 const STATE_CLASS = {
   delivered: 'good', enabled: 'good', pending: 'info', in_flight: 'info',
   dead: 'bad', disabled: 'warn', skipped: 'muted', superseded: 'muted', cancelled: 'muted',
+  // Sources' states (GET /v1/sources/{name}).
+  consuming: 'good', connecting: 'info', failed: 'bad', store_unavailable: 'bad', standby: 'muted', idle: 'muted',
 };
 
 export function badge(state) {
