@@ -47,9 +47,9 @@ type DeliveryClaimParams struct {
 	// rather than at Now, so a slow claim neither starts requests long
 	// after their recorded start nor has them given back as late. A value
 	// before Now counts as Now. nil means Now (tests stay deterministic).
-	// Due times, leases and key intervals still use Now. It is called
-	// before DeliveryClaim returns, on the caller's goroutine. See
-	// ClaimStart.
+	// Due times and leases still use Now; a key's last send is recorded at
+	// the claim's start (KeySentAt). It is called before DeliveryClaim
+	// returns, on the caller's goroutine. See ClaimStart.
 	Clock func() time.Time
 }
 
@@ -77,6 +77,16 @@ func (p *DeliveryClaimParams) ClaimStart() time.Time {
 	}
 	return p.Now
 }
+
+// KeySentAt is the send time a claim records for a key it takes (the key
+// interval of "fifo"/"latest" subscriptions counts from it): the claim's
+// start, read when the key's write runs, not Now. A claim that waited for
+// the writer or for locks starts its requests after Now; recording Now
+// would let the key's next send start less than the interval after this
+// one (seen: 837 ms for a 1 s interval, TestSourceGovUK). Whether a key
+// may send is still judged at Now, which is never later: spacing errs
+// long, never short.
+func (p *DeliveryClaimParams) KeySentAt() time.Time { return p.ClaimStart() }
 
 // ClaimedDelivery is everything a worker needs to make one attempt without
 // further reads.

@@ -522,11 +522,11 @@ func (o *orderedClaim) claimKeys(ctx context.Context, tx pgx.Tx, sub *orderedSub
 				WHERE id = ANY($1) AND state = 'pending' AND subscription_id = $5
 				RETURNING *),
 			k AS (
-				UPDATE delivery_keys k SET holder = l.id, holder_owner = $2, holder_until = $3, last_sent_at = $4
+				UPDATE delivery_keys k SET holder = l.id, holder_owner = $2, holder_until = $3, last_sent_at = $6
 				FROM l WHERE k.subscription_id = $5 AND k.event_key = l.event_key
 				RETURNING k.holder)
 			SELECT `+claimedColumns+` FROM l JOIN k ON k.holder = l.id JOIN events e ON e.id = l.event_id AND e.tenant = l.event_tenant`,
-			claim, o.params.LeaseOwner, sub.lease, o.now, sub.id)
+			claim, o.params.LeaseOwner, sub.lease, o.now, sub.id, ms(o.params.KeySentAt()))
 	}
 	var claimed []*store.ClaimedDelivery
 	if batch.Len() > 0 {

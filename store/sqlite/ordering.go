@@ -180,12 +180,13 @@ func (o *orderedClaim) applyKeyWrites(ctx context.Context, tx *sql.Tx, c *claimC
 	q.WriteString(`INSERT INTO delivery_keys (subscription_id, event_key, holder, holder_owner,
 			holder_until, last_sent_at) VALUES `)
 	args := make([]any, 0, 6*len(w.holderKeys))
+	sentAt := ms(o.params.KeySentAt())
 	for i, key := range w.holderKeys {
 		if i > 0 {
 			q.WriteByte(',')
 		}
 		q.WriteString(`(?,?,?,?,?,?)`)
-		args = append(args, c.id, key, w.holderIDs[i], o.params.LeaseOwner, c.lease, o.now)
+		args = append(args, c.id, key, w.holderIDs[i], o.params.LeaseOwner, c.lease, sentAt)
 	}
 	q.WriteString(` ON CONFLICT (subscription_id, event_key) DO UPDATE SET holder = excluded.holder,
 			holder_owner = excluded.holder_owner, holder_until = excluded.holder_until,

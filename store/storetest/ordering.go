@@ -133,6 +133,25 @@ func testOrdering(t *testing.T, newStore NewStoreFunc) {
 		b.claimOne(t, 0, ownerA, now.Add(time.Second), d2)
 	})
 
+	// A claim that started its requests later than its Now (it waited for
+	// the writer or for locks: Clock says when it holds them) counts the
+	// key interval from that start, so the next send is never early.
+	t.Run("KeyIntervalFromClaimStart", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newStore)
+		sub := b.createOrderedSub(t, herald.OrderingLatest, 1000)
+		d1 := b.publishKeyed(t, now, sub.ID, "k", ptr[int64](1))
+		started := now.Add(300 * time.Millisecond)
+		claimed := b.claim(t, store.DeliveryClaimParams{Now: now, Clock: func() time.Time { return started }})
+		require.Equal(t, []string{d1}, claimedIDs(claimed))
+		b.complete(t, started.Add(10*time.Millisecond), delivered(claimed[0], ownerA, started.Add(10*time.Millisecond)))
+		d2 := b.publishKeyed(t, started.Add(20*time.Millisecond), sub.ID, "k", ptr[int64](2))
+		require.Empty(t, b.claim(t, store.DeliveryClaimParams{Now: now.Add(time.Second)}),
+			"1 s after Now is only 700 ms after the send started")
+		require.Empty(t, b.claim(t, store.DeliveryClaimParams{Now: started.Add(999 * time.Millisecond)}))
+		b.claimOne(t, 0, ownerA, started.Add(time.Second), d2)
+	})
+
 	t.Run("KeylessUnordered", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, newStore)
