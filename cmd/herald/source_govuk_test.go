@@ -42,11 +42,11 @@ const (
 	// rate-limited delivery's request starts within 50 ms of the start the
 	// store counted (delivery.lateStartLimit, half of the 100 ms
 	// store.ThrottleMargin), so two arrivals may be up to 50 ms closer
-	// than the starts herald spaced. (A key's interval is counted from the
-	// claim's Now, read before the claim waits for SQLite's writer or
-	// PostgreSQL's locks: a claim that waited longer than this sends the
-	// key's next update early, and the test fails, naming both requests'
-	// starts as herald recorded them.)
+	// than the starts herald spaced. (A key's interval counts from the
+	// claim's start, store.DeliveryClaimParams.KeySentAt; it once counted
+	// from the claim's earlier Now, and this test caught a send 837 ms
+	// after the previous one. On a failure it names both requests' starts
+	// as herald recorded them.)
 	govukSlack = 50 * time.Millisecond
 )
 
