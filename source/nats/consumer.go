@@ -15,11 +15,15 @@ import (
 // Consumer is one source's durable pull consumer on its own connection;
 // it implements source.Consumer.
 type Consumer struct {
-	nc      *nats.Conn
-	cons    jetstream.Consumer
-	iter    jetstream.MessagesContext
-	stream  string
-	durable string
+	nc       *nats.Conn
+	cons     jetstream.Consumer
+	iter     jetstream.MessagesContext
+	stream   string
+	durable  string
+	prefetch int
+	// lostPulls counts heartbeat losses in a row with the connection up
+	// (reset by a message): up to maxLostPulls the pull is re-issued.
+	lostPulls int
 
 	mu sync.Mutex
 	// held are the messages Receive returned and Settle has not settled
@@ -41,12 +45,20 @@ func (c *Consumer) Receive(ctx context.Context, max int) ([]*source.Message, err
 	if err := c.failed; err != nil {
 		return nil, err
 	}
-	first, err := c.iter.Next(jetstream.NextContext(ctx))
-	if err != nil {
+	var first jetstream.Msg
+	for {
+		m, err := c.iter.Next(jetstream.NextContext(ctx))
+		if err == nil {
+			first = m
+			c.lostPulls = 0
+			break
+		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, c.receiveError(err)
+		if !c.repull(err) {
+			return nil, c.receiveError(err)
+		}
 	}
 	msgs := []*source.Message{c.message(first)}
 	for len(msgs) < max {
@@ -54,7 +66,7 @@ func (c *Consumer) Receive(ctx context.Context, max int) ([]*source.Message, err
 		if err != nil {
 			// Nothing more right now, or a failure the next Receive
 			// reports: return what arrived.
-			if !errors.Is(err, nats.ErrTimeout) {
+			if !errors.Is(err, nats.ErrTimeout) && !c.repull(err) {
 				c.failed = c.receiveError(err)
 			}
 			break
@@ -83,6 +95,24 @@ func (c *Consumer) message(m jetstream.Msg) *source.Message {
 		out.Timestamp = md.Timestamp
 	}
 	return out
+}
+
+// maxLostPulls bounds the pulls re-issued in a row after missed
+// heartbeats while the connection is up.
+const maxLostPulls = 3
+
+// repull re-issues the pull after err when err is a missed heartbeat on a
+// connection that is still up: a busy client (or server) can miss two
+// heartbeats without anything being wrong, and a new pull request costs
+// nothing. A pull lost maxLostPulls times in a row, or on a connection
+// that is down, is an error for the runner (which redials).
+func (c *Consumer) repull(err error) bool {
+	if !errors.Is(err, jetstream.ErrNoHeartbeat) || !c.nc.IsConnected() || c.lostPulls >= maxLostPulls {
+		return false
+	}
+	c.lostPulls++
+	c.iter.Stop()
+	return c.pull() == nil
 }
 
 // receiveError says why the pull stopped.

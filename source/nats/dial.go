@@ -122,16 +122,28 @@ func open(ctx context.Context, nc *nats.Conn, src *herald.Source, durable string
 	if err != nil {
 		return nil, fmt.Errorf("creating or updating the durable consumer %q on stream %q: %s", durable, src.Stream, apiMessage(err))
 	}
-	iter, err := cons.Messages(
-		jetstream.PullMaxMessages(prefetch),
+	c := &Consumer{nc: nc, cons: cons, stream: src.Stream, durable: durable, prefetch: prefetch,
+		held: map[jetstream.Msg]struct{}{}}
+	if err := c.pull(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// pull (re)starts the continuous pull: at most prefetch messages per
+// request, each request living pullExpiry, heartbeats every
+// pullHeartbeat.
+func (c *Consumer) pull() error {
+	iter, err := c.cons.Messages(
+		jetstream.PullMaxMessages(c.prefetch),
 		jetstream.PullExpiry(pullExpiry),
 		jetstream.PullHeartbeat(pullHeartbeat),
 	)
 	if err != nil {
-		return nil, fmt.Errorf("pulling from the durable consumer %q: %w", durable, err)
+		return fmt.Errorf("pulling from the durable consumer %q: %w", c.durable, err)
 	}
-	return &Consumer{nc: nc, cons: cons, iter: iter, stream: src.Stream, durable: durable,
-		held: map[jetstream.Msg]struct{}{}}, nil
+	c.iter = iter
+	return nil
 }
 
 // apiMessage is a JetStream API error's description and code, or err's

@@ -2,6 +2,9 @@ package natssrc
 
 import (
 	"context"
+	"fmt"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -85,4 +88,33 @@ func TestReceiveFailsWhileServerDown(t *testing.T) {
 	msgs := receiveN(t, c2, 1)
 	require.Equal(t, []string{"back"}, texts(msgs))
 	require.NoError(t, c2.Settle(context.Background(), msgs, nil))
+}
+
+// A server that stalls past two heartbeats (here: SIGSTOP for 5 s, as a
+// loaded machine can) while the connection stays up loses the pull, not
+// the consumer: Receive re-issues the pull and gets the next message
+// instead of failing (a failure made the runner redial, and a test under
+// load flaky).
+func TestReceiveSurvivesAStalledServer(t *testing.T) {
+	h := newHarness(t)
+	src := h.NewSource(t)
+	c := dial(t, h, src, 5)
+	out, err := exec.Command("pidof", "nats-server").Output()
+	require.NoError(t, err, "pidof nats-server")
+	pid := strings.Fields(string(out))[0]
+	require.NoError(t, exec.Command("kill", "-STOP", pid).Run())
+	cont := func() { _ = exec.Command("kill", "-CONT", pid).Run() }
+	t.Cleanup(cont)
+	got := make(chan error, 1)
+	go func() {
+		msgs, err := receive(c, 5, 30*time.Second)
+		if err == nil && len(msgs) != 1 {
+			err = fmt.Errorf("got %d messages, want 1", len(msgs))
+		}
+		got <- err
+	}()
+	time.Sleep(2*pullHeartbeat + time.Second)
+	cont()
+	h.Publish(t, src, bodies("after-stall", 1))
+	require.NoError(t, <-got)
 }
