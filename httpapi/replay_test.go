@@ -81,7 +81,7 @@ func TestSubscriptionReplay(t *testing.T) {
 			{"type": "order.created", "data": obj{"n": 1}}, // filtered out
 			{"type": "order.created", "data": obj{"n": 2}},
 			{"type": "order.paid", "data": obj{"n": 3}},
-			{"type": "user.created", "data": obj{"n": 4}}, // not its type
+			{"type": "user.created", "data": obj{"n": 4}},                    // not its type
 			{"type": "order.created", "data": obj{"n": 5}, "tenant": "acme"}, // not its tenant
 		} {
 			pub := b.publish(t, e)
