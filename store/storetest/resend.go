@@ -93,6 +93,7 @@ func testResend(t *testing.T, newStore NewStoreFunc) {
 		require.Equal(t, 1, n)
 		require.Empty(t, b.claim(t, store.DeliveryClaimParams{Now: at}))
 		b.requireState(t, herald.DeliverySkipped, id)
+		b.requireCounts(t, 0, 1, 0)
 	})
 
 	// Replays of more events than one SQLite statement takes: every
