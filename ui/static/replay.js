@@ -51,7 +51,7 @@ export async function resendControl(ev, onSent) {
   return h('div', {}, form, out);
 }
 
-// replayPanel is the subscription page's replay form, in slot.
+// openReplay shows the subscription page's replay form in slot.
 export function openReplay(s, slot) {
   const now = Date.now();
   // Minutes are the form's precision: until is rounded up so events of
