@@ -457,6 +457,41 @@ func (c *Client) Redrive(ctx context.Context, p RedriveParams) (*RedriveResult, 
 	return &out, c.do(ctx, http.MethodPost, "/v1/dead-letters/redrive", nil, body, &out)
 }
 
+// ---- resend and replay ----
+
+// ResendEvent makes a new delivery of event id to one subscription (even
+// one that received it before). tenant names the event's tenant when ids
+// repeat across tenants ("" for none: the API looks in every tenant).
+func (c *Client) ResendEvent(ctx context.Context, id, subscriptionID, tenant string) (*ResendResult, error) {
+	q := url.Values{}
+	setNonEmpty(q, "tenant", tenant)
+	var out ResendResult
+	return &out, c.do(ctx, http.MethodPost, pathID("/v1/events/", id)+"/resend", q,
+		map[string]any{"subscription_id": subscriptionID}, &out)
+}
+
+// Replay makes a new delivery to a subscription for every stored event in
+// [Since, Until) it receives (or, with DryRun, only counts them). Each
+// call sends again: count first. When Truncated, call again with Cursor
+// set to NextCursor.
+func (c *Client) Replay(ctx context.Context, p ReplayParams) (*ReplayResult, error) {
+	body := map[string]any{
+		"since": p.Since.UTC().Format(time.RFC3339Nano),
+		"until": p.Until.UTC().Format(time.RFC3339Nano),
+	}
+	if len(p.EventTypes) > 0 {
+		body["event_types"] = p.EventTypes
+	}
+	if p.DryRun {
+		body["dry_run"] = true
+	}
+	if p.Cursor != "" {
+		body["cursor"] = p.Cursor
+	}
+	var out ReplayResult
+	return &out, c.do(ctx, http.MethodPost, pathID("/v1/subscriptions/", p.SubscriptionID)+"/replay", nil, body, &out)
+}
+
 // ---- stats ----
 
 // Stats returns the queue per tier and the totals.

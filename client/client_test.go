@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -276,5 +277,30 @@ func TestSources(t *testing.T) {
 		"GET /v1/sources/publishing ",
 		`PATCH /v1/sources/publishing {"enabled":false,"mapping":null}`,
 		"DELETE /v1/sources/publishing ",
+	}, got)
+}
+
+func TestResendAndReplayBodies(t *testing.T) {
+	t.Parallel()
+	var got []string
+	c := setup(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got = append(got, r.Method+" "+r.URL.RequestURI()+" "+string(b))
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = io.WriteString(w, `{"delivery_id":"dlv_1","event_id":"e/1","subscription_id":"s","matched":3,"replayed":3,"dry_run":false,"truncated":true,"next_cursor":"c1"}`)
+	})
+	ctx := context.Background()
+	res, err := c.ResendEvent(ctx, "e/1", "s", "acme")
+	require.NoError(t, err)
+	require.Equal(t, &ResendResult{DeliveryID: "dlv_1", EventID: "e/1", SubscriptionID: "s"}, res)
+	since := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	rep, err := c.Replay(ctx, ReplayParams{SubscriptionID: "s", Since: since, Until: since.Add(time.Hour),
+		EventTypes: []string{"order.*"}, DryRun: true, Cursor: "c0"})
+	require.NoError(t, err)
+	cursor := "c1"
+	require.Equal(t, &ReplayResult{Matched: 3, Replayed: 3, Truncated: true, NextCursor: &cursor}, rep)
+	require.Equal(t, []string{
+		`POST /v1/events/e%2F1/resend?tenant=acme {"subscription_id":"s"}`,
+		`POST /v1/subscriptions/s/replay {"cursor":"c0","dry_run":true,"event_types":["order.*"],"since":"2026-01-02T03:04:05Z","until":"2026-01-02T04:04:05Z"}`,
 	}, got)
 }

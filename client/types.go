@@ -270,6 +270,34 @@ type RedriveResult struct {
 	Remaining int `json:"remaining"`
 }
 
+// ResendResult is the answer to a resend.
+type ResendResult struct {
+	DeliveryID     string `json:"delivery_id"`
+	EventID        string `json:"event_id"`
+	SubscriptionID string `json:"subscription_id"`
+}
+
+// ReplayParams select the events to replay to a subscription. Since and
+// Until are required, at most 31 days apart; EventTypes narrows the
+// subscription's own types.
+type ReplayParams struct {
+	SubscriptionID string
+	Since, Until   time.Time
+	EventTypes     []string
+	DryRun         bool
+	// Cursor continues a truncated replay (its NextCursor).
+	Cursor string
+}
+
+// ReplayResult is the answer to a replay.
+type ReplayResult struct {
+	Matched    int     `json:"matched"`
+	Replayed   int     `json:"replayed"`
+	DryRun     bool    `json:"dry_run"`
+	Truncated  bool    `json:"truncated"`
+	NextCursor *string `json:"next_cursor"`
+}
+
 // Tier is one retry tier's queue.
 type Tier struct {
 	Tier              int     `json:"tier"`

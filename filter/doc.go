@@ -44,4 +44,8 @@
 //
 // NewInput decodes an event once for any number of filters; numbers keep
 // int64 precision where the JSON literal is an integer.
+//
+// Delivers is the whole fan-out rule for one subscription (system events,
+// tenant, event types, then the filter): the ingester applies it to new
+// events and replay to stored ones.
 package filter

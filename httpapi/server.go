@@ -198,6 +198,8 @@ func (s *server) routes() {
 	s.v1("POST /v1/subscriptions/{id}/secret/rotate", ScopeSubscriptionsWrite, s.subscriptionSecretRotate)
 	// A test event makes a real request to the endpoint.
 	s.v1("POST /v1/subscriptions/{id}/test", ScopeSubscriptionsWrite, s.subscriptionTest)
+	// Resend and replay create deliveries, as a retry or redrive does.
+	s.v1("POST /v1/subscriptions/{id}/replay", ScopeDeliveriesWrite, s.subscriptionReplay)
 	// Compiling a filter against a sample reads and changes nothing.
 	s.v1("POST /v1/filters/test", ScopeSubscriptionsRead, s.filterTest)
 
@@ -205,6 +207,7 @@ func (s *server) routes() {
 	s.v1("POST /v1/events/batch", ScopeEventsPublish, s.eventPublishBatch)
 	s.v1("GET /v1/events", ScopeEventsRead, s.eventList)
 	s.v1("GET /v1/events/{id}", ScopeEventsRead, s.eventGet)
+	s.v1("POST /v1/events/{id}/resend", ScopeDeliveriesWrite, s.eventResend)
 
 	s.v1("GET /v1/deliveries", ScopeDeliveriesRead, s.deliveryList)
 	s.v1("GET /v1/deliveries/{id}", ScopeDeliveriesRead, s.deliveryGet)

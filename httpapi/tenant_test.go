@@ -107,6 +107,8 @@ func TestTenantIsolationMatrix(t *testing.T) {
 					"tenant A's own event, with its own count (the audit subscription's delivery)")
 			}
 		}
+		replayDay := obj{"since": time.Now().Add(-time.Hour).UTC().Format(time.RFC3339),
+			"until": time.Now().Add(time.Hour).UTC().Format(time.RFC3339)}
 		cases := []struct {
 			route, method, path string
 			body                any
@@ -134,6 +136,14 @@ func TestTenantIsolationMatrix(t *testing.T) {
 			{"GET /v1/events/{id}", "GET", "/v1/events/" + w.producerB, nil, notFound, nil},
 			{"POST /v1/events", "POST", "/v1/events", obj{"id": w.producerB, "type": "order.created"}, want{code: http.StatusAccepted}, mine(false)},
 			{"POST /v1/events", "POST", "/v1/events", obj{"id": w.producerB, "type": "order.created"}, want{code: http.StatusAccepted}, mine(true)},
+			// Resend: B's event is not found for A, nor is B's subscription
+			// for A's own event of the same id (stored by the rows above).
+			{"POST /v1/events/{id}/resend", "POST", "/v1/events/" + w.evB + "/resend", obj{"subscription_id": w.subB}, notFound, nil},
+			{"POST /v1/events/{id}/resend", "POST", "/v1/events/" + w.producerB + "/resend", obj{"subscription_id": w.subB}, notFound, nil},
+			{"POST /v1/events/{id}/resend", "POST", "/v1/events/" + w.producerB + "/resend", obj{"subscription_id": w.audit}, notFound, nil},
+			{"POST /v1/events/{id}/resend", "POST", "/v1/events/" + w.evB + "/resend?tenant=globex", obj{"subscription_id": w.subB}, forbidden, nil},
+			{"POST /v1/subscriptions/{id}/replay", "POST", "/v1/subscriptions/" + w.subB + "/replay", replayDay, notFound, nil},
+			{"POST /v1/subscriptions/{id}/replay", "POST", "/v1/subscriptions/" + w.audit + "/replay", replayDay, notFound, nil},
 			{"POST /v1/events/batch", "POST", "/v1/events/batch", obj{"events": []obj{{"id": w.producerB, "type": "order.created"}}}, want{code: http.StatusOK},
 				func(t *testing.T, res response) {
 					var out batchJSON
@@ -255,6 +265,14 @@ func TestTenantIsolationMatrix(t *testing.T) {
 		require.Equal(t, w.subB, list.Data[0].ID)
 		// ...and may retry and redrive its own.
 		ok[deliveryJSON](t, b.do(t, http.MethodPost, "/v1/deliveries/"+w.dB+"/retry", nil, withToken(w.tokB)), http.StatusAccepted)
+		// ...and resend and replay its own events to its own subscription,
+		// never to the audit one.
+		ok[resendJSON](t, b.do(t, http.MethodPost, "/v1/events/"+w.evB+"/resend", obj{"subscription_id": w.subB}, withToken(w.tokB)), http.StatusAccepted)
+		requireError(t, b.do(t, http.MethodPost, "/v1/events/"+w.evB+"/resend", obj{"subscription_id": w.audit}, withToken(w.tokB)),
+			http.StatusNotFound, herald.CodeNotFound, "")
+		dry := ok[replayJSON](t, b.do(t, http.MethodPost, "/v1/subscriptions/"+w.subB+"/replay",
+			obj{"since": replayDay["since"], "until": replayDay["until"], "dry_run": true}, withToken(w.tokB)), http.StatusOK)
+		require.Equal(t, 2, dry.Matched, "tenant B's two events, not tenant A's order-1002")
 	})
 }
 

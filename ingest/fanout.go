@@ -391,28 +391,12 @@ func (f *Fanout) Match(ev *herald.Event) []*herald.Subscription {
 
 func match(subs []compiledSub, ev *herald.Event) []*compiledSub {
 	var in *filter.Input
-	system := herald.IsSystemEventType(ev.Type)
 	var out []*compiledSub
 	for i := range subs {
 		cs := &subs[i]
-		if system && !cs.wantSystem {
-			continue
+		if filter.Delivers(cs.sub, cs.wantSystem, cs.matcher, ev, &in) {
+			out = append(out, cs)
 		}
-		if !cs.sub.Receives(ev.Tenant) {
-			continue
-		}
-		if !herald.MatchEventType(cs.sub.EventTypes, ev.Type) {
-			continue
-		}
-		if cs.matcher != nil {
-			if in == nil {
-				in = filter.NewInput(ev)
-			}
-			if !cs.matcher.Match(in) {
-				continue
-			}
-		}
-		out = append(out, cs)
 	}
 	return out
 }

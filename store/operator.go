@@ -28,8 +28,11 @@ type EventListParams struct {
 	// Limit is at most 1000; 0 means 100.
 	Limit int
 	// After continues a listing after this event (the last one of the
-	// previous page); nil starts at the newest.
+	// previous page); nil starts at the newest (the oldest with Oldest).
 	After *EventCursor
+	// Oldest lists oldest first instead (replay walks a window in publish
+	// order); After then continues after this event in that order.
+	Oldest bool
 }
 
 // EventCursor is a position in EventList's order: event ids may be chosen
@@ -39,7 +42,7 @@ type EventCursor struct {
 	ID        string
 }
 
-// EventListResult is one page, newest first.
+// EventListResult is one page, newest first (oldest first with Oldest).
 type EventListResult struct {
 	Events []*herald.Event
 	More   bool

@@ -107,6 +107,18 @@ type Store interface {
 	// fan-out cache's load and the insert left a pending delivery no loop
 	// would ever claim.
 	EventInsertMany(ctx context.Context, params *EventInsertManyParams) ([]EventInsertResult, error)
+	// DeliveryCreateMany stores new deliveries of events already stored to
+	// one subscription (resend and replay), in ONE transaction, pending in
+	// tier 0, with new publish positions in input order: a fifo or latest
+	// subscription treats each as published now (store/ordering.go), so a
+	// latest subscription skips a resent version older than one it already
+	// delivered. The deliveries copy their event's key and version and
+	// bump its delivery_count. Nothing is stored when the subscription is
+	// deleted or unknown (a disabled one is fine, as in EventInsertMany,
+	// with the same guard against a concurrent SubscriptionDelete); a
+	// delivery whose event is not stored (retention deleted it) is left
+	// out. It returns how many it stored.
+	DeliveryCreateMany(ctx context.Context, params *DeliveryCreateManyParams) (int, error)
 	// EventGet returns an event and its deliveries (any state), or
 	// ErrNotFound.
 	EventGet(ctx context.Context, params *EventGetParams) (*EventGetResult, error)
@@ -459,6 +471,22 @@ type DeliveryInsert struct {
 	// back.
 	LeaseOwner string
 	LeaseUntil time.Time
+}
+
+// DeliveryCreateManyParams are the inputs of DeliveryCreateMany.
+type DeliveryCreateManyParams struct {
+	SubscriptionID string
+	Deliveries     []DeliveryCreate
+	Now            time.Time
+}
+
+// DeliveryCreate is one new delivery of a stored event.
+type DeliveryCreate struct {
+	// ID must be new (herald.NewID), as in DeliveryInsert.
+	ID    string
+	Event EventKey
+	// NextAttemptAt is when tier 0 matures (normally Now + tier 0 delay).
+	NextAttemptAt time.Time
 }
 
 // EventInsertResult answers one EventInsert, in input order.

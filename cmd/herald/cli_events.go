@@ -19,6 +19,7 @@ func eventCommands() []command {
 		{group: "events", name: "publish", summary: "publish an event (--type, --data), or an NDJSON file of events through the batch API (--file)", setup: eventPublish},
 		{group: "events", name: "get", args: "ID", nargs: 1, summary: "show an event and the deliveries it fanned out to", setup: eventGet},
 		{group: "events", name: "list", summary: "search events, newest first", setup: eventList},
+		{group: "events", name: "resend", args: "ID", nargs: 1, summary: "send an event again to one subscription (--subscription), as a new delivery", setup: eventResend},
 	}
 }
 

@@ -22,6 +22,7 @@ func subscriptionCommands() []command {
 		{group: "subscriptions", name: "rotate-secret", args: "ID", nargs: 1, summary: "make a new signing secret; prints it once", setup: subscriptionRotate},
 		{group: "subscriptions", name: "secret", args: "ID", nargs: 1, summary: "show the signing secrets still in use", setup: subscriptionSecret},
 		{group: "subscriptions", name: "test", args: "ID", nargs: 1, summary: "send a herald.test event to this subscription (--wait: show the attempt; exit 1 if it failed)", setup: subscriptionTest},
+		{group: "subscriptions", name: "replay", args: "ID", nargs: 1, summary: "send past events again (--since, --until; counts and asks first; --yes in scripts)", setup: subscriptionReplay},
 	}
 }
 

@@ -278,6 +278,47 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
   await until('a fifth attempt', async () => (await apiCall('GET', '/v1/deliveries/' + deadID)).attempts.length === 5);
   await page.locator('.attempt').nth(4).waitFor();
 
+  begin('resend an event to a subscription from its page');
+  await page.goto(BASE + '/ui/events/' + encodeURIComponent(ok.id));
+  await page.getByRole('heading', { name: 'Payload' }).waitFor();
+  await page.getByLabel('Resend to…').selectOption(subID);
+  await fits('the event page with its resend control at 1280 px');
+  await page.getByRole('button', { name: 'Resend', exact: true }).click();
+  await page.locator('.notice').getByText('Resent as a new delivery').waitFor();
+  // The page reloads its deliveries and follows the new one.
+  await until('the resent delivery to be delivered', async () =>
+    (await page.locator('tbody tr').count()) === 2 && (await page.locator('table .badge', { hasText: 'delivered' }).count()) === 2);
+  await shot(page, '11a-event-resent');
+
+  begin('replay the subscription\'s past events: a dry-run count, then confirm');
+  await page.goto(BASE + '/ui/subscriptions/' + encodeURIComponent(subID));
+  await page.getByRole('button', { name: 'Replay…' }).click();
+  await page.getByRole('heading', { name: 'Replay past events' }).waitFor();
+  await page.getByRole('button', { name: 'Check how many' }).click();
+  const matchedEl = page.locator('.confirm [data-matched]');
+  await matchedEl.waitFor();
+  const matched = Number(await matchedEl.getAttribute('data-matched'));
+  const win = await page.evaluate(() => ({
+    since: new Date(document.querySelector('input[name=since]').value).toISOString(),
+    until: new Date(document.querySelector('input[name=until]').value).toISOString(),
+  }));
+  const dry = await apiCall('POST', '/v1/subscriptions/' + subID + '/replay', { ...win, dry_run: true });
+  assert(matched === dry.matched && matched >= 2, `the form counted ${matched}, the API ${dry.matched}`);
+  const before = (await apiCall('GET', '/v1/deliveries?subscription_id=' + subID + '&limit=1000')).data.length;
+  assert(before > 0, 'deliveries before the replay');
+  await fits('the replay confirmation at 1280 px');
+  await shot(page, '12c-replay-confirm');
+  await page.getByRole('button', { name: 'Replay ' + matched }).click();
+  await page.locator('.notice').getByText(`Replayed ${matched} event`).waitFor();
+  const after = (await apiCall('GET', '/v1/deliveries?subscription_id=' + subID + '&limit=1000')).data.length;
+  assert(after === before + matched, `one new delivery per matched event: ${before} + ${matched} != ${after}`);
+  await shot(page, '12d-replayed');
+  // A window wider than 31 days shows the API's error beside its field.
+  await page.locator('input[name=since]').fill('2020-01-01T00:00');
+  await page.getByRole('button', { name: 'Check how many' }).click();
+  await page.locator('input[name=until][aria-invalid=true] ~ .field-error').getByText('31 days').waitFor();
+  await page.getByRole('button', { name: 'Close' }).click();
+
   begin('rotate the secret (shown once) and send a test event');
   await page.goto(BASE + '/ui/subscriptions/' + encodeURIComponent(subID));
   await page.getByRole('button', { name: 'Rotate secret' }).click();
@@ -747,6 +788,20 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
     await fits((path || 'overview') + ' at 390 px');
     await shot(page, name);
   }
+  // Resend and replay at phone width.
+  await page.goto(BASE + '/ui/events/' + encodeURIComponent(ok.id));
+  await page.getByLabel('Resend to…').selectOption(subID);
+  await fits('the resend control at 390 px');
+  await shot(page, '41-phone-event-resend');
+  await page.goto(BASE + '/ui/subscriptions/' + encodeURIComponent(subID));
+  await page.getByRole('button', { name: 'Replay…' }).click();
+  await page.getByRole('button', { name: 'Check how many' }).click();
+  await page.locator('.confirm [data-matched]').waitFor();
+  await fits('the replay confirmation at 390 px');
+  await page.locator('.replay').scrollIntoViewIfNeeded();
+  await page.locator('.replay').screenshot({ path: SHOTS + '/42-phone-replay-confirm.png' });
+  shots.push(SHOTS + '/42-phone-replay-confirm.png');
+  await page.getByRole('button', { name: 'Cancel' }).click();
   // A field error at phone width stays on the screen; nothing is saved.
   await page.goto(BASE + '/ui/subscriptions/' + encodeURIComponent(subID));
   await page.getByLabel('Endpoint URL').fill('ftp://example.com/hook');

@@ -46,12 +46,16 @@ func (s *Store) EventList(ctx context.Context, params *store.EventListParams) (*
 	if !params.Until.IsZero() {
 		add("created_at <", ms(params.Until))
 	}
+	after, dir := "<", "DESC"
+	if params.Oldest {
+		after, dir = ">", "ASC"
+	}
 	if c := params.After; c != nil {
-		q.where += " AND (created_at, id) < (" + q.arg(ms(c.CreatedAt)) + ", " + q.arg(c.ID) + ")"
+		q.where += " AND (created_at, id) " + after + " (" + q.arg(ms(c.CreatedAt)) + ", " + q.arg(c.ID) + ")"
 	}
 	lim := q.arg(limit + 1)
 	rows, err := db.Query(ctx, "SELECT "+eventColumns+" FROM events WHERE "+q.where+
-		" ORDER BY created_at DESC, id DESC LIMIT "+lim, q.args...)
+		" ORDER BY created_at "+dir+", id "+dir+" LIMIT "+lim, q.args...)
 	if err != nil {
 		return nil, mapErr(op, err)
 	}

@@ -43,16 +43,20 @@ func (s *Store) EventList(ctx context.Context, params *store.EventListParams) (*
 	if !params.Until.IsZero() {
 		where, args = append(where, "created_at < ?"), append(args, ms(params.Until))
 	}
+	after, dir := "<", "DESC"
+	if params.Oldest {
+		after, dir = ">", "ASC"
+	}
 	if c := params.After; c != nil {
 		at := ms(c.CreatedAt)
-		where = append(where, "(created_at < ? OR (created_at = ? AND id < ?))")
+		where = append(where, "(created_at "+after+" ? OR (created_at = ? AND id "+after+" ?))")
 		args = append(args, at, at, c.ID)
 	}
 	query := `SELECT ` + eventColumns + ` FROM events`
 	if len(where) > 0 {
 		query += ` WHERE ` + strings.Join(where, " AND ")
 	}
-	query += ` ORDER BY created_at DESC, id DESC LIMIT ?`
+	query += ` ORDER BY created_at ` + dir + `, id ` + dir + ` LIMIT ?`
 	args = append(args, limit+1)
 
 	res := &store.EventListResult{}

@@ -45,6 +45,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Source", testSource},
 		{"Event", testEvent},
 		{"Chunks", testChunks},
+		{"Resend", testResend},
 		{"DeliveryClaim", testDeliveryClaim},
 		{"DeliveryComplete", testDeliveryComplete},
 		{"DeliveryOutcome", testDeliveryOutcome},

@@ -1,9 +1,10 @@
 // Events: search by id, type, key and time range (GET /v1/events; herald.*
 // alerts only when asked for), and one event with its payload and every
-// delivery it fanned out to.
+// delivery it fanned out to, with "Resend to…" (replay.js).
 
 import { h, replace, api, qs, link, navigate, errorBox, table, field, timeCell, idCell, pretty, toISO, toLocalInput, subscriptions as loadSubs, PORTAL } from './lib.js';
 import { deliveryTable, LIVE_MS } from './deliveries.js';
+import { resendControl } from './replay.js';
 
 export async function renderList(main, { params }) {
   const id = h('input', { type: 'search', name: 'id', placeholder: 'evt_… or your id' });
@@ -68,6 +69,7 @@ export async function renderDetail(main, { args: [id] }) {
   await loadSubs().catch(() => []);
   const dl = (k, v) => [h('dt', {}, k), h('dd', {}, v)];
   const deliveries = h('div', {}, h('p', { class: 'muted' }, 'Loading…'));
+  const resendSlot = h('div');
   main.append(
     h('dl', { class: 'facts' },
       dl('Id', h('code', {}, ev.id)), dl('Type', h('code', {}, ev.type)),
@@ -76,7 +78,7 @@ export async function renderDetail(main, { args: [id] }) {
       ev.version !== undefined ? dl('Version', String(ev.version)) : null,
       dl('Published', timeCell(ev.timestamp))),
     h('h2', {}, 'Payload'), h('pre', { class: 'payload' }, pretty(ev.data)),
-    h('h2', {}, 'Deliveries'), deliveries);
+    h('h2', {}, 'Deliveries'), resendSlot, deliveries);
   let timer = null;
   let stopped = false;
   const load = async () => {
@@ -101,5 +103,6 @@ export async function renderDetail(main, { args: [id] }) {
     if (running && !stopped) timer = setTimeout(load, LIVE_MS);
   };
   await load();
+  replace(resendSlot, await resendControl(ev, async () => { clearTimeout(timer); await load(); }));
   return () => { stopped = true; clearTimeout(timer); };
 }

@@ -1,6 +1,7 @@
 // Subscriptions: the list with 24 h success rates, the create/edit form
 // (every field, with a "test this filter" box), and a subscription's
-// actions: enable/disable, rotate secret, send a test event, delete.
+// actions: enable/disable, rotate secret, send a test event, replay past
+// events (replay.js), delete.
 
 import {
   h, replace, api, qs, link, navigate, errorBox, notice, table, field, badge, fmtRate, fmtNum, fmtTime,
@@ -9,6 +10,7 @@ import {
 import { attemptsView } from './deliveries.js';
 import { listConnections } from './connections.js';
 import { verifyPanel } from './verify.js';
+import { openReplay } from './replay.js';
 
 // A secret shown once after create, carried to the detail page in memory only.
 let flashSecret = null;
@@ -117,6 +119,7 @@ export async function renderDetail(main, { args: [id] }) {
   const actionSlot = h('div');
   const portalSlot = h('div');
   const testSlot = h('div');
+  const replaySlot = h('div');
   const act = (label, cls, fn) => h('button', {
     type: 'button', class: cls, onclick: async (e) => {
       e.target.disabled = true;
@@ -130,6 +133,7 @@ export async function renderDetail(main, { args: [id] }) {
       ? act('Disable', 'secondary', async () => { await api('PATCH', '/v1/subscriptions/' + encodeURIComponent(id), { state: 'disabled' }); navigate('subscriptions/' + encodeURIComponent(id), { replace: true }); })
       : act('Enable', 'secondary', async () => { await api('PATCH', '/v1/subscriptions/' + encodeURIComponent(id), { state: 'enabled' }); navigate('subscriptions/' + encodeURIComponent(id), { replace: true }); }),
     act('Send test event', 'secondary', () => sendTest(id, testSlot)),
+    act('Replay…', 'secondary', async () => openReplay(s, replaySlot)),
     act('Reveal secret', 'secondary', async () => {
       const r = await api('GET', '/v1/subscriptions/' + encodeURIComponent(id) + '/secret');
       replace(secretSlot, secretBox('Current signing secret:', r.secret, 'Store it where your receiver verifies signatures; "Reveal secret" shows it again.'));
@@ -159,7 +163,7 @@ export async function renderDetail(main, { args: [id] }) {
     h('p', { class: 'meta' }, badge(s.state), ' ', h('code', {}, s.id),
       !PORTAL && (s.tenant || s.all_tenants) ? [' · tenant ', tenantCell(s.tenant, s.all_tenants)] : null, s.disabled_reason ? h('span', { class: 'muted' }, ' · ' + s.disabled_reason) : null,
       h('span', { class: 'muted' }, ' · created ' + fmtTime(s.created_at) + ' · updated ' + fmtTime(s.updated_at))),
-    secretSlot, actions, actionSlot, portalSlot, testSlot,
+    secretSlot, actions, actionSlot, portalSlot, testSlot, replaySlot,
     verifyPanel(s),
     h('h2', {}, 'Settings'),
     subscriptionForm(s, async (body) => {
