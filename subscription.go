@@ -212,3 +212,24 @@ type SubscriptionHealth struct {
 	Attempts24h    int64    `json:"attempts_24h"`
 	SuccessRate24h *float64 `json:"success_rate_24h"`
 }
+
+// AutoDisableRule is the rule in force for a subscription whose own rule
+// is own, on a server whose rule is server (nil: the defaults): nil when
+// it is never auto-disabled. A server rule that never disables turns
+// auto-disable off for every subscription, their own rules included.
+func AutoDisableRule(server, own *AutoDisable) *AutoDisable {
+	if server == nil {
+		server = &AutoDisable{
+			ConsecutiveFailures: DefaultAutoDisableFailures,
+			MinDurationS:        int64(DefaultAutoDisableAfter / time.Second),
+		}
+	}
+	rule := server
+	if own != nil {
+		rule = own
+	}
+	if server.Never() || rule.Never() {
+		return nil
+	}
+	return rule
+}

@@ -28,24 +28,11 @@ import (
 // is lost but the disable stands; a store failure leaves the streak, and
 // the next failed attempt's completion decides again.
 
-// autoDisableRule returns the rule for sub: its failure count (0: never)
-// and minimum streak duration.
+// autoDisableRule returns the rule for sub (herald.AutoDisableRule): its
+// failure count (0: never) and minimum streak duration.
 func (e *Engine) autoDisableRule(sub *herald.Subscription) (int, time.Duration) {
-	global := e.cfg.AutoDisable
-	if global == nil {
-		global = &herald.AutoDisable{
-			ConsecutiveFailures: herald.DefaultAutoDisableFailures,
-			MinDurationS:        int64(herald.DefaultAutoDisableAfter / time.Second),
-		}
-	}
-	if global.Never() {
-		return 0, 0 // turned off for every subscription
-	}
-	rule := global
-	if sub.AutoDisable != nil {
-		rule = sub.AutoDisable
-	}
-	if rule.Never() {
+	rule := herald.AutoDisableRule(e.cfg.AutoDisable, sub.AutoDisable)
+	if rule == nil {
 		return 0, 0
 	}
 	return rule.ConsecutiveFailures, time.Duration(rule.MinDurationS) * time.Second
