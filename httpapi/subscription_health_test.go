@@ -82,7 +82,7 @@ func TestSubscriptionHealth(t *testing.T) {
 		now := time.Now().UTC().Truncate(time.Millisecond)
 		first := now.Add(-time.Hour)
 		_, err := s.DeliveryCompleteMany(t.Context(), &store.DeliveryCompleteManyParams{
-			Health: []store.HealthUpdate{{SubscriptionID: sub.ID, Attempts: 4, Successes: 1, Failures: 3, FailingSince: first}},
+			Health:               []store.HealthUpdate{{SubscriptionID: sub.ID, Attempts: 4, Successes: 1, Failures: 3, FailingSince: first}},
 			DisableSubscriptions: []store.SubscriptionDisable{{ID: sub.ID, Reason: herald.DisabledReasonFailing, MinFailures: 3}},
 			Now:                  now,
 		})
