@@ -338,6 +338,10 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
   assert((await page.locator('.meta').textContent()).includes('failing'), 'the disabled reason beside the state');
   assert(await page.locator('select[name=auto_disable]').inputValue() === 'custom', 'the form shows the subscription\'s own rule');
   assert(await page.locator('input[name=auto_disable_consecutive_failures]').inputValue() === '3', 'its count');
+  await page.locator('select[name=auto_disable]').selectOption('default');
+  assert(!(await page.locator('input[name=auto_disable_consecutive_failures]').isVisible()), 'the count hides for the server default');
+  await page.locator('select[name=auto_disable]').selectOption('custom');
+  await page.locator('input[name=auto_disable_consecutive_failures]').waitFor();
   await page.setViewportSize({ width: 1280, height: 800 });
   await fits('an auto-disabled subscription at 1280 px');
   await shot(page, '13c-subscription-failing');

@@ -481,7 +481,7 @@ function subscriptionForm(s, submit) {
   field('Timeout (ms)', timeout, '1–300000; default 10000. For a broker: how long to wait for its acknowledgement.'),
   field('Extra headers', headers, PORTAL ? 'Webhooks only. One "name: value" per line, sent with every request.' : 'Webhooks only. One "name: value" per line; webhook-*, herald-* and hop-by-hop headers are reserved.'),
   field('State', state),
-  h('fieldset', { class: 'wide inline' }, h('legend', {}, 'Auto-disable'),
+  h('fieldset', { class: 'wide inline auto-disable' }, h('legend', {}, 'Auto-disable'),
     field('When', adKind), field('Failed attempts in a row', adFailures), field('lasting at least (hours)', adHours),
     h('small', { class: 'hint' }, 'A subscription whose endpoint keeps failing is disabled (reason "failing") and herald.subscription.disabled is published; a success resets the streak.')),
   h('div', { class: 'wide' }, errSlot, h('button', { type: 'submit' }, s ? 'Save changes' : 'Create subscription')));
