@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -32,8 +34,8 @@ const healthResetSQL = `UPDATE subscription_health SET consecutive_failures = 0,
 // extends it (relative, so racing completions both count: the row lock
 // orders them); the day counts roll over when the day moves on, and a batch
 // stamped with an earlier day than the row's (another node's clock) counts
-// in the row's day. The rows come sorted by id (store.HealthUpdates), so
-// two batches lock them in the same order.
+// in the row's day. queueHealth sorts the rows by id, so two batches lock
+// them in the same order.
 const healthUpsertSQL = `
 INSERT INTO subscription_health AS h (subscription_id, consecutive_failures, failing_since, day, attempts, successes)
 SELECT * FROM unnest($1::text[], $2::bigint[], $3::timestamptz[], $4::bigint[], $5::bigint[], $6::bigint[])
@@ -57,6 +59,11 @@ func queueHealth(batch *pgx.Batch, updates []store.HealthUpdate, now time.Time) 
 	if len(updates) == 0 {
 		return false
 	}
+	// Rows are locked in id order whatever the caller's order, so two
+	// batches never deadlock on them.
+	updates = slices.SortedFunc(slices.Values(updates), func(a, b store.HealthUpdate) int {
+		return strings.Compare(a.SubscriptionID, b.SubscriptionID)
+	})
 	n := len(updates)
 	ids := make([]string, n)
 	failures, days, attempts, successes := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)

@@ -137,6 +137,40 @@ func testHealth(t *testing.T, newStore NewStoreFunc) {
 		require.NotNil(t, h.FailingSince)
 	})
 
+	t.Run("RacingCompletionsTwoSubscriptions", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newStore)
+		x, y := b.createSub(t), b.createSub(t)
+		// Each batch names both subscriptions, in opposite orders: the
+		// backend must lock them in one order or two batches can deadlock
+		// (a window this test does not hit on every run).
+		const rounds = 20
+		var wg sync.WaitGroup
+		errs := make(chan error, 2*rounds)
+		for _, order := range [][]string{{x.ID, y.ID}, {y.ID, x.ID}} {
+			wg.Go(func() {
+				for i := range rounds {
+					at := now.Add(time.Duration(i) * time.Second)
+					_, err := b.store.DeliveryCompleteMany(b.ctx, &store.DeliveryCompleteManyParams{
+						Health: []store.HealthUpdate{
+							{SubscriptionID: order[0], Attempts: 1, Failures: 1, FailingSince: at},
+							{SubscriptionID: order[1], Attempts: 1, Failures: 1, FailingSince: at},
+						},
+						Now: at,
+					})
+					errs <- err
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			require.NoError(t, err)
+		}
+		require.Equal(t, 2*rounds, b.healthGet(t, x.ID, now).ConsecutiveFailures)
+		require.Equal(t, 2*rounds, b.healthGet(t, y.ID, now).ConsecutiveFailures)
+	})
+
 	t.Run("ConditionalDisableAndReenable", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, newStore)
