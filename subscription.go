@@ -83,9 +83,12 @@ type Subscription struct {
 	Tenant string `json:"tenant,omitempty"`
 	// AllTenants makes an untenanted subscription receive every tenant's
 	// events too (an audit sink). Fixed at creation.
-	AllTenants bool      `json:"all_tenants,omitempty"`
-	CreatedAt  time.Time `json:"created_at"`
-	UpdatedAt  time.Time `json:"updated_at"`
+	AllTenants bool `json:"all_tenants,omitempty"`
+	// AutoDisable is the subscription's own auto-disable rule; nil follows
+	// the server's defaults (see AutoDisable).
+	AutoDisable *AutoDisable `json:"auto_disable,omitempty"`
+	CreatedAt   time.Time    `json:"created_at"`
+	UpdatedAt   time.Time    `json:"updated_at"`
 }
 
 // Dest returns the subscription's destination: Destination, or, when its
@@ -157,4 +160,76 @@ type Secret struct {
 // Active reports whether the secret still signs at now.
 func (s Secret) Active(now time.Time) bool {
 	return s.ExpiresAt == nil || now.Before(*s.ExpiresAt)
+}
+
+// AutoDisable is a subscription's own auto-disable rule: after
+// ConsecutiveFailures failed attempts in a row (no success between them)
+// whose streak has lasted at least MinDurationS seconds, the subscription
+// is disabled with reason DisabledReasonFailing. A nil
+// Subscription.AutoDisable follows the server's defaults
+// (DefaultAutoDisableFailures, DefaultAutoDisableAfter, or the serve
+// flags); a rule with ConsecutiveFailures 0 never disables (the API's
+// "auto_disable": null).
+type AutoDisable struct {
+	ConsecutiveFailures int   `json:"consecutive_failures"`
+	MinDurationS        int64 `json:"min_duration_s"`
+}
+
+// Never reports whether the rule turns auto-disable off.
+func (a *AutoDisable) Never() bool { return a != nil && a.ConsecutiveFailures <= 0 }
+
+// Auto-disable defaults and limits. The time bound is what protects an
+// endpoint that is down for a while: the default retry tiers span about
+// 3.3 days, so a streak of 5 days means even the last retries of its
+// first failures failed, as Svix disables after 5 days of failures. The
+// count keeps a quiet endpoint that failed a handful of times over those
+// days from being disabled on thin evidence.
+const (
+	DefaultAutoDisableFailures = 20
+	DefaultAutoDisableAfter    = 5 * 24 * time.Hour
+	// MaxAutoDisableFailures and MaxAutoDisableDuration bound a
+	// subscription's own rule.
+	MaxAutoDisableFailures = 1_000_000
+	MaxAutoDisableDuration = 365 * 24 * time.Hour
+)
+
+// DisabledReasonFailing is the disabled_reason of a subscription
+// auto-disabled for failing (AutoDisable).
+const DisabledReasonFailing = "failing"
+
+// SubscriptionHealth is how a subscription's endpoint has been answering.
+type SubscriptionHealth struct {
+	// ConsecutiveFailures counts failed attempts since the last success
+	// (or since the subscription was created or last re-enabled).
+	ConsecutiveFailures int `json:"consecutive_failures"`
+	// FailingSince is the time of the first failed attempt of that streak;
+	// nil while the streak is empty.
+	FailingSince *time.Time `json:"failing_since"`
+	// Attempts24h and SuccessRate24h cover about the last 24 hours,
+	// estimated from two day-aligned windows (the previous day's counts
+	// weighted by how much of it still lies within 24 h), so reading them
+	// costs one row. SuccessRate24h is nil when there were no attempts.
+	Attempts24h    int64    `json:"attempts_24h"`
+	SuccessRate24h *float64 `json:"success_rate_24h"`
+}
+
+// AutoDisableRule is the rule in force for a subscription whose own rule
+// is own, on a server whose rule is server (nil: the defaults): nil when
+// it is never auto-disabled. A server rule that never disables turns
+// auto-disable off for every subscription, their own rules included.
+func AutoDisableRule(server, own *AutoDisable) *AutoDisable {
+	if server == nil {
+		server = &AutoDisable{
+			ConsecutiveFailures: DefaultAutoDisableFailures,
+			MinDurationS:        int64(DefaultAutoDisableAfter / time.Second),
+		}
+	}
+	rule := server
+	if own != nil {
+		rule = own
+	}
+	if server.Never() || rule.Never() {
+		return nil
+	}
+	return rule
 }

@@ -44,8 +44,30 @@ type Subscription struct {
 	DisabledReason string            `json:"disabled_reason"`
 	Tenant         string            `json:"tenant,omitempty"`
 	AllTenants     bool              `json:"all_tenants,omitempty"`
-	CreatedAt      string            `json:"created_at"`
-	UpdatedAt      string            `json:"updated_at"`
+	// AutoDisable is the subscription's own auto-disable rule: absent for
+	// the server's, null for never, else an AutoDisable object.
+	AutoDisable json.RawMessage `json:"auto_disable,omitempty"`
+	// Health is set by GetSubscription only.
+	Health    *SubscriptionHealth `json:"health,omitempty"`
+	CreatedAt string              `json:"created_at"`
+	UpdatedAt string              `json:"updated_at"`
+}
+
+// AutoDisable is an auto-disable rule: ConsecutiveFailures failed attempts
+// in a row lasting at least MinDurationS seconds.
+type AutoDisable struct {
+	ConsecutiveFailures int   `json:"consecutive_failures"`
+	MinDurationS        int64 `json:"min_duration_s"`
+}
+
+// SubscriptionHealth is how a subscription's endpoint has been answering.
+type SubscriptionHealth struct {
+	ConsecutiveFailures int      `json:"consecutive_failures"`
+	FailingSince        *string  `json:"failing_since"`
+	Attempts24h         int64    `json:"attempts_24h"`
+	SuccessRate24h      *float64 `json:"success_rate_24h"`
+	// AutoDisable is the rule in force; nil when never.
+	AutoDisable *AutoDisable `json:"auto_disable"`
 }
 
 // SubscriptionList is a page of subscriptions.

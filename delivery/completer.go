@@ -281,6 +281,9 @@ func (c *completer) commit(batch []pending, start time.Time, w *wakeups) error {
 			}))
 		}
 	}
+	// The health of the batch's subscriptions rides in the same
+	// transaction (delivery/health.go).
+	params.Health = healthUpdates(batch)
 	backoff := 50 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		now := e.now()
@@ -288,22 +291,8 @@ func (c *completer) commit(batch []pending, start time.Time, w *wakeups) error {
 		params.Events = nil
 		var dropped []string
 		if len(alerts) > 0 && e.cfg.Fanout != nil {
-			if err := e.cfg.Fanout.Refresh(context.Background()); err == nil {
-				ins := e.cfg.Fanout.Inserts(alerts, now, e.cfg.Tiers[0])
-				for i := range ins {
-					kept := ins[i].Deliveries[:0]
-					for _, d := range ins[i].Deliveries {
-						if !disabling[d.SubscriptionID] {
-							kept = append(kept, d)
-						}
-					}
-					ins[i].Deliveries = kept
-				}
-				// Alerts nobody receives are counted, not stored.
-				params.Events, dropped = e.cfg.Fanout.DropUnreceived(ins)
-			} else {
-				e.cfg.Logger.Warn("could not route system events", "err", err)
-			}
+			// Alerts nobody receives are counted, not stored.
+			params.Events, dropped, _ = e.routeAlerts(alerts, disabling, now)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		res, err := e.cfg.Store.DeliveryCompleteMany(ctx, params)
@@ -323,6 +312,7 @@ func (c *completer) commit(batch []pending, start time.Time, w *wakeups) error {
 			}
 			w.freesCap = w.freesCap || freesCap
 			w.events = w.events || len(params.Events) > 0
+			e.autoDisable(e.failing(batch, res.Health, disabling, now), w)
 			return nil
 		}
 		if !transientStoreError(err) {

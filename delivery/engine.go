@@ -105,6 +105,11 @@ type Config struct {
 	// Observer receives attempt and completion measurements (default
 	// NopObserver).
 	Observer Observer
+	// AutoDisable is the auto-disable rule of subscriptions without their
+	// own (delivery/health.go). nil: herald.DefaultAutoDisableFailures
+	// over herald.DefaultAutoDisableAfter; ConsecutiveFailures 0: no
+	// subscription is ever auto-disabled, whatever its own rule.
+	AutoDisable *herald.AutoDisable
 }
 
 // Engine claims and delivers.

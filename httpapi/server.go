@@ -79,7 +79,10 @@ type Config struct {
 	// Tiers are the retry tiers' maturity delays, reported by /v1/stats.
 	// Empty reports tier 0 only, with delay 0s.
 	Tiers []time.Duration
-	Auth  Authenticator
+	// AutoDisable is the server's auto-disable rule (--auto-disable-*),
+	// shown in a subscription's health; nil: the defaults.
+	AutoDisable *herald.AutoDisable
+	Auth        Authenticator
 	// Metrics is mounted at GET /metrics when non-nil.
 	Metrics http.Handler
 	// MetricsToken, when set, is the bearer GET /metrics needs

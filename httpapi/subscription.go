@@ -46,13 +46,13 @@ const (
 var subscriptionFields = []string{
 	"url", "method", "destination", "event_types", "filter", "secret", "headers", "ordering", "key_interval_ms",
 	"rate_limit", "max_in_flight", "timeout_ms", "description", "metadata", "state",
-	"tenant", "all_tenants",
+	"tenant", "all_tenants", "auto_disable",
 }
 
 // readOnlySubscriptionFields appear in answers but cannot be patched.
 // tenant and all_tenants are fixed at creation: moving a subscription
 // between tenants would hand its history to another customer.
-var readOnlySubscriptionFields = []string{"id", "created_at", "updated_at", "disabled_reason", "secret", "tenant", "all_tenants"}
+var readOnlySubscriptionFields = []string{"id", "created_at", "updated_at", "disabled_reason", "secret", "tenant", "all_tenants", "health"}
 
 // subscriptionInput is a decoded and validated subscription body.
 type subscriptionInput struct {
@@ -107,6 +107,7 @@ func subscriptionFromObject(o object, rules subscriptionRules) (*subscriptionInp
 		func() error { return decodeMetadata(o, s) },
 		func() error { return decodeState(o, in) },
 		func() error { return decodeTenancy(o, s) },
+		func() error { return decodeAutoDisable(o, s) },
 	}
 	for _, step := range steps {
 		if err := step(); err != nil {
@@ -482,8 +483,12 @@ type subscriptionJSON struct {
 	DisabledReason string                   `json:"disabled_reason"`
 	Tenant         string                   `json:"tenant,omitempty"`
 	AllTenants     bool                     `json:"all_tenants,omitempty"`
-	CreatedAt      string                   `json:"created_at"`
-	UpdatedAt      string                   `json:"updated_at"`
+	// AutoDisable is absent for the server's rule, null for never.
+	AutoDisable json.RawMessage `json:"auto_disable,omitempty"`
+	// Health is shown by GET /v1/subscriptions/{id} only.
+	Health    *healthJSON `json:"health,omitempty"`
+	CreatedAt string      `json:"created_at"`
+	UpdatedAt string      `json:"updated_at"`
 }
 
 // subscriptionView renders s; secret is shown only when not empty (create).
@@ -495,7 +500,7 @@ func subscriptionView(s *herald.Subscription, secret string) subscriptionJSON {
 		Headers: s.Headers, Ordering: s.Ordering, KeyIntervalMS: s.KeyIntervalMS, RateLimit: s.RateLimit,
 		MaxInFlight: s.MaxInFlight, TimeoutMS: s.Timeout().Milliseconds(), Description: s.Description,
 		Metadata: s.Metadata, State: s.State, DisabledReason: s.DisabledReason,
-		Tenant: s.Tenant, AllTenants: s.AllTenants,
+		Tenant: s.Tenant, AllTenants: s.AllTenants, AutoDisable: autoDisableView(s.AutoDisable),
 		CreatedAt: timestamp(s.CreatedAt), UpdatedAt: timestamp(s.UpdatedAt),
 	}
 	if !s.Filter.IsZero() {
@@ -600,7 +605,13 @@ func (s *server) subscriptionGet(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return s.reply(w, http.StatusOK, subscriptionView(receiverAsSeenBy(r, sub), ""))
+	h, err := s.store.SubscriptionHealthGet(r.Context(), &store.SubscriptionHealthGetParams{ID: sub.ID, Now: s.now()})
+	if err != nil {
+		return err
+	}
+	v := subscriptionView(receiverAsSeenBy(r, sub), "")
+	v.Health = healthView(h, s.autoDisableRule(sub))
+	return s.reply(w, http.StatusOK, v)
 }
 
 // subscriptionPatch applies a JSON merge patch (RFC 7396) to the current
@@ -698,9 +709,10 @@ func mergeSubscription(cur *herald.Subscription, body []byte) ([]byte, error) {
 		switch {
 		case k == "destination":
 			// merged by mergeDestination
-		case v == nil:
+		case v == nil && k != "auto_disable":
 			delete(doc, k)
-		case k == "filter":
+		case k == "filter", k == "auto_disable":
+			// Replaced whole; auto_disable's null means never.
 			doc[k] = v
 		default:
 			doc[k] = mergePatch(doc[k], v)

@@ -73,6 +73,10 @@ type Store interface {
 	// SubscriptionDelete removes a subscription and marks its pending and
 	// in-flight deliveries cancelled. ErrNotFound if absent.
 	SubscriptionDelete(ctx context.Context, params *SubscriptionDeleteParams) error
+	// SubscriptionHealthGet returns a subscription's health
+	// (store/health.go) at Now, or ErrNotFound if the subscription is
+	// absent. A subscription never attempted has an empty health.
+	SubscriptionHealthGet(ctx context.Context, params *SubscriptionHealthGetParams) (*herald.SubscriptionHealth, error)
 	// SubscriptionSecretRotate adds a new secret and makes every older one
 	// that has no earlier expiry expire at GraceUntil. ErrNotFound if absent.
 	SubscriptionSecretRotate(ctx context.Context, params *SubscriptionSecretRotateParams) error
@@ -618,6 +622,10 @@ type DeliveryCompleteManyParams struct {
 	// Events are inserted in the same transaction (system events), with
 	// the same rules as EventInsertMany.
 	Events []EventInsert
+	// Health are the outcomes' effect on their subscriptions' health
+	// (store/health.go), applied in the same transaction: at most one per
+	// subscription. The streaks they leave are in the result's Health.
+	Health []HealthUpdate
 	Now    time.Time
 }
 
@@ -641,6 +649,11 @@ type DeliveryOutcome struct {
 type SubscriptionDisable struct {
 	ID     string
 	Reason string
+	// MinFailures, when above 0, makes the disable conditional: it applies
+	// only while the subscription's failure streak (HealthUpdate) is at
+	// least that long, so an auto-disable decided from a streak that a
+	// re-enable has since reset does not disable again.
+	MinFailures int
 }
 
 // SubscriptionPause pauses one subscription until a time.
@@ -656,6 +669,13 @@ type DeliveryCompleteManyResult struct {
 	// Stale lists delivery ids whose lease was no longer held by the
 	// outcome's owner; their state was left alone.
 	Stale []string
+	// Health holds, for each HealthUpdate applied, the streak it left, in
+	// any order.
+	Health []HealthStreak
+	// Disabled lists the DisableSubscriptions that disabled their
+	// subscription (it was enabled, and a conditional disable's condition
+	// held), in any order.
+	Disabled []string
 }
 
 // DeliveryReleaseParams are the inputs of DeliveryRelease.

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,7 +33,7 @@ type subFlags struct {
 	url, method, eventTypes, filterCEL, filterJMES, filterES string
 	noFilter, noRateLimit                                    bool
 	secret, ordering, description, metadata, state           string
-	tenant                                                   string
+	tenant, autoDisable                                      string
 	allTenants                                               bool
 	keyIntervalMS, timeoutMS                                 int64
 	rateMax, ratePer, maxInFlight                            int
@@ -125,6 +126,7 @@ func (f *subFlags) register(fs *flag.FlagSet, create bool) {
 	fs.StringVar(&f.description, "description", "", "free text")
 	fs.StringVar(&f.metadata, "metadata", "", "JSON object kept with the subscription")
 	fs.StringVar(&f.state, "state", "", "enabled or disabled")
+	fs.StringVar(&f.autoDisable, "auto-disable", "", "auto-disable rule: FAILURES[/DURATION] (e.g. 50/72h: 50 failed attempts in a row over at least 72h), never, or default (the server's)")
 	f.dest.register(fs)
 	if create {
 		fs.StringVar(&f.secret, "secret", "", "signing secret whsec_… (default: the server makes one)")
@@ -164,6 +166,13 @@ func (f *subFlags) body(fs *flag.FlagSet, create bool) (map[string]any, error) {
 	str("state", "state", f.state)
 	str("secret", "secret", f.secret)
 	str("tenant", "tenant", f.tenant)
+	if set["auto-disable"] {
+		v, err := autoDisableArg(f.autoDisable)
+		if err != nil {
+			return nil, err
+		}
+		b["auto_disable"] = v
+	}
 	if set["all-tenants"] {
 		b["all_tenants"] = f.allTenants
 	}
@@ -340,6 +349,65 @@ func destinationText(s *client.Subscription) string {
 	return d.Type
 }
 
+// autoDisableArg turns --auto-disable into the API's auto_disable value.
+func autoDisableArg(v string) (any, error) {
+	switch v {
+	case "never":
+		return nil, nil
+	case "default":
+		return "default", nil
+	}
+	n, dur, _ := strings.Cut(v, "/")
+	failures, err := strconv.Atoi(n)
+	if err != nil || failures < 1 {
+		return nil, usagef("--auto-disable: want FAILURES[/DURATION] (e.g. 50/72h), never or default, got %q", v)
+	}
+	rule := map[string]any{"consecutive_failures": failures}
+	if dur != "" {
+		d, err := time.ParseDuration(dur)
+		if err != nil || d < 0 {
+			return nil, usagef("--auto-disable: %q is not a duration (e.g. 72h)", dur)
+		}
+		rule["min_duration_s"] = int64(d / time.Second)
+	}
+	return rule, nil
+}
+
+// healthText is a subscription's health in one line.
+func healthText(h *client.SubscriptionHealth) string {
+	if h == nil {
+		return ""
+	}
+	var parts []string
+	if h.ConsecutiveFailures > 0 {
+		since := ""
+		if h.FailingSince != nil {
+			since = " since " + *h.FailingSince
+		}
+		parts = append(parts, fmt.Sprintf("%d failed %s in a row%s", h.ConsecutiveFailures, plural(h.ConsecutiveFailures, "attempt"), since))
+	} else {
+		parts = append(parts, "no failures since the last success")
+	}
+	if h.SuccessRate24h != nil {
+		parts = append(parts, fmt.Sprintf("%.1f%% of %d %s succeeded in 24h", 100**h.SuccessRate24h, h.Attempts24h, plural(int(h.Attempts24h), "attempt")))
+	} else {
+		parts = append(parts, "no attempts in 24h")
+	}
+	return strings.Join(parts, "; ")
+}
+
+// autoDisableText is the rule in force, as health shows it.
+func autoDisableText(h *client.SubscriptionHealth) string {
+	if h == nil {
+		return ""
+	}
+	if h.AutoDisable == nil {
+		return "never"
+	}
+	return fmt.Sprintf("after %d failed attempts in a row over at least %s",
+		h.AutoDisable.ConsecutiveFailures, time.Duration(h.AutoDisable.MinDurationS)*time.Second)
+}
+
 func (c *cli) showSubscription(s *client.Subscription) {
 	tw := c.table()
 	row(tw, "id", s.ID)
@@ -352,6 +420,10 @@ func (c *cli) showSubscription(s *client.Subscription) {
 		}
 	}
 	row(tw, "state", strings.TrimSpace(s.State+" "+s.DisabledReason))
+	if s.Health != nil {
+		row(tw, "health", healthText(s.Health))
+		row(tw, "auto_disable", autoDisableText(s.Health))
+	}
 	if s.Tenant != "" {
 		row(tw, "tenant", s.Tenant)
 	}
@@ -552,4 +624,12 @@ func deref(p *string, def string) string {
 		return def
 	}
 	return *p
+}
+
+// plural is word with an "s" unless n is 1.
+func plural(n int, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
 }

@@ -72,8 +72,13 @@ type config struct {
 	LeaseMargin    time.Duration
 	PollInterval   time.Duration
 	ShutdownWait   time.Duration
-	MaxBodyBytes   int64
-	SecretGrace    time.Duration
+	// AutoDisableFailures and AutoDisableAfter are the server's
+	// auto-disable rule (herald.AutoDisable); 0 failures turns it off for
+	// every subscription.
+	AutoDisableFailures int
+	AutoDisableAfter    time.Duration
+	MaxBodyBytes        int64
+	SecretGrace         time.Duration
 
 	StaleAfter         time.Duration
 	RetentionDelivered time.Duration
@@ -169,6 +174,10 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.LeaseMargin, "lease-margin", delivery.DefaultLeaseMargin, "added to a delivery's timeout to size its lease")
 	fs.DurationVar(&c.PollInterval, "poll-interval", delivery.DefaultPollInterval, "longest a tier sleeps without checking the store")
 	fs.DurationVar(&c.ShutdownWait, "shutdown-timeout", delivery.DefaultShutdownTimeout, "how long shutdown waits for running deliveries")
+	fs.IntVar(&c.AutoDisableFailures, "auto-disable-failures", herald.DefaultAutoDisableFailures,
+		"disable a subscription (reason failing) after this many failed attempts in a row, lasting at least --auto-disable-after (0: never, for every subscription; a subscription's auto_disable overrides otherwise)")
+	fs.DurationVar(&c.AutoDisableAfter, "auto-disable-after", herald.DefaultAutoDisableAfter,
+		"how long a streak of failed attempts must have lasted before --auto-disable-failures disables the subscription")
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", 1<<20, "largest accepted request body (the batch API allows 16×)")
 	fs.DurationVar(&c.SecretGrace, "secret-grace", 24*time.Hour, "how long a rotated-out secret keeps signing")
 	fs.DurationVar(&c.StaleAfter, "stale-after", 5*time.Minute, "raise herald.queue.stale when a tier's oldest due delivery waited this long (0: never)")
@@ -277,6 +286,12 @@ func (c *config) validate() error {
 		return err
 	}
 	c.tiers = tiers
+	if c.AutoDisableFailures < 0 || c.AutoDisableFailures > herald.MaxAutoDisableFailures {
+		return fmt.Errorf("--auto-disable-failures must be from 0 (never) to %d, got %d", herald.MaxAutoDisableFailures, c.AutoDisableFailures)
+	}
+	if c.AutoDisableAfter < 0 || c.AutoDisableAfter > herald.MaxAutoDisableDuration {
+		return fmt.Errorf("--auto-disable-after must be from 0s to %s, got %s", herald.MaxAutoDisableDuration, c.AutoDisableAfter)
+	}
 	c.metricsTenants = nil
 	for _, s := range strings.Split(c.MetricsTenants, ",") {
 		if s = strings.TrimSpace(s); s == "" {
@@ -481,4 +496,13 @@ func btoi(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// autoDisable is the server's auto-disable rule from
+// --auto-disable-failures and --auto-disable-after.
+func (c *config) autoDisable() *herald.AutoDisable {
+	return &herald.AutoDisable{
+		ConsecutiveFailures: c.AutoDisableFailures,
+		MinDurationS:        int64(c.AutoDisableAfter / time.Second),
+	}
 }

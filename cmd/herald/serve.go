@@ -312,6 +312,7 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 		NodeID:          c.NodeID,
 		Logger:          logger,
 		Observer:        obs,
+		AutoDisable:     c.autoDisable(),
 	})
 	// Before anything leases (direct dispatch leases at commit, the engine
 	// when it claims): the node's liveness is held, and what a dead
@@ -388,6 +389,7 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 		Notify:         engine.Notify,
 		SourcesChanged: sources.Kick,
 		Tiers:          c.tiers,
+		AutoDisable:    c.autoDisable(),
 		Auth:           httpapi.NewTokenAuth(s, c.APIToken),
 		Metrics:        promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 		MetricsToken:   c.MetricsToken,

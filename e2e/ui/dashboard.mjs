@@ -358,6 +358,51 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
   assert(rowText.includes('enabled') && rowText.includes('%'), 'state and success rate: ' + rowText);
   await shot(page, '13-subscriptions');
 
+  begin('endpoint health: a failing endpoint is auto-disabled (reason failing), its page says so; Enable resumes');
+  // Its own rule: 3 failed attempts in a row, however short the streak
+  // (the node's tiers are 0s,200ms,400ms: one event's three attempts).
+  const sick = await apiCall('POST', '/v1/subscriptions', {
+    url: RECEIVER + '/hook-partner', description: 'Partner endpoint', event_types: ['partner.*'],
+    auto_disable: { consecutive_failures: 3, min_duration_s: 0 },
+  });
+  await receiverFail(true);
+  await publish('partner.updated', { n: 1 });
+  await until('the subscription to be auto-disabled', async () => (await apiCall('GET', '/v1/subscriptions/' + sick.id)).disabled_reason === 'failing');
+  await receiverFail(false);
+  await page.goto(BASE + '/ui/subscriptions/' + encodeURIComponent(sick.id));
+  const health = page.locator('section.health');
+  await health.getByText('Disabled because the endpoint kept failing').waitFor();
+  const healthText = await health.textContent();
+  assert(/Failed in a row\s*3\s*since/.test(healthText), 'the streak and its start: ' + healthText);
+  assert(/Success rate \(24 h\)\s*0 %\s*3 attempts/.test(healthText), 'the 24 h success rate: ' + healthText);
+  assert(/Auto-disable\s*3 failures/.test(healthText), 'the rule in force: ' + healthText);
+  assert((await page.locator('.meta').textContent()).includes('failing'), 'the disabled reason beside the state');
+  assert(await page.locator('select[name=auto_disable]').inputValue() === 'custom', 'the form shows the subscription\'s own rule');
+  assert(await page.locator('input[name=auto_disable_consecutive_failures]').inputValue() === '3', 'its count');
+  await page.locator('select[name=auto_disable]').selectOption('default');
+  assert(!(await page.locator('input[name=auto_disable_consecutive_failures]').isVisible()), 'the count hides for the server default');
+  await page.locator('select[name=auto_disable]').selectOption('custom');
+  await page.locator('input[name=auto_disable_consecutive_failures]').waitFor();
+  await page.setViewportSize({ width: 1280, height: 800 });
+  await fits('an auto-disabled subscription at 1280 px');
+  await shot(page, '13c-subscription-failing');
+  await page.setViewportSize({ width: 390, height: 844 });
+  await fits('an auto-disabled subscription at 390 px');
+  await health.screenshot({ path: SHOTS + '/13d-phone-subscription-failing.png' });
+  shots.push(SHOTS + '/13d-phone-subscription-failing.png');
+  await page.setViewportSize({ width: 1280, height: 900 }); // the flow's size (lib.mjs)
+  // Enable: a fresh streak, and deliveries resume.
+  await page.getByRole('button', { name: 'Enable' }).click();
+  await page.getByRole('button', { name: 'Disable' }).waitFor();
+  await health.getByText('none since the last success').waitFor();
+  assert(!(await health.textContent()).includes('kept failing'), 'no failing notice once enabled');
+  await publish('partner.updated', { n: 2 });
+  await until('the next event to be delivered', async () => (await apiCall('GET', '/v1/subscriptions/' + sick.id)).health.success_rate_24h > 0);
+  await page.reload();
+  await health.getByText('25.0 %').waitFor();
+  await shot(page, '13e-subscription-resumed');
+  await apiCall('DELETE', '/v1/subscriptions/' + sick.id);
+
   if (process.env.OVERVIEW_SHOT) {
     // For the README's screenshot: a minute of traffic to a second,
     // flaky endpoint (RECEIVER_URL/flaky fails one request in four), so

@@ -227,11 +227,15 @@ CROSS JOIN LATERAL (SELECT 1 FROM deliveries d WHERE d.id = a.delivery_id LIMIT 
 const disableSQL = `
 WITH u AS (
 	UPDATE subscriptions s SET state = 'disabled', disabled_reason = x.reason, updated_at = $3
-	FROM unnest($1::text[], $2::text[]) AS x(id, reason)
+	FROM unnest($1::text[], $2::text[], $4::int[]) AS x(id, reason, min_failures)
 	WHERE s.id = x.id AND s.deleted_at IS NULL AND s.state <> 'disabled'
-	RETURNING 1
+	AND (x.min_failures <= 0 OR EXISTS (SELECT 1 FROM subscription_health h
+		WHERE h.subscription_id = s.id AND h.consecutive_failures >= x.min_failures))
+	RETURNING s.id
+), v AS (
+	UPDATE subscriptions_version SET version = version + 1 WHERE EXISTS (SELECT 1 FROM u)
 )
-UPDATE subscriptions_version SET version = version + 1 WHERE EXISTS (SELECT 1 FROM u)`
+SELECT id FROM u`
 
 // DeliveryCompleteMany applies outcomes, disables and system events as one
 // batch: one round trip, one implicit transaction.
@@ -269,13 +273,15 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, params *store.Delivery
 		batch.Queue(completeCountSQL, ids, owners, states, tiers, next, status, errs, msgs, now, rand.IntN(deliveredShards))
 		batch.Queue(keysCompleteSQL, ids, owners, states) // free held keys (ordering.go)
 	}
+	health := queueHealth(batch, params.Health, params.Now) // health.go
 	if len(params.DisableSubscriptions) > 0 {
 		ids := make([]string, len(params.DisableSubscriptions))
 		reasons := make([]string, len(params.DisableSubscriptions))
+		mins := make([]int32, len(params.DisableSubscriptions))
 		for i, d := range params.DisableSubscriptions {
-			ids[i], reasons[i] = d.ID, d.Reason
+			ids[i], reasons[i], mins[i] = d.ID, d.Reason, int32(d.MinFailures)
 		}
-		batch.Queue(disableSQL, ids, reasons, now)
+		batch.Queue(disableSQL, ids, reasons, now, mins)
 	}
 	paused := queuePauses(batch, params.PauseSubscriptions) // throttle.go
 	var events *eventBatch
@@ -291,12 +297,12 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, params *store.Delivery
 	// moved partition (retryMoved) nothing was applied, and it runs again.
 	tries := 0
 	err = retryMoved(ctx, func() error {
-		res.Applied, res.Stale = 0, res.Stale[:0]
+		res.Applied, res.Stale, res.Health, res.Disabled = 0, res.Stale[:0], res.Health[:0], nil
 		if tries++; tries > 1 {
 			batch = rebatch(batch)
 		}
 		br := db.SendBatch(ctx, batch)
-		err := completeRead(br, rounds, res, len(params.DisableSubscriptions) > 0, paused, events, params.Events)
+		err := completeRead(br, rounds, res, health, len(params.DisableSubscriptions) > 0, paused, events, params.Events)
 		if cerr := br.Close(); err == nil {
 			err = cerr
 		}
@@ -322,7 +328,7 @@ func rebatch(b *pgx.Batch) *pgx.Batch {
 
 // completeRead reads the answers of DeliveryCompleteMany's batch.
 func completeRead(br pgx.BatchResults, rounds [][]store.DeliveryOutcome, res *store.DeliveryCompleteManyResult,
-	disables, paused bool, events *eventBatch, evs []store.EventInsert) error {
+	health, disables, paused bool, events *eventBatch, evs []store.EventInsert) error {
 	for _, round := range rounds {
 		if _, err := br.Exec(); err != nil {
 			return err
@@ -344,8 +350,17 @@ func completeRead(br pgx.BatchResults, rounds [][]store.DeliveryOutcome, res *st
 			return err
 		}
 	}
+	if health {
+		if err := healthRead(br, res); err != nil {
+			return err
+		}
+	}
 	if disables {
-		if _, err := br.Exec(); err != nil {
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		if res.Disabled, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
 			return err
 		}
 	}

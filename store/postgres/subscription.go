@@ -126,7 +126,7 @@ func (s *Store) APITokenCount(ctx context.Context) (int, error) {
 const subscriptionColumns = `id, url, method, event_types, filter_cel, filter_jmespath,
 	filter_es_query::text, headers::text, ordering, key_interval_ms, rate_limit_max,
 	rate_limit_per_seconds, max_in_flight, timeout_ms, description, metadata::text, state,
-	disabled_reason, created_at, updated_at, tenant, all_tenants, destination::text`
+	disabled_reason, created_at, updated_at, tenant, all_tenants, destination::text, auto_disable::text`
 
 func scanSubscription(row pgx.Row) (*herald.Subscription, error) {
 	var (
@@ -136,12 +136,12 @@ func scanSubscription(row pgx.Row) (*herald.Subscription, error) {
 		metadata            *string
 		rateMax, ratePerSec *int
 		ordering, state     string
-		dest                *string
+		dest, autoDisable   *string
 	)
 	err := row.Scan(&sub.ID, &sub.URL, &sub.Method, &sub.EventTypes, &cel, &jmes,
 		&esQuery, &headers, &ordering, &sub.KeyIntervalMS, &rateMax,
 		&ratePerSec, &sub.MaxInFlight, &sub.TimeoutMS, &sub.Description, &metadata, &state,
-		&sub.DisabledReason, &sub.CreatedAt, &sub.UpdatedAt, &sub.Tenant, &sub.AllTenants, &dest)
+		&sub.DisabledReason, &sub.CreatedAt, &sub.UpdatedAt, &sub.Tenant, &sub.AllTenants, &dest, &autoDisable)
 	if err != nil {
 		return nil, err
 	}
@@ -169,11 +169,17 @@ func scanSubscription(row pgx.Row) (*herald.Subscription, error) {
 	if rateMax != nil && ratePerSec != nil {
 		sub.RateLimit = &herald.RateLimit{Max: *rateMax, PerSeconds: *ratePerSec}
 	}
+	if autoDisable != nil {
+		sub.AutoDisable = &herald.AutoDisable{}
+		if err := json.Unmarshal([]byte(*autoDisable), sub.AutoDisable); err != nil {
+			return nil, fmt.Errorf("error decoding auto_disable of %s: %w", sub.ID, err)
+		}
+	}
 	return &sub, nil
 }
 
 // subscriptionArgs are the column values of sub in the order of the insert
-// and update statements ($1…$21).
+// and update statements ($1…$22).
 func subscriptionArgs(sub *herald.Subscription) ([]any, error) {
 	dest, conn, err := store.DestinationColumns(sub)
 	if err != nil {
@@ -208,7 +214,7 @@ func subscriptionArgs(sub *herald.Subscription) ([]any, error) {
 	return []any{sub.ID, url, method, sub.EventTypes, cel, jmes, esQuery, headers,
 		string(sub.Ordering), sub.KeyIntervalMS, rateMax, ratePerSec, sub.MaxInFlight,
 		sub.TimeoutMS, sub.Description, metadata, string(sub.State), sub.DisabledReason,
-		ms(sub.UpdatedAt), dest, conn}, nil
+		ms(sub.UpdatedAt), dest, conn, autoDisableColumn(sub)}, nil
 }
 
 const bumpVersionSQL = "UPDATE subscriptions_version SET version = version + 1"
@@ -229,9 +235,9 @@ func (s *Store) SubscriptionCreate(ctx context.Context, params *store.Subscripti
 		row := tx.QueryRow(ctx, `INSERT INTO subscriptions (id, url, method, event_types, filter_cel,
 			filter_jmespath, filter_es_query, headers, ordering, key_interval_ms, rate_limit_max,
 			rate_limit_per_seconds, max_in_flight, timeout_ms, description, metadata, state,
-			disabled_reason, updated_at, destination, connection, created_at, tenant, all_tenants)
+			disabled_reason, updated_at, destination, connection, auto_disable, created_at, tenant, all_tenants)
 			VALUES ($1, $2, $3, $4, $5, $6, $7::json, $8::jsonb, $9, $10, $11, $12, $13, $14, $15,
-			$16::json, $17, $18, $19, $20::jsonb, $21, $22, $23, $24)
+			$16::json, $17, $18, $19, $20::jsonb, $21, $22::jsonb, $23, $24, $25)
 			RETURNING `+subscriptionColumns, args...)
 		var err error
 		if out, err = scanSubscription(row); err != nil {
@@ -443,11 +449,19 @@ func (s *Store) SubscriptionUpdate(ctx context.Context, params *store.Subscripti
 		if err := shareConnection(ctx, tx, &sub); err != nil {
 			return err
 		}
+		// Re-enabling a disabled subscription starts its failure streak
+		// afresh (store/health.go), before the state changes.
+		if sub.State == herald.SubscriptionEnabled {
+			if _, err := tx.Exec(ctx, healthResetSQL, sub.ID); err != nil {
+				return err
+			}
+		}
 		row := tx.QueryRow(ctx, `UPDATE subscriptions SET url = $2, method = $3, event_types = $4,
 			filter_cel = $5, filter_jmespath = $6, filter_es_query = $7::json, headers = $8::jsonb,
 			ordering = $9, key_interval_ms = $10, rate_limit_max = $11, rate_limit_per_seconds = $12,
 			max_in_flight = $13, timeout_ms = $14, description = $15, metadata = $16::json,
-			state = $17, disabled_reason = $18, updated_at = $19, destination = $20::jsonb, connection = $21
+			state = $17, disabled_reason = $18, updated_at = $19, destination = $20::jsonb, connection = $21,
+			auto_disable = $22::jsonb
 			WHERE id = $1 AND deleted_at IS NULL
 			RETURNING `+subscriptionColumns, args...)
 		var err error

@@ -161,17 +161,26 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, params *store.Delivery
 			}
 		}
 
+		if err := healthApply(ctx, tx, params.Health, store.HealthDay(params.Now), res); err != nil {
+			return fmt.Errorf("recording subscription health: %w", err)
+		}
+
 		disabled := false
 		for _, d := range params.DisableSubscriptions {
 			// An already disabled subscription is left alone, so repeated
-			// 410s do not make every fan-out cache reload.
+			// 410s do not make every fan-out cache reload. A conditional
+			// (auto-)disable needs the streak still there.
 			r, err := tx.ExecContext(ctx, `UPDATE subscriptions SET state = 'disabled', disabled_reason = ?, updated_at = ?
-				WHERE id = ? AND deleted_at IS NULL AND state <> 'disabled'`, d.Reason, now, d.ID)
+				WHERE id = ? AND deleted_at IS NULL AND state <> 'disabled'
+				AND (? <= 0 OR EXISTS (SELECT 1 FROM subscription_health h
+					WHERE h.subscription_id = subscriptions.id AND h.consecutive_failures >= ?))`,
+				d.Reason, now, d.ID, d.MinFailures, d.MinFailures)
 			if err != nil {
 				return err
 			}
 			if n, _ := r.RowsAffected(); n > 0 {
 				disabled = true
+				res.Disabled = append(res.Disabled, d.ID)
 			}
 		}
 		if disabled {

@@ -147,6 +147,7 @@ func BenchmarkDeliveryLifecycle(b *testing.B) {
 				b.StopTimer()
 				events := benchEvents(group, subs, benchNow)
 				outcomes := make([]store.DeliveryOutcome, group)
+				health := make([]store.HealthAttempt, group)
 				for i := range events {
 					d := &events[i].Deliveries[0]
 					d.LeaseOwner, d.LeaseUntil = "bench", benchNow.Add(time.Minute)
@@ -154,12 +155,16 @@ func BenchmarkDeliveryLifecycle(b *testing.B) {
 						DeliveryID: d.ID, LeaseOwner: "bench", State: herald.DeliveryDelivered,
 						Attempt: herald.Attempt{N: 1, At: benchNow, DurationMS: 2, Status: 200},
 					}
+					health[i] = store.HealthAttempt{SubscriptionID: d.SubscriptionID, At: benchNow, OK: true}
 				}
 				b.StartTimer()
 				if _, err := s.EventInsertMany(b.Context(), &store.EventInsertManyParams{Events: events, Now: benchNow}); err != nil {
 					b.Fatal(err)
 				}
-				res, err := s.DeliveryCompleteMany(b.Context(), &store.DeliveryCompleteManyParams{Outcomes: outcomes, Now: benchNow})
+				// The subscriptions' health rides along, as the engine sends it.
+				res, err := s.DeliveryCompleteMany(b.Context(), &store.DeliveryCompleteManyParams{
+					Outcomes: outcomes, Health: store.HealthUpdates(health), Now: benchNow,
+				})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -203,13 +208,18 @@ func BenchmarkDeliveryDrain(b *testing.B) {
 					b.Fatalf("claimed %d, want %d", len(claimed), limit)
 				}
 				outcomes := make([]store.DeliveryOutcome, len(claimed))
+				health := make([]store.HealthAttempt, len(claimed))
 				for i, c := range claimed {
 					outcomes[i] = store.DeliveryOutcome{
 						DeliveryID: c.Delivery.ID, LeaseOwner: "bench", State: herald.DeliveryDelivered,
 						Attempt: herald.Attempt{N: c.Attempt, At: at, DurationMS: 2, Status: 200},
 					}
+					health[i] = store.HealthAttempt{SubscriptionID: c.Delivery.SubscriptionID, At: at, OK: true}
 				}
-				res, err := s.DeliveryCompleteMany(b.Context(), &store.DeliveryCompleteManyParams{Outcomes: outcomes, Now: at})
+				// The subscriptions' health rides along, as the engine sends it.
+				res, err := s.DeliveryCompleteMany(b.Context(), &store.DeliveryCompleteManyParams{
+					Outcomes: outcomes, Health: store.HealthUpdates(health), Now: at,
+				})
 				if err != nil {
 					b.Fatal(err)
 				}

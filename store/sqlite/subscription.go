@@ -15,7 +15,7 @@ import (
 
 const subscriptionColumns = `id, url, method, event_types, filter, headers, ordering, key_interval_ms,
 	rate_max, rate_per_seconds, max_in_flight, timeout_ms, description, metadata, state,
-	disabled_reason, created_at, updated_at, tenant, all_tenants, destination, connection`
+	disabled_reason, created_at, updated_at, tenant, all_tenants, destination, connection, auto_disable`
 
 // subscriptionRow holds a subscription's columns in SQL form.
 type subscriptionRow struct {
@@ -23,6 +23,7 @@ type subscriptionRow struct {
 	filter, metadata    sql.NullString
 	rateMax, ratePer    sql.NullInt64
 	destination, conn   sql.NullString
+	autoDisable         sql.NullString
 }
 
 func subscriptionArgs(sub *herald.Subscription) ([]any, error) {
@@ -79,7 +80,7 @@ func scanSubscription(row scanner) (*herald.Subscription, error) {
 	if err := row.Scan(&sub.ID, &sub.URL, &sub.Method, &r.eventTypes, &r.filter, &r.headers, &ordering,
 		&sub.KeyIntervalMS, &r.rateMax, &r.ratePer, &sub.MaxInFlight, &sub.TimeoutMS, &sub.Description,
 		&r.metadata, &state, &sub.DisabledReason, &createdAt, &updatedAt, &sub.Tenant, &sub.AllTenants,
-		&r.destination, &r.conn); err != nil {
+		&r.destination, &r.conn, &r.autoDisable); err != nil {
 		return nil, err
 	}
 	var dest *string
@@ -109,6 +110,12 @@ func scanSubscription(row scanner) (*herald.Subscription, error) {
 	}
 	if r.rateMax.Valid {
 		sub.RateLimit = &herald.RateLimit{Max: int(r.rateMax.Int64), PerSeconds: int(r.ratePer.Int64)}
+	}
+	if r.autoDisable.Valid {
+		sub.AutoDisable = &herald.AutoDisable{}
+		if err := json.Unmarshal([]byte(r.autoDisable.String), sub.AutoDisable); err != nil {
+			return nil, fmt.Errorf("subscription %s auto_disable: %w", sub.ID, err)
+		}
 	}
 	return &sub, nil
 }
@@ -167,9 +174,9 @@ func (s *Store) SubscriptionCreate(ctx context.Context, params *store.Subscripti
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO subscriptions (`+subscriptionColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			append(append([]any{sub.ID}, args...), ms(sub.CreatedAt), ms(sub.UpdatedAt), sub.Tenant, sub.AllTenants,
-				dest, conn)...); err != nil {
+				dest, conn, autoDisableColumn(sub))...); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO subscription_secrets (subscription_id, secret, created_at)
@@ -369,11 +376,18 @@ func (s *Store) SubscriptionUpdate(ctx context.Context, params *store.Subscripti
 		if err := connectionExists(ctx, tx, conn); err != nil {
 			return err
 		}
+		// Re-enabling a disabled subscription starts its failure streak
+		// afresh (store/health.go), before the state changes.
+		if sub.State == herald.SubscriptionEnabled {
+			if _, err := tx.ExecContext(ctx, healthResetSQL, sub.ID); err != nil {
+				return err
+			}
+		}
 		res, err := tx.ExecContext(ctx, `UPDATE subscriptions SET url = ?, method = ?, event_types = ?,
 			filter = ?, headers = ?, ordering = ?, key_interval_ms = ?, rate_max = ?, rate_per_seconds = ?,
 			max_in_flight = ?, timeout_ms = ?, description = ?, metadata = ?, state = ?, disabled_reason = ?,
-			updated_at = ?, destination = ?, connection = ?
-			WHERE id = ? AND deleted_at IS NULL`, append(args, ms(updatedAt), dest, conn, sub.ID)...)
+			updated_at = ?, destination = ?, connection = ?, auto_disable = ?
+			WHERE id = ? AND deleted_at IS NULL`, append(args, ms(updatedAt), dest, conn, autoDisableColumn(sub), sub.ID)...)
 		if err != nil {
 			return err
 		}

@@ -49,6 +49,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"DeliveryClaim", testDeliveryClaim},
 		{"DeliveryComplete", testDeliveryComplete},
 		{"DeliveryOutcome", testDeliveryOutcome},
+		{"Health", testHealth},
 		{"Delivery", testDelivery},
 		{"DeadLetter", testDeadLetter},
 		{"Stats", testStats},

@@ -164,6 +164,7 @@ export async function renderDetail(main, { args: [id] }) {
       !PORTAL && (s.tenant || s.all_tenants) ? [' · tenant ', tenantCell(s.tenant, s.all_tenants)] : null, s.disabled_reason ? h('span', { class: 'muted' }, ' · ' + s.disabled_reason) : null,
       h('span', { class: 'muted' }, ' · created ' + fmtTime(s.created_at) + ' · updated ' + fmtTime(s.updated_at))),
     secretSlot, actions, actionSlot, portalSlot, testSlot, replaySlot,
+    healthPanel(s),
     verifyPanel(s),
     h('h2', {}, 'Settings'),
     subscriptionForm(s, async (body) => {
@@ -171,6 +172,46 @@ export async function renderDetail(main, { args: [id] }) {
       flashSaved = id;
       navigate('subscriptions/' + encodeURIComponent(id), { replace: true });
     }));
+}
+
+// healthPanel shows how the endpoint has been answering (GET
+// /v1/subscriptions/{id} health): the failure streak, the 24 h success
+// rate and the auto-disable rule; a subscription auto-disabled for failing
+// says so and how to resume.
+function healthPanel(s) {
+  const hl = s.health;
+  if (!hl) return null;
+  const rule = hl.auto_disable;
+  const streak = hl.consecutive_failures || 0;
+  const failing = s.state === 'disabled' && s.disabled_reason === 'failing';
+  const card = (label, value, extra, cls) => h('div', { class: 'card ' + (cls || '') },
+    h('div', { class: 'card-label' }, label), h('div', { class: 'card-value' }, value), extra ? h('div', { class: 'card-extra' }, extra) : null);
+  const rate = hl.success_rate_24h;
+  return h('section', { class: 'health', 'aria-label': 'Endpoint health' },
+    h('h2', {}, 'Endpoint health'),
+    failing ? h('div', { class: 'notice warn', role: 'status' },
+      h('strong', {}, 'Disabled because the endpoint kept failing'),
+      ': ' + fmtNum(streak) + ' failed attempts in a row' + (hl.failing_since ? ' since ' + fmtTime(hl.failing_since) : '') + '. ',
+      'Its pending deliveries wait. Fix the endpoint, then press Enable: sending resumes with a fresh streak.') : null,
+    h('div', { class: 'cards' },
+      card('Failed in a row', fmtNum(streak),
+        streak ? 'since ' + fmtTime(hl.failing_since) : 'none since the last success',
+        streak ? (failing ? 'bad' : 'warn') : ''),
+      card('Success rate (24 h)', fmtRate(rate),
+        hl.attempts_24h ? fmtNum(hl.attempts_24h) + (hl.attempts_24h === 1 ? ' attempt' : ' attempts') : 'no attempts',
+        rate === null || rate === undefined ? '' : rate < 0.5 ? 'bad' : rate < 0.95 ? 'warn' : ''),
+      card('Auto-disable', rule ? fmtNum(rule.consecutive_failures) + ' failures' : 'never',
+        rule ? 'in a row' + (rule.min_duration_s ? ', over at least ' + fmtDuration(rule.min_duration_s) : '') + ('auto_disable' in s ? '' : ' (server default)')
+          : ('auto_disable' in s ? 'turned off for this subscription' : 'turned off on this server'))));
+}
+
+// fmtDuration writes seconds as the largest whole unit that fits.
+function fmtDuration(sec) {
+  if (!sec) return '0 s';
+  if (sec % 86400 === 0) return sec / 86400 + (sec === 86400 ? ' day' : ' days');
+  if (sec % 3600 === 0) return sec / 3600 + ' h';
+  if (sec % 60 === 0) return sec / 60 + ' min';
+  return sec + ' s';
 }
 
 function secretBox(title, secret, note = 'Store it where your receiver verifies signatures. It is available later only through GET /v1/subscriptions/{id}/secret.') {
@@ -257,6 +298,14 @@ function subscriptionForm(s, submit) {
   const tenant = h('input', { type: 'text', name: 'tenant', value: f.tenant || '', readonly: !!s, pattern: '[A-Za-z0-9._\\-]{1,64}', placeholder: s ? 'none' : 'acme (empty: no tenant)' });
   const allTenants = h('input', { type: 'checkbox', name: 'all_tenants', checked: !!f.all_tenants, disabled: !!s });
   const state = h('select', { name: 'state' }, ['enabled', 'disabled'].map((v) => h('option', { value: v, selected: (f.state || 'enabled') === v }, v)));
+  // auto_disable: absent = the server's rule, null = never, else its own.
+  const adMode = !('auto_disable' in f) ? 'default' : f.auto_disable === null ? 'never' : 'custom';
+  const adKind = h('select', { name: 'auto_disable' }, [['default', 'Server default'], ['never', 'Never'], ['custom', 'After a streak of failures']]
+    .map(([v, l]) => h('option', { value: v, selected: adMode === v }, l)));
+  const adFailures = h('input', { type: 'number', min: 1, name: 'auto_disable_consecutive_failures', value: f.auto_disable ? f.auto_disable.consecutive_failures : '', placeholder: '20' });
+  const adHours = h('input', { type: 'number', min: 0, step: 'any', name: 'auto_disable_min_duration_s', value: f.auto_disable ? f.auto_disable.min_duration_s / 3600 : '', placeholder: '120' });
+  const showAD = () => { for (const el of [adFailures, adHours]) el.closest('.field').hidden = adKind.value !== 'custom'; };
+  adKind.addEventListener('change', showAD);
   // Web Push: the browser's PushSubscription, pasted as JSON.
   const pushSub = h('textarea', { name: 'destination_subscription', rows: 4, class: 'mono', placeholder: '{"endpoint": "…", "keys": {"p256dh": "…", "auth": "…"}}' });
   if (dest.subscription) pushSub.value = pretty(dest.subscription);
@@ -385,6 +434,14 @@ function subscriptionForm(s, submit) {
     const rm = intOr(rlMax, 'rate_limit.max');
     const rp = intOr(rlPer, 'rate_limit.per_seconds');
     b.rate_limit = rm ? { max: rm, per_seconds: rp || 1 } : null;
+    if (adKind.value === 'never') b.auto_disable = null;
+    else if (adKind.value === 'custom') {
+      const n = intOr(adFailures, 'auto_disable.consecutive_failures');
+      if (!n) throw new APIError(0, 'invalid_field', 'give the number of failed attempts in a row', 'auto_disable.consecutive_failures');
+      const hours = Number(adHours.value.trim() || '0');
+      if (!(hours >= 0)) throw new APIError(0, 'invalid_field', 'the duration must be a number of hours', 'auto_disable.min_duration_s');
+      b.auto_disable = { consecutive_failures: n, min_duration_s: Math.round(hours * 3600) };
+    } else if (s) b.auto_disable = 'default';
     if (!s) {
       if (!PORTAL && tenant.value.trim()) b.tenant = tenant.value.trim();
       if (!PORTAL && allTenants.checked) b.all_tenants = true;
@@ -428,8 +485,12 @@ function subscriptionForm(s, submit) {
   field('Timeout (ms)', timeout, '1–300000; default 10000. For a broker: how long to wait for its acknowledgement.'),
   field('Extra headers', headers, PORTAL ? 'Webhooks only. One "name: value" per line, sent with every request.' : 'Webhooks only. One "name: value" per line; webhook-*, herald-* and hop-by-hop headers are reserved.'),
   field('State', state),
+  h('fieldset', { class: 'wide inline auto-disable' }, h('legend', {}, 'Auto-disable'),
+    field('When', adKind), field('Failed attempts in a row', adFailures), field('lasting at least (hours)', adHours),
+    h('small', { class: 'hint' }, 'A subscription whose endpoint keeps failing is disabled (reason "failing") and herald.subscription.disabled is published; a success resets the streak.')),
   h('div', { class: 'wide' }, errSlot, h('button', { type: 'submit' }, s ? 'Save changes' : 'Create subscription')));
   showDest();
+  showAD();
   return form;
 }
 
