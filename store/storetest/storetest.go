@@ -48,6 +48,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"DeliveryClaim", testDeliveryClaim},
 		{"DeliveryComplete", testDeliveryComplete},
 		{"DeliveryOutcome", testDeliveryOutcome},
+		{"AttemptHeaders", testAttemptHeaders},
 		{"Delivery", testDelivery},
 		{"DeadLetter", testDeadLetter},
 		{"Stats", testStats},
