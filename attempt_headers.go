@@ -96,7 +96,14 @@ func BoundHeaders(h map[string]string) map[string]string {
 	for name := range h {
 		names = append(names, name)
 	}
-	slices.SortFunc(names, func(a, b string) int { return strings.Compare(strings.ToLower(a), strings.ToLower(b)) })
+	// By lower-cased name, then by spelling, so two spellings of one name
+	// always resolve the same way.
+	slices.SortFunc(names, func(a, b string) int {
+		if c := strings.Compare(strings.ToLower(a), strings.ToLower(b)); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
 	out := make(map[string]string, min(len(names), AttemptHeadersMax))
 	total := 0
 	for _, name := range names {
