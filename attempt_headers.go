@@ -92,6 +92,12 @@ func BoundHeaders(h map[string]string) map[string]string {
 	if h == nil {
 		return nil
 	}
+	if boundAlready(h) {
+		// The common case on write: the Sender bounded them already.
+		// Checking is cheaper than copying (an attempt's completion is on
+		// every delivery's path).
+		return h
+	}
 	names := make([]string, 0, len(h))
 	for name := range h {
 		names = append(names, name)
@@ -125,4 +131,34 @@ func BoundHeaders(h map[string]string) map[string]string {
 		out[n] = v
 	}
 	return out
+}
+
+// boundAlready reports whether BoundHeaders would return h unchanged.
+func boundAlready(h map[string]string) bool {
+	if len(h) > AttemptHeadersMax {
+		return false
+	}
+	total := 0
+	for n, v := range h {
+		total += len(n) + len(v)
+		if n == "" || len(n) > AttemptHeaderValueMax || len(v) > AttemptHeaderValueMax || total > AttemptHeadersBytesMax ||
+			!isCleanLine(n) || !isCleanLine(v) || hasUpper(n) || RedactHeader(n, v) != v {
+			return false
+		}
+	}
+	return true
+}
+
+// isCleanLine reports whether CleanLine would leave s (unbounded) as it is.
+func isCleanLine(s string) bool {
+	return IsCleanText(s) && !strings.ContainsAny(s, "\t\n\r")
+}
+
+func hasUpper(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c >= 'A' && c <= 'Z' || c >= 0x80 {
+			return true // non-ASCII: let strings.ToLower decide
+		}
+	}
+	return false
 }
