@@ -149,9 +149,16 @@ func boundAlready(h map[string]string) bool {
 	return true
 }
 
-// isCleanLine reports whether CleanLine would leave s (unbounded) as it is.
+// isCleanLine reports whether CleanLine would leave s (unbounded) as it is:
+// one pass over printable ASCII, the usual header; anything else is
+// checked in full.
 func isCleanLine(s string) bool {
-	return IsCleanText(s) && !strings.ContainsAny(s, "\t\n\r")
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < ' ' || c >= 0x7f {
+			return IsCleanText(s) && !strings.ContainsAny(s, "\t\n\r")
+		}
+	}
+	return true
 }
 
 func hasUpper(s string) bool {
