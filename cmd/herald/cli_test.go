@@ -299,6 +299,8 @@ func TestCLIEventsAndDeliveries(t *testing.T) {
 		human := h.ok("deliveries", "get", dlvID)
 		require.Contains(t, human, "delivered")
 		require.Contains(t, human, "STATUS")
+		require.Contains(t, human, "last request headers (as sent):")
+		require.Contains(t, human, "webhook-signature:")
 		retried := h.okJSON("deliveries", "retry", dlvID)[0]
 		require.Equal(t, "pending", retried["state"])
 		require.Eventually(t, func() bool { return recv.hits.Load() == 2 }, 20*time.Second, 10*time.Millisecond)
