@@ -96,6 +96,13 @@ type Attempt struct {
 	ResponseExcerpt string     `json:"response_excerpt,omitempty"`
 	// Tier the attempt was made from.
 	Tier int `json:"tier"`
+	// RequestHeaders are the headers the attempt sent (a broker
+	// destination's message headers), ResponseHeaders those the receiver
+	// answered with, as BoundHeaders keeps them: bounded, credentials
+	// redacted. nil means not recorded: an attempt stored before herald
+	// kept them (migration 018), or no answer arrived (response).
+	RequestHeaders  map[string]string `json:"request_headers,omitempty"`
+	ResponseHeaders map[string]string `json:"response_headers,omitempty"`
 }
 
 // Limits on what an attempt keeps.

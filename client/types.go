@@ -203,19 +203,28 @@ type AttemptRequest struct {
 	Method  string            `json:"method"`
 	URL     string            `json:"url"`
 	Headers map[string]string `json:"headers"`
+	// Rebuilt is always true: herald rebuilt this request from the
+	// subscription as it is now (attempts stored before it kept headers).
+	Rebuilt bool `json:"rebuilt"`
 }
 
 // Attempt is one delivery attempt.
 type Attempt struct {
-	N               int             `json:"n"`
-	At              string          `json:"at"`
-	Tier            int             `json:"tier"`
-	DurationMS      int64           `json:"duration_ms"`
-	Status          int             `json:"status"`
-	Error           string          `json:"error"`
-	ErrorMessage    string          `json:"error_message"`
-	ResponseExcerpt string          `json:"response_excerpt"`
-	Request         *AttemptRequest `json:"request,omitempty"`
+	N               int    `json:"n"`
+	At              string `json:"at"`
+	Tier            int    `json:"tier"`
+	DurationMS      int64  `json:"duration_ms"`
+	Status          int    `json:"status"`
+	Error           string `json:"error"`
+	ErrorMessage    string `json:"error_message"`
+	ResponseExcerpt string `json:"response_excerpt"`
+	// RequestHeaders and ResponseHeaders are what the attempt sent and
+	// received (bounded, credentials redacted); nil when not recorded.
+	RequestHeaders  map[string]string `json:"request_headers"`
+	ResponseHeaders map[string]string `json:"response_headers"`
+	// Request is set only for an attempt stored before herald kept
+	// request headers: a rebuild, see AttemptRequest.Rebuilt.
+	Request *AttemptRequest `json:"request,omitempty"`
 }
 
 // Delivery is one event to one subscription. Attempts, EventType and

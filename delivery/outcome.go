@@ -41,6 +41,8 @@ func decide(tiers Tiers, c *store.ClaimedDelivery, owner string, started time.Ti
 		ErrorMessage:    res.Message,
 		ResponseExcerpt: res.Excerpt,
 		Tier:            c.Delivery.Tier,
+		RequestHeaders:  res.RequestHeaders,
+		ResponseHeaders: res.ResponseHeaders,
 	}
 	out := store.DeliveryOutcome{
 		DeliveryID: c.Delivery.ID,

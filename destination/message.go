@@ -62,6 +62,12 @@ func NewMessage(r *webhook.Request) (*Message, *webhook.Result) {
 	return &Message{ID: r.MsgID, Headers: h, Body: r.Body}, nil
 }
 
+// RecordedHeaders are the message headers as the attempt records them
+// (herald.BoundHeaders: the signature's value redacted). Every broker
+// publisher records them, whatever the outcome: they are what was sent, or
+// would have been.
+func (m *Message) RecordedHeaders() map[string]string { return herald.BoundHeaders(m.Headers) }
+
 // Timeout is the attempt's timeout: r.Timeout (the subscription's
 // timeout_ms), herald.DefaultTimeout when unset, at most herald.MaxTimeout.
 func Timeout(r *webhook.Request) time.Duration {

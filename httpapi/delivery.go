@@ -11,8 +11,8 @@ import (
 	"github.com/heraldhq/herald/webhook"
 )
 
-// Deliveries: GET /v1/deliveries, GET /v1/deliveries/{id} (with the request
-// each attempt sent, rebuilt) and POST /v1/deliveries/{id}/retry.
+// Deliveries: GET /v1/deliveries, GET /v1/deliveries/{id} (with the headers
+// each attempt sent and received) and POST /v1/deliveries/{id}/retry.
 
 type attemptJSON struct {
 	N               int               `json:"n"`
@@ -23,7 +23,14 @@ type attemptJSON struct {
 	Error           herald.ErrorClass `json:"error"`
 	ErrorMessage    string            `json:"error_message"`
 	ResponseExcerpt string            `json:"response_excerpt"`
-	// Request is the request the attempt sent, rebuilt (see attemptRequest).
+	// RequestHeaders and ResponseHeaders are the headers the attempt sent
+	// and received, as stored (herald.BoundHeaders: bounded, credentials
+	// redacted); null when not recorded (before migration 018; no answer).
+	RequestHeaders  map[string]string `json:"request_headers"`
+	ResponseHeaders map[string]string `json:"response_headers"`
+	// Request is a webhook attempt's request rebuilt from the subscription
+	// as it is now (see attemptRequest), only for an attempt stored before
+	// herald kept request headers; Rebuilt says so.
 	Request *attemptRequestJSON `json:"request,omitempty"`
 }
 
@@ -113,8 +120,8 @@ func (s *server) deliveryGet(w http.ResponseWriter, r *http.Request) error {
 		return notFound(err, "delivery", id)
 	}
 	v := deliveryView(res.Delivery)
-	// The requests are rebuilt from the subscription and the event type;
-	// a deleted subscription or a swept event leaves them out.
+	// Old attempts' requests are rebuilt from the subscription and the
+	// event type; a deleted subscription or a swept event leaves them out.
 	sub, _ := s.store.SubscriptionGet(r.Context(), res.Delivery.SubscriptionID)
 	if own := principalOf(r).Tenant; own != "" && (sub == nil || sub.Tenant != own) {
 		return notFound(herald.ErrNotFound, "delivery", id)
@@ -133,10 +140,12 @@ func (s *server) deliveryGet(w http.ResponseWriter, r *http.Request) error {
 		attempts[i] = attemptJSON{
 			N: a.N, At: timestamp(a.At), Tier: a.Tier, DurationMS: a.DurationMS, Status: a.Status,
 			Error: a.Error, ErrorMessage: a.ErrorMessage, ResponseExcerpt: a.ResponseExcerpt,
+			RequestHeaders: a.RequestHeaders, ResponseHeaders: a.ResponseHeaders,
 		}
-		// Only a webhook's attempt is an HTTP request to rebuild; other
-		// destination types show none.
-		if sub != nil && sub.Dest().Type == herald.DestinationWebhook {
+		// An attempt stored before migration 018 has no headers: its
+		// request is rebuilt, labelled so. Only a webhook's attempt is an
+		// HTTP request to rebuild; other destination types show none.
+		if a.RequestHeaders == nil && sub != nil && sub.Dest().Type == herald.DestinationWebhook {
 			attempts[i].Request = attemptRequest(sub, res.Delivery, eventType, &res.Attempts[i], s.cfg.UserAgent)
 		}
 	}
@@ -195,16 +204,19 @@ type attemptRequestJSON struct {
 	Method  string            `json:"method"`
 	URL     string            `json:"url"`
 	Headers map[string]string `json:"headers"`
+	// Rebuilt is always true: the request is herald's reconstruction from
+	// the subscription as it is now, not a record of what was sent.
+	Rebuilt bool `json:"rebuilt"`
 }
 
-// maskedSignature stands in for webhook-signature in an attempt's request:
-// the value would let a reader forge nothing, but it is derived from the
-// secret and the API never shows what a secret signs.
-const maskedSignature = "v1,****"
+// maskedSignature stands in for webhook-signature in a rebuilt request, as
+// it does in a stored one: the value is derived from the secret and the
+// API never shows what a secret signs.
+var maskedSignature = herald.RedactHeader(webhook.HeaderSignature, "v1,x")
 
-// attemptRequest rebuilds the request an attempt sent, from the
-// subscription as it is now (herald does not store request headers per
-// attempt: that would double the write per delivery).
+// attemptRequest rebuilds the request of an attempt stored before
+// migration 018 (which record the headers sent), from the subscription as
+// it is now.
 func attemptRequest(sub *herald.Subscription, d *herald.Delivery, eventType string, a *herald.Attempt, userAgent string) *attemptRequestJSON {
 	h := make(map[string]string, len(sub.Headers)+8)
 	for name, v := range sub.Headers {
@@ -228,5 +240,5 @@ func attemptRequest(sub *herald.Subscription, d *herald.Delivery, eventType stri
 	if method == "" {
 		method = http.MethodPost
 	}
-	return &attemptRequestJSON{Method: method, URL: sub.URL, Headers: h}
+	return &attemptRequestJSON{Method: method, URL: sub.URL, Headers: h, Rebuilt: true}
 }

@@ -9,14 +9,12 @@ import (
 	"github.com/heraldhq/herald"
 )
 
-// maskedCredential stands in for a receiver credential a reader may not see.
-const maskedCredential = "***"
+// maskedCredential stands in for a receiver credential a reader may not
+// see; credentialHeader is herald's one rule for which header values are
+// credentials (attempts store their headers redacted by it too).
+const maskedCredential = herald.MaskedCredential
 
-// credentialWords mark a header name as carrying a credential when the
-// lower-cased name contains one of them (Authorization, X-Api-Key,
-// Cookie, X-Auth-Token, X-Webhook-Secret…). Guessing wide costs a reader
-// a harmless value now and then; guessing narrow would leak a key.
-var credentialWords = []string{"auth", "token", "secret", "key", "password", "passwd", "cookie", "session", "credential", "signature"}
+var credentialHeader = herald.CredentialHeader
 
 // receiverAsSeenBy returns sub as r's principal may see it. Receiver
 // credentials — the URL's userinfo, every query value and fragment, and
@@ -42,17 +40,6 @@ func receiverAsSeenBy(r *http.Request, sub *herald.Subscription) *herald.Subscri
 		}
 	}
 	return &c
-}
-
-// credentialHeader reports whether a header's value is a credential.
-func credentialHeader(name string) bool {
-	n := strings.ToLower(name)
-	for _, w := range credentialWords {
-		if strings.Contains(n, w) {
-			return true
-		}
-	}
-	return false
 }
 
 // maskURL masks raw's userinfo, the value of every query parameter (all

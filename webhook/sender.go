@@ -127,6 +127,13 @@ type Result struct {
 	// tier it is in. A webhook's failures are never permanent (410 Gone is
 	// ErrorGone, which also disables the subscription).
 	Permanent bool
+	// RequestHeaders are the headers sent (a broker destination's message
+	// headers), ResponseHeaders those received, as herald.BoundHeaders
+	// keeps them (bounded, credentials redacted) for the attempt's record.
+	// RequestHeaders is nil when no request was built; ResponseHeaders is
+	// nil when no answer arrived.
+	RequestHeaders  map[string]string
+	ResponseHeaders map[string]string
 }
 
 // Sender makes webhook attempts. It is safe for concurrent use; make one per
@@ -244,11 +251,14 @@ func (s *Sender) send(ctx context.Context, r *Request, start time.Time) Result {
 	} else {
 		resp, err = s.client.Do(req)
 	}
+	sent := sentHeaders(req)
 	if err != nil {
-		return errorResult(ctx, err, timeout)
+		fail := errorResult(ctx, err, timeout)
+		fail.RequestHeaders = sent
+		return fail
 	}
 	defer resp.Body.Close()
-	res = Result{Status: resp.StatusCode}
+	res = Result{Status: resp.StatusCode, RequestHeaders: sent, ResponseHeaders: herald.AttemptHeaders(resp.Header)}
 
 	excerpt, err := readBody(resp.Body)
 	res.Excerpt = excerpt
@@ -258,6 +268,7 @@ func (s *Sender) send(ctx context.Context, r *Request, start time.Time) Result {
 		// failure and the webhook-id lets the receiver drop the retry.
 		fail := errorResult(ctx, err, timeout)
 		fail.Status, fail.Excerpt = res.Status, res.Excerpt
+		fail.RequestHeaders, fail.ResponseHeaders = res.RequestHeaders, res.ResponseHeaders
 		return fail
 	}
 
@@ -353,6 +364,23 @@ func (s *Sender) newRequest(ctx context.Context, r *Request, start time.Time) (*
 		h.Set("Herald-Subscription-Id", r.SubscriptionID)
 	}
 	return req, Result{}, true
+}
+
+// sentHeaders is what the attempt records of req's headers: those set on
+// it, and the two net/http writes itself from the request (host,
+// content-length, and Authorization from credentials in the URL, which
+// http.Client adds to a copy of req; it is redacted anyway).
+func sentHeaders(req *http.Request) map[string]string {
+	h := make(map[string][]string, len(req.Header)+3)
+	for name, vs := range req.Header {
+		h[name] = vs
+	}
+	h["Host"] = []string{req.URL.Host}
+	if req.URL.User != nil && req.Header.Get("Authorization") == "" {
+		h["Authorization"] = []string{herald.MaskedCredential}
+	}
+	h["Content-Length"] = []string{strconv.FormatInt(req.ContentLength, 10)}
+	return herald.AttemptHeaders(h)
 }
 
 // The extra header names herald never sends: its own headers, headers

@@ -111,15 +111,30 @@ func (c *cli) showDelivery(d *client.Delivery) error {
 		return err
 	}
 	last := (*d.Attempts)[len(*d.Attempts)-1]
-	if last.Request != nil {
-		fmt.Fprintf(c.stdout, "\nlast request: %s %s\n", last.Request.Method, last.Request.URL)
-		tw = c.table()
-		for _, k := range sortedKeys(last.Request.Headers) {
-			row(tw, "  "+k+":", last.Request.Headers[k])
+	switch {
+	case last.RequestHeaders != nil:
+		if err := c.headerBlock("last request headers (as sent):", last.RequestHeaders); err != nil {
+			return err
 		}
-		return tw.Flush()
+		if last.ResponseHeaders != nil {
+			return c.headerBlock("last response headers:", last.ResponseHeaders)
+		}
+	case last.Request != nil:
+		// Stored before herald kept headers: the API's rebuild.
+		return c.headerBlock(fmt.Sprintf("last request, rebuilt from the subscription as it is now: %s %s",
+			last.Request.Method, last.Request.URL), last.Request.Headers)
 	}
 	return nil
+}
+
+// headerBlock prints a title and one header a line.
+func (c *cli) headerBlock(title string, headers map[string]string) error {
+	fmt.Fprintf(c.stdout, "\n%s\n", title)
+	tw := c.table()
+	for _, k := range sortedKeys(headers) {
+		row(tw, "  "+k+":", headers[k])
+	}
+	return tw.Flush()
 }
 
 func deliveryGet(fs *flag.FlagSet) action {
@@ -435,7 +450,8 @@ func (t *tailer) show(ctx context.Context, d *client.Delivery) error {
 				state = "delivered"
 			}
 		}
-		a.Request = nil // the rebuilt request is for deliveries get
+		// Headers, stored or rebuilt, are for deliveries get.
+		a.Request, a.RequestHeaders, a.ResponseHeaders = nil, nil, nil
 		if err := t.print(full, state, dest, &a); err != nil {
 			return err
 		}

@@ -293,11 +293,14 @@ func TestCLIEventsAndDeliveries(t *testing.T) {
 		d := h.okJSON("deliveries", "get", dlvID)[0]
 		attempts := d["attempts"].([]any)
 		require.Len(t, attempts, 1)
-		req := attempts[0].(map[string]any)["request"].(map[string]any)
-		require.Equal(t, "v1,****", req["headers"].(map[string]any)["webhook-signature"])
+		sent := attempts[0].(map[string]any)["request_headers"].(map[string]any)
+		require.Equal(t, "v1,***", sent["webhook-signature"], "the stored request headers, signature redacted")
+		require.NotContains(t, attempts[0], "request", "no rebuild for an attempt that stored its headers")
 		human := h.ok("deliveries", "get", dlvID)
 		require.Contains(t, human, "delivered")
 		require.Contains(t, human, "STATUS")
+		require.Contains(t, human, "last request headers (as sent):")
+		require.Contains(t, human, "webhook-signature:")
 		retried := h.okJSON("deliveries", "retry", dlvID)[0]
 		require.Equal(t, "pending", retried["state"])
 		require.Eventually(t, func() bool { return recv.hits.Load() == 2 }, 20*time.Second, 10*time.Millisecond)

@@ -99,7 +99,7 @@ func (p *Publisher) Send(ctx context.Context, r *webhook.Request) webhook.Result
 	return res
 }
 
-func (p *Publisher) send(ctx context.Context, r *webhook.Request) webhook.Result {
+func (p *Publisher) send(ctx context.Context, r *webhook.Request) (sent webhook.Result) {
 	d := r.Destination
 	conn, fail := destination.Resolve(ctx, p.cfg.Connections, d, r.Tenant)
 	if fail != nil {
@@ -109,6 +109,7 @@ func (p *Publisher) send(ctx context.Context, r *webhook.Request) webhook.Result
 	if fail != nil {
 		return *fail
 	}
+	defer func() { sent.RequestHeaders = msg.RecordedHeaders() }()
 	key := d.RoutingKey
 	if key == "" {
 		key = r.EventType

@@ -241,11 +241,21 @@ func testHeraldHeaders(t *testing.T, h Harness, pub destination.Publisher) {
 	typ := uniqueType("desttest.headers")
 	req := newRequest(d, typ, "acme", map[string]any{})
 	req.Attempt = 3
-	requireSuccess(t, pub.Send(context.Background(), req))
+	res := pub.Send(context.Background(), req)
+	requireSuccess(t, res)
 	m := next(t, c)
 	require.Equal(t, typ, m.Headers[destination.HeaderEventType])
 	require.Equal(t, "acme", m.Headers[destination.HeaderTenant])
 	require.Equal(t, "3", m.Headers[destination.HeaderAttempt])
+
+	// The attempt records the headers the message carried, the
+	// signature redacted (issue 24 item 17).
+	for _, name := range []string{destination.HeaderID, destination.HeaderTimestamp, destination.HeaderEventType,
+		destination.HeaderTenant, destination.HeaderAttempt} {
+		require.Equal(t, m.Headers[name], res.RequestHeaders[name], name)
+	}
+	require.True(t, strings.HasPrefix(m.Headers[destination.HeaderSignature], "v1,"))
+	require.Equal(t, "v1,***", res.RequestHeaders[destination.HeaderSignature])
 
 	// Untenanted: no herald-tenant at all.
 	req = newRequest(d, typ, "", map[string]any{})

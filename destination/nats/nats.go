@@ -127,7 +127,7 @@ func (p *Publisher) Send(ctx context.Context, r *webhook.Request) webhook.Result
 	return res
 }
 
-func (p *Publisher) send(ctx context.Context, r *webhook.Request) webhook.Result {
+func (p *Publisher) send(ctx context.Context, r *webhook.Request) (sent webhook.Result) {
 	d := r.Destination
 	conn, fail := destination.Resolve(ctx, p.cfg.Connections, d, r.Tenant)
 	if fail != nil {
@@ -137,6 +137,7 @@ func (p *Publisher) send(ctx context.Context, r *webhook.Request) webhook.Result
 	if fail != nil {
 		return *fail
 	}
+	defer func() { sent.RequestHeaders = msg.RecordedHeaders() }()
 	subject := d.Subject
 	if subject == "" {
 		subject = Subject(r.EventType)

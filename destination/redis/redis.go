@@ -108,7 +108,7 @@ func (p *Publisher) Send(ctx context.Context, r *webhook.Request) webhook.Result
 	return res
 }
 
-func (p *Publisher) send(ctx context.Context, r *webhook.Request) webhook.Result {
+func (p *Publisher) send(ctx context.Context, r *webhook.Request) (sent webhook.Result) {
 	d := r.Destination
 	// The API's rule, again at send time.
 	if err := herald.CheckRedisStream(d.Stream); err != nil {
@@ -121,6 +121,7 @@ func (p *Publisher) send(ctx context.Context, r *webhook.Request) webhook.Result
 	if fail != nil {
 		return *fail
 	}
+	defer func() { sent.RequestHeaders = msg.RecordedHeaders() }()
 	conn, fail := destination.Resolve(ctx, p.conns, d, r.Tenant)
 	if fail != nil {
 		return *fail

@@ -242,14 +242,35 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
   assert((await attempts.first().textContent()).includes('HTTP 503'), 'status shown');
   assert((await attempts.first().textContent()).includes('http_status'), 'error class shown');
   assert((await attempts.first().locator('.response pre').textContent()).includes('down for maintenance'), 'response excerpt shown');
-  await attempts.first().locator('details.request summary').click();
-  const headersText = await attempts.first().locator('table.headers').textContent();
-  assert(headersText.includes('v1,****') && headersText.includes('x-tenant'), 'request headers, signature masked: ' + headersText);
   const deadURL = page.url();
   const deadID = decodeURIComponent(deadURL.split('/').pop());
   const deadDelivery = await apiCall('GET', '/v1/deliveries/' + deadID);
   assert(deadDelivery.event_id === bad.id, 'the dead delivery is the failing event\'s');
-  await shot(page, '08-delivery-attempts');
+
+  begin('an attempt shows the headers it stored, sent and received, at 1280×800 and 390×844');
+  // Stored per attempt (issue 24 item 17), not rebuilt from the
+  // subscription: each attempt has its own herald-attempt, and no
+  // "rebuilt" request is shown.
+  assert(deadDelivery.attempts.every((a, i) => a.request_headers && a.request_headers['herald-attempt'] === String(i + 1) && !a.request),
+    'stored request headers per attempt: ' + JSON.stringify(deadDelivery.attempts));
+  for (const [width, height, name] of [[1280, 800, '08-delivery-attempts'], [390, 844, '08a-delivery-attempts-phone']]) {
+    await page.setViewportSize({ width, height });
+    const second = attempts.nth(1);
+    for (const cls of ['request-headers', 'response-headers']) {
+      const d = second.locator('details.' + cls);
+      if (await d.getAttribute('open') === null) await d.locator('summary').click();
+    }
+    const sent = await second.locator('details.request-headers table.headers').textContent();
+    assert(sent.includes('v1,***') && sent.includes('x-tenant') && sent.includes('herald-attempt2'), 'request headers as sent, signature masked: ' + sent);
+    assert(!sent.includes('rebuilt') && await page.locator('details.rebuilt').count() === 0, 'no rebuilt request for stored attempts');
+    const got = await second.locator('details.response-headers table.headers').textContent();
+    assert(got.includes('date') && got.includes('content-type'), 'response headers as received: ' + got);
+    // Full-page shots: from the top, so the sticky header stays on top.
+    await page.evaluate(() => window.scrollTo(0, 0));
+    await fits(`the delivery page at ${width} px`);
+    await shot(page, name);
+  }
+  await page.setViewportSize({ width: 1280, height: 900 });
 
   begin('redrive the dead letter with confirmation and progress; it is delivered');
   await receiverFail(false);

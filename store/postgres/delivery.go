@@ -56,8 +56,8 @@ func (s *Store) DeliveryGet(ctx context.Context, id string) (*store.DeliveryGetR
 	}
 	batch := &pgx.Batch{}
 	batch.Queue("SELECT "+deliveryColumns+" FROM deliveries WHERE id = $1", id)
-	batch.Queue(`SELECT n, at, duration_ms, status, error, error_message, response_excerpt, tier
-		FROM attempts WHERE delivery_id = $1 ORDER BY n, id`, id)
+	batch.Queue(`SELECT n, at, duration_ms, status, error, error_message, response_excerpt, tier,
+		request_headers, response_headers FROM attempts WHERE delivery_id = $1 ORDER BY n, id`, id)
 	br := db.SendBatch(ctx, batch)
 	defer br.Close()
 	d, err := scanDelivery(br.QueryRow())
@@ -72,14 +72,22 @@ func (s *Store) DeliveryGet(ctx context.Context, id string) (*store.DeliveryGetR
 		return nil, mapErr(op, err)
 	}
 	var (
-		a       herald.Attempt
-		errCode string
+		a             herald.Attempt
+		errCode       string
+		sent, replied *string
 	)
 	attempts := []herald.Attempt{}
 	_, err = pgx.ForEachRow(rows, []any{&a.N, &a.At, &a.DurationMS, &a.Status, &errCode, &a.ErrorMessage,
-		&a.ResponseExcerpt, &a.Tier}, func() error {
+		&a.ResponseExcerpt, &a.Tier, &sent, &replied}, func() error {
 		a.At = a.At.UTC()
 		a.Error = herald.ErrorClass(errCode)
+		var err error
+		if a.RequestHeaders, err = store.DecodeAttemptHeaders(sent); err != nil {
+			return err
+		}
+		if a.ResponseHeaders, err = store.DecodeAttemptHeaders(replied); err != nil {
+			return err
+		}
 		attempts = append(attempts, a)
 		return nil
 	})
@@ -216,9 +224,11 @@ SELECT id FROM done`
 // deliveries, the most expensive statement of a benchmark run
 // (pg_stat_statements, docs/benchmarks.md), against 0.3 ms now.
 const insertAttemptsSQL = `
-INSERT INTO attempts (delivery_id, n, at, duration_ms, status, error, error_message, response_excerpt, tier)
+INSERT INTO attempts (delivery_id, n, at, duration_ms, status, error, error_message, response_excerpt, tier,
+	request_headers, response_headers)
 SELECT a.* FROM unnest($1::text[], $2::int[], $3::timestamptz[], $4::bigint[], $5::int[], $6::text[],
-	$7::text[], $8::text[], $9::int[]) AS a(delivery_id, n, at, duration_ms, status, error, error_message, response_excerpt, tier)
+	$7::text[], $8::text[], $9::int[], $10::text[], $11::text[])
+	AS a(delivery_id, n, at, duration_ms, status, error, error_message, response_excerpt, tier, request_headers, response_headers)
 CROSS JOIN LATERAL (SELECT 1 FROM deliveries d WHERE d.id = a.delivery_id LIMIT 1) AS present`
 
 // disableSQL disables subscriptions and bumps the version when any changed.
@@ -259,6 +269,7 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, params *store.Delivery
 			ids, owners, states, errs, msgs, excerpts = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 			tiers, status, nums, attTiers             = make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n)
 			next                                      = make([]*time.Time, n)
+			reqHeaders, respHeaders                   = make([]*string, n), make([]*string, n)
 			at                                        = make([]time.Time, n)
 			durations                                 = make([]int64, n)
 		)
@@ -268,8 +279,9 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, params *store.Delivery
 			a := o.Attempt
 			status[i], errs[i], msgs[i] = int32(a.Status), string(a.Error), a.ErrorMessage
 			nums[i], at[i], durations[i], excerpts[i], attTiers[i] = int32(a.N), ms(a.At), a.DurationMS, a.ResponseExcerpt, int32(a.Tier)
+			reqHeaders[i], respHeaders[i] = store.EncodeAttemptHeaders(a.RequestHeaders), store.EncodeAttemptHeaders(a.ResponseHeaders)
 		}
-		batch.Queue(insertAttemptsSQL, ids, nums, at, durations, status, errs, msgs, excerpts, attTiers)
+		batch.Queue(insertAttemptsSQL, ids, nums, at, durations, status, errs, msgs, excerpts, attTiers, reqHeaders, respHeaders)
 		batch.Queue(completeCountSQL, ids, owners, states, tiers, next, status, errs, msgs, now, rand.IntN(deliveredShards))
 		batch.Queue(keysCompleteSQL, ids, owners, states) // free held keys (ordering.go)
 	}

@@ -17,7 +17,7 @@ import (
 // store/complete.go's.
 //
 // completeChunkRows caps the outcomes of one statement: the attempt insert
-// binds 9 parameters per row and SQLite allows 32,766.
+// binds 11 parameters per row and SQLite allows 32,766.
 const completeChunkRows = 250
 
 // completeChunk applies outcomes for distinct deliveries with three
@@ -65,7 +65,8 @@ func completeChunk(ctx context.Context, tx *sql.Tx, outcomes []store.DeliveryOut
 		present++
 		a := o.Attempt
 		aArgs = append(aArgs, o.DeliveryID, a.N, ms(a.At), a.DurationMS, a.Status,
-			string(a.Error), a.ErrorMessage, a.ResponseExcerpt, a.Tier)
+			string(a.Error), a.ErrorMessage, a.ResponseExcerpt, a.Tier,
+			store.EncodeAttemptHeaders(a.RequestHeaders), store.EncodeAttemptHeaders(a.ResponseHeaders))
 		var next any
 		if o.State == herald.DeliveryPending {
 			next = now
@@ -84,10 +85,10 @@ func completeChunk(ctx context.Context, tx *sql.Tx, outcomes []store.DeliveryOut
 	// all-NULL rows that insert and match nothing.
 	var attempts, updates strings.Builder
 	attempts.WriteString(`INSERT INTO attempts (delivery_id, n, at, duration_ms, status, error, error_message,
-		response_excerpt, tier) SELECT * FROM (VALUES `)
-	pad := valuesRows(&attempts, `(?,?,?,?,?,?,?,?,?)`, present)
+		response_excerpt, tier, request_headers, response_headers) SELECT * FROM (VALUES `)
+	pad := valuesRows(&attempts, `(?,?,?,?,?,?,?,?,?,?,?)`, present)
 	attempts.WriteString(`) WHERE column1 IS NOT NULL`)
-	aArgs = padArgs(aArgs, pad, 9)
+	aArgs = padArgs(aArgs, pad, 11)
 	if _, err := tx.ExecContext(ctx, attempts.String(), aArgs...); err != nil {
 		return 0, fmt.Errorf("recording attempts: %w", err)
 	}

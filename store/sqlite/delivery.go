@@ -90,7 +90,7 @@ func (s *Store) DeliveryGet(ctx context.Context, id string) (*store.DeliveryGetR
 			return err
 		}
 		rows, err := tx.QueryContext(ctx, `SELECT n, at, duration_ms, status, error, error_message,
-			response_excerpt, tier FROM attempts WHERE delivery_id = ? ORDER BY id`, id)
+			response_excerpt, tier, request_headers, response_headers FROM attempts WHERE delivery_id = ? ORDER BY id`, id)
 		if err != nil {
 			return err
 		}
@@ -98,15 +98,22 @@ func (s *Store) DeliveryGet(ctx context.Context, id string) (*store.DeliveryGetR
 		res.Attempts = []herald.Attempt{}
 		for rows.Next() {
 			var (
-				a     herald.Attempt
-				at    int64
-				class string
+				a             herald.Attempt
+				at            int64
+				class         string
+				sent, replied *string
 			)
 			if err := rows.Scan(&a.N, &at, &a.DurationMS, &a.Status, &class, &a.ErrorMessage,
-				&a.ResponseExcerpt, &a.Tier); err != nil {
+				&a.ResponseExcerpt, &a.Tier, &sent, &replied); err != nil {
 				return err
 			}
 			a.At, a.Error = fromMS(at), herald.ErrorClass(class)
+			if a.RequestHeaders, err = store.DecodeAttemptHeaders(sent); err != nil {
+				return err
+			}
+			if a.ResponseHeaders, err = store.DecodeAttemptHeaders(replied); err != nil {
+				return err
+			}
 			res.Attempts = append(res.Attempts, a)
 		}
 		return rows.Err()

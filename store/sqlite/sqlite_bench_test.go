@@ -130,6 +130,22 @@ func BenchmarkDeliveryClaim(b *testing.B) {
 	}
 }
 
+// benchSentHeaders and benchReceivedHeaders are what a webhook attempt
+// records (migration 018): the ten headers herald sends and one extra
+// subscription header, and a small receiver's answer (about 500 bytes of
+// JSON a row in all).
+var (
+	benchSentHeaders = map[string]string{
+		"content-length": "137", "content-type": "application/json", "herald-attempt": "1",
+		"herald-event-type": "order.created", "herald-subscription-id": "sub_01m8ef3hze7h6vzbanentv8yzw",
+		"host": "hooks.example.com", "user-agent": "herald-webhooks/1", "webhook-id": "dlv_01m8ef3m49a4hmayj9dz08c4r2",
+		"webhook-signature": "v1,***", "webhook-timestamp": "1795781939", "x-tenant": "acme",
+	}
+	benchReceivedHeaders = map[string]string{
+		"content-length": "11", "content-type": "application/json", "date": "Fri, 27 Nov 2026 12:18:59 GMT",
+	}
+)
+
 // BenchmarkDeliveryLifecycle is the store's share of one delivery on the
 // direct path (issue 13): events inserted with their delivery leased
 // (direct dispatch) in groups of 32, as a busy ingest commits them, then
@@ -153,7 +169,8 @@ func BenchmarkDeliveryLifecycle(b *testing.B) {
 					d.LeaseOwner, d.LeaseUntil = "bench", benchNow.Add(time.Minute)
 					outcomes[i] = store.DeliveryOutcome{
 						DeliveryID: d.ID, LeaseOwner: "bench", State: herald.DeliveryDelivered,
-						Attempt: herald.Attempt{N: 1, At: benchNow, DurationMS: 2, Status: 200},
+						Attempt: herald.Attempt{N: 1, At: benchNow, DurationMS: 2, Status: 200,
+							RequestHeaders: benchSentHeaders, ResponseHeaders: benchReceivedHeaders},
 					}
 					health[i] = store.HealthAttempt{SubscriptionID: d.SubscriptionID, At: benchNow, OK: true}
 				}
@@ -212,7 +229,8 @@ func BenchmarkDeliveryDrain(b *testing.B) {
 				for i, c := range claimed {
 					outcomes[i] = store.DeliveryOutcome{
 						DeliveryID: c.Delivery.ID, LeaseOwner: "bench", State: herald.DeliveryDelivered,
-						Attempt: herald.Attempt{N: c.Attempt, At: at, DurationMS: 2, Status: 200},
+						Attempt: herald.Attempt{N: c.Attempt, At: at, DurationMS: 2, Status: 200,
+							RequestHeaders: benchSentHeaders, ResponseHeaders: benchReceivedHeaders},
 					}
 					health[i] = store.HealthAttempt{SubscriptionID: c.Delivery.SubscriptionID, At: at, OK: true}
 				}

@@ -50,6 +50,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"DeliveryComplete", testDeliveryComplete},
 		{"DeliveryOutcome", testDeliveryOutcome},
 		{"Health", testHealth},
+		{"AttemptHeaders", testAttemptHeaders},
 		{"Delivery", testDelivery},
 		{"DeadLetter", testDeadLetter},
 		{"Stats", testStats},

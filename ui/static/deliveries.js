@@ -1,6 +1,7 @@
 // Deliveries: a filtered list (subscription, state, time) and one delivery
-// with every attempt — the request as sent (signature masked by the API),
-// status, duration, error class, response excerpt — why a pending one
+// with every attempt — the headers it sent and received as stored
+// (credentials masked when stored), status, duration, error class, response
+// excerpt — why a pending one
 // waits, and a retry button.
 
 import {
@@ -84,6 +85,19 @@ export async function renderList(main, { params }) {
   return () => clearInterval(timer);
 }
 
+// headersView is one attempt's headers, folded: those it stored (bounded,
+// credentials shown as *** by the API) or an older attempt's rebuilt
+// request, which says so in note.
+function headersView(cls, title, headers, note) {
+  const rows = Object.entries(headers || {}).sort(([x], [y]) => x.localeCompare(y));
+  return h('details', { class: cls },
+    h('summary', {}, title + ' (' + rows.length + ')'),
+    note ? h('p', { class: 'muted note' }, note) : null,
+    rows.length ? h('div', { class: 'table-wrap' }, h('table', { class: 'headers' }, h('tbody', {},
+      rows.map(([k, v]) => h('tr', {}, h('th', { scope: 'row' }, k), h('td', { class: 'mono' }, v))))))
+      : h('p', { class: 'muted' }, 'None.'));
+}
+
 export function attemptsView(attempts) {
   if (!attempts.length) return h('div', { class: 'empty' }, 'No attempt yet.');
   return h('ol', { class: 'attempts' }, attempts.map((a) => h('li', { class: 'attempt ' + (a.error ? 'failed' : 'ok') },
@@ -93,10 +107,11 @@ export function attemptsView(attempts) {
       a.error ? h('code', { class: 'error-class' }, a.error) : null,
       h('span', { class: 'muted' }, a.duration_ms + ' ms · tier ' + a.tier + ' · ' + fmtTime(a.at))),
     a.error_message ? h('p', { class: 'error-message' }, a.error_message) : null,
-    a.request ? h('details', { class: 'request' },
-      h('summary', {}, 'Request: ' + a.request.method + ' ' + a.request.url),
-      h('div', { class: 'table-wrap' }, h('table', { class: 'headers' }, h('tbody', {},
-        Object.entries(a.request.headers || {}).sort(([x], [y]) => x.localeCompare(y)).map(([k, v]) => h('tr', {}, h('th', { scope: 'row' }, k), h('td', { class: 'mono' }, v))))))) : null,
+    a.request_headers ? headersView('request-headers', 'Request headers (as sent)', a.request_headers)
+      : a.request ? headersView('request rebuilt', 'Request: ' + a.request.method + ' ' + a.request.url + ' — rebuilt',
+        a.request.headers,
+        'Rebuilt from the subscription as it is now: this attempt was recorded before herald stored the headers it sent.') : null,
+    a.response_headers ? headersView('response-headers', 'Response headers', a.response_headers) : null,
     h('details', { class: 'response', open: !!a.response_excerpt },
       h('summary', {}, 'Response excerpt'),
       a.response_excerpt ? h('pre', {}, a.response_excerpt) : h('p', { class: 'muted' }, 'Empty.')))));

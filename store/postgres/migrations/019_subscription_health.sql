@@ -1,4 +1,4 @@
--- 020: endpoint health and auto-disable (issue 24; store/health.go).
+-- 019: endpoint health and auto-disable (issue 24; store/health.go).
 -- auto_disable is a subscription's own rule as JSON (NULL: the server's
 -- defaults; {"consecutive_failures":0,…}: never). subscription_health has
 -- one row per attempted subscription, upserted by every completion

@@ -1,2 +1,0 @@
--- 018: placeholder so this branch's 020 loads without a gap (store/migrate.go).
--- Another branch owns this number: drop this file when merging it.
