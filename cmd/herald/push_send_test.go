@@ -10,6 +10,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -71,6 +72,10 @@ func TestPushSend(t *testing.T) {
 	addr := freeAddr(t)
 	startNode(t, bin, addr, append([]string{"--dev", "--api-token", "tok"}, storeArgs...)...)
 	vapid := vapidPublicKey(t, addr)
+	resp, err := http.Get("http://" + addr + "/dev/push-demo/")
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "the --dev demo page")
 
 	ua := dialUA(t, addr, "")
 	ua.send(map[string]any{"messageType": "register", "channelID": "0b7e2a4c-1d3f-4e5a-8b6c-7d8e9f0a1b2c", "key": vapid})
