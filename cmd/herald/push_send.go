@@ -60,6 +60,13 @@ func cmdPush(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return usagef("push: unknown command %q", args[0])
 }
 
+// pushSendShown are the flags herald push send -h lists.
+var pushSendShown = map[string]bool{
+	"p256dh": true, "auth": true, "subscription": true, "vapid-key": true, "from-store": true, "data": true,
+	"ttl": true, "urgency": true, "topic": true, "vapid-subject": true,
+	"config": true, "data-dir": true, "database-url": true, "encryption-key": true, "encryption-key-file": true,
+}
+
 type pushSendFlags struct {
 	p256dh, auth, subscription string
 	vapidKey                   string
@@ -74,7 +81,22 @@ func cmdPushSend(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	f := &pushSendFlags{}
 	fs := flag.NewFlagSet("herald push send", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { pushUsage(stderr); fs.PrintDefaults() }
+	// The flags of this command and the store's, not every serve flag
+	// (which c.flags defines for --from-store and --config).
+	fs.Usage = func() {
+		w := fs.Output()
+		pushUsage(w)
+		fmt.Fprintln(w, "\nFlags:")
+		fs.VisitAll(func(fl *flag.Flag) {
+			if pushSendShown[fl.Name] {
+				def := ""
+				if fl.DefValue != "" && fl.DefValue != "false" {
+					def = " (default " + fl.DefValue + ")"
+				}
+				fmt.Fprintf(w, "  --%s\n    \t%s%s\n", fl.Name, fl.Usage, def)
+			}
+		})
+	}
 	c.flags(fs)
 	fs.StringVar(&f.p256dh, "p256dh", "", "the subscription's keys.p256dh (base64url)")
 	fs.StringVar(&f.auth, "auth", "", "the subscription's keys.auth (base64url)")
