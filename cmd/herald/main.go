@@ -48,6 +48,8 @@ func run(args []string) error {
 		return cmdSecrets(ctx, args[1:], os.Stdout, os.Stderr)
 	case "webpush":
 		return cmdWebPush(ctx, args[1:], os.Stdout, os.Stderr)
+	case "push":
+		return cmdPush(ctx, args[1:], os.Stdout, os.Stderr)
 	case "version", "--version", "-v":
 		info, _ := debug.ReadBuildInfo()
 		fmt.Println(versionString(version, info))
@@ -112,6 +114,8 @@ Usage:
                            make an encryption key; re-encrypt stored secrets under the first key
   herald webpush rotate-vapid [flags]
                            replace the VAPID key of Web Push destinations (browsers resubscribe)
+  herald push send ENDPOINT --p256dh … --auth … [--vapid-key FILE | --from-store] --data …
+                           encrypt, VAPID-sign and send one Web Push message (herald push send -h)
   herald version           print the version
 
 Client commands (talk to a running herald; herald <command> -h for flags):

@@ -382,6 +382,10 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 		// session its one-time link is exchanged for (ADR 0015).
 		extra["GET /portal/"] = ui.NewPortal("/portal/", strings.Fields(c.PortalFrameAncestors))
 	}
+	if c.Dev {
+		// The Web Push demo page: a developer's tool, never in production.
+		extra["GET "+ui.PushDemoPrefix] = ui.PushDemo()
+	}
 	api := httpapi.New(httpapi.Config{
 		Extra:          extra,
 		Store:          s,
