@@ -5,7 +5,7 @@
 
 import {
   h, replace, api, qs, link, navigate, errorBox, notice, table, field, badge, timeCell, fmtTime, idCell,
-  subscriptions as loadSubs, subLabel, toISO, toLocalInput, PORTAL,
+  subscriptions as loadSubs, subLabel, toISO, toLocalInput, PORTAL, can, readOnly,
 } from './lib.js';
 
 // LIVE_MS is how often a list or a running delivery is re-read.
@@ -141,7 +141,7 @@ export async function renderDetail(main, { args: [id] }) {
       dl('Waiting for', d.waiting_for ? h('span', {}, h('code', {}, d.waiting_for), ' — ' + (WAITING[d.waiting_for] || '')) : (finished ? '— (finished)' : 'nothing: it is due')),
       dl('Created', timeCell(d.created_at)),
       dl('Updated', timeCell(d.updated_at))),
-    h('div', { class: 'actions' }, finished ? retry : h('span', { class: 'muted' }, 'Retry is available once the delivery has finished.')),
+    h('div', { class: 'actions' }, !can('deliveries:write') ? readOnly('deliveries:write') : finished ? retry : h('span', { class: 'muted' }, 'Retry is available once the delivery has finished.')),
     actionSlot,
     h('h2', {}, 'Attempts (' + (d.attempts || []).length + ')'),
     attemptsView(d.attempts || []));
