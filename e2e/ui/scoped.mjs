@@ -93,6 +93,7 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
     assert(!rows.includes('globex hook') && !rows.includes('plain hook'), 'another tenant\'s subscription listed:\n' + rows);
     assert(!(await navLinks()).includes('Tokens'), 'Tokens in a tenant token\'s nav');
     await page.getByRole('link', { name: 'New subscription' }).waitFor();
+    assert(await page.locator('input[name=tenant]').count() === 0, 'a tenant filter for a tenant token');
     await shot(page, `${size}-04-tenant-list`);
 
     begin(`${size}: a 403 from the API (another tenant's list) is a clear message, not a broken page`);

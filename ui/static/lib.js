@@ -72,6 +72,13 @@ export function can(scope) {
   return !!w.admin || (w.scopes || []).includes(scope);
 }
 
+// confined reports whether the signed-in token sees one tenant's data
+// only (the portal, or a tenant token): pages then leave out their tenant
+// filters and columns, which could only repeat that tenant.
+export function confined() {
+  return PORTAL || !!(getWho() || {}).tenant;
+}
+
 // readOnly is the short note a page shows where it leaves out write
 // buttons or forms the token lacks scope for.
 export function readOnly(scope) {

@@ -5,7 +5,7 @@
 
 import {
   h, replace, api, qs, link, navigate, errorBox, notice, table, field, badge, fmtRate, fmtNum, fmtTime,
-  pretty, copyButton, tenantCell, markField, clearFieldMarks, PORTAL, APIError, can, readOnly, getWho,
+  pretty, copyButton, tenantCell, markField, clearFieldMarks, PORTAL, APIError, can, readOnly, confined,
 } from './lib.js';
 import { attemptsView } from './deliveries.js';
 import { listConnections } from './connections.js';
@@ -26,8 +26,7 @@ export async function renderList(main, { params }) {
   const body = h('div', {}, h('p', { class: 'muted' }, 'Loading…'));
   // append() prints null as text: leave the operator's tenant filter out instead.
   // A tenant token's list is its tenant's already (the banner says so).
-  const confined = PORTAL || !!(getWho() || {}).tenant;
-  main.append(head, ...(confined ? [] : [tenantFilter('subscriptions', tenantQ)]), body);
+  main.append(head, ...(confined() ? [] : [tenantFilter('subscriptions', tenantQ)]), body);
   try {
     const [subs, stats] = await Promise.all([listSubs(tenantQ), api('GET', '/v1/stats/subscriptions' + qs({ tenant: tenantQ }))]);
     const byID = new Map(stats.data.map((s) => [s.subscription_id, s]));
