@@ -343,6 +343,13 @@ func (c *Client) CreateToken(ctx context.Context, in TokenInput) (*Token, error)
 	return &out, c.do(ctx, http.MethodPost, "/v1/tokens", nil, body, &out)
 }
 
+// Whoami describes the client's own token: its scopes and tenant. Any
+// valid token may call it.
+func (c *Client) Whoami(ctx context.Context) (*Whoami, error) {
+	var out Whoami
+	return &out, c.do(ctx, http.MethodGet, "/v1/whoami", nil, nil, &out)
+}
+
 // ListTokens lists the stored tokens (never the tokens themselves).
 func (c *Client) ListTokens(ctx context.Context) (*TokenList, error) {
 	var out TokenList

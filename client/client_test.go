@@ -304,3 +304,18 @@ func TestResendAndReplayBodies(t *testing.T) {
 		`POST /v1/subscriptions/s/replay {"cursor":"c0","dry_run":true,"event_types":["order.*"],"since":"2026-01-02T03:04:05Z","until":"2026-01-02T04:04:05Z"}`,
 	}, got)
 }
+
+func TestWhoami(t *testing.T) {
+	t.Parallel()
+	c := setup(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet || r.URL.Path != "/v1/whoami" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"token_id":"tok_1","scopes":["subscriptions:read"],"tenant":"acme","admin":false}`)
+	})
+	me, err := c.Whoami(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, &Whoami{TokenID: "tok_1", Scopes: []string{"subscriptions:read"}, Tenant: "acme"}, me)
+}

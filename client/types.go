@@ -410,6 +410,16 @@ type Token struct {
 	CreatedAt string   `json:"created_at"`
 }
 
+// Whoami is the calling token as GET /v1/whoami describes it.
+type Whoami struct {
+	// TokenID is "" for the configured --api-token.
+	TokenID string   `json:"token_id"`
+	Scopes  []string `json:"scopes"`
+	// Tenant is "" for a token not confined to a tenant.
+	Tenant string `json:"tenant"`
+	Admin  bool   `json:"admin"`
+}
+
 // TokenList is every stored token.
 type TokenList struct {
 	Data []Token `json:"data"`

@@ -38,9 +38,10 @@ const ScopePortalLink Scope = "portal-link"
 const ScopePortalSession Scope = "portal-session"
 
 // ValidRouteScope reports whether a route may declare s: a token scope,
-// ScopePortalLink, ScopePortalSession or ScopePublic.
+// ScopePortalLink, ScopePortalSession, ScopeAnyToken or ScopePublic.
 func ValidRouteScope(s string) bool {
-	return ValidScope(s) || Scope(s) == ScopePortalLink || Scope(s) == ScopePortalSession || Scope(s) == ScopePublic
+	return ValidScope(s) || Scope(s) == ScopePortalLink || Scope(s) == ScopePortalSession ||
+		Scope(s) == ScopeAnyToken || Scope(s) == ScopePublic
 }
 
 // ValidScope reports whether s is a known scope.

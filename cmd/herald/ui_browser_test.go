@@ -75,6 +75,22 @@ func TestDashboardSystemEvents(t *testing.T) {
 	}
 }
 
+// TestDashboardScopedSignIn drives e2e/ui/scoped.mjs on both stores: a
+// read-only token signs in and is offered no write button and no admin
+// page; a tenant token sees its tenant's banner and subscriptions only.
+func TestDashboardScopedSignIn(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs a browser")
+	}
+	t.Parallel()
+	b := newBrowserRun(t)
+	for _, backend := range []string{"sqlite", "postgres"} {
+		t.Run(backend, func(t *testing.T) {
+			b.run(t, backend, "scoped.mjs", "ui-scoped-"+backend, nil)
+		})
+	}
+}
+
 // browserRun runs the e2e/ui scripts against the built binary.
 type browserRun struct {
 	node, dir, bin string

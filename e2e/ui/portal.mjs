@@ -292,12 +292,19 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
   assert(JSON.stringify(answers) === JSON.stringify(want), 'session answers ' + JSON.stringify(answers));
   assert((await apiCall('GET', '/v1/subscriptions/' + subB.id)).state === 'enabled', 'globex subscription unchanged');
 
-  begin('the operator dashboard refuses the portal session');
+  // Scoped sign-in (issue 24): the operator dashboard takes any valid
+  // token and shows what it allows; a portal session is a tenant token, so
+  // it gets its tenant's banner and no admin page, nothing more.
+  begin('the operator dashboard shows the portal session as a tenant token');
   await page.goto(BASE + '/ui/');
   await page.locator('#token').fill(session);
   await page.getByRole('button', { name: 'Sign in' }).click();
-  await page.locator('.error').getByText('forbidden').waitFor();
-  assert(page.url().includes('/ui/sign-in') || (await page.locator('#token').count()) === 1, 'still at sign-in');
+  await page.locator('[data-tenant-banner="acme"]').waitFor();
+  const opNav = (await page.locator('header nav a').allTextContents()).map((x) => x.trim());
+  for (const gone of ['Overview', 'Tokens', 'Connections', 'Sources']) assert(!opNav.includes(gone), gone + ' offered to a portal session: ' + opNav);
+  await page.goto(BASE + '/ui/tokens');
+  await page.locator('[data-forbidden]').waitFor();
+  await page.evaluate(() => sessionStorage.removeItem('herald.token'));
 
   begin('End session revokes the session on the server');
   await page.goto(BASE + '/portal/');

@@ -2,7 +2,7 @@
 // Each page module exports render(main, ctx) and may return a cleanup
 // function (the overview's refresh timer), called when the route changes.
 
-import { h, replace, link, api, getToken, setToken, clearToken, getTheme, setTheme, navigate, setNavigateHandler, currentPath, errorBox, PREFIX, PORTAL, APIError } from './lib.js';
+import { h, replace, link, api, getToken, setToken, clearToken, getWho, setWho, can, getTheme, setTheme, navigate, setNavigateHandler, currentPath, errorBox, PREFIX, PORTAL, APIError } from './lib.js';
 import * as overview from './overview.js';
 import * as subs from './subscriptions.js';
 import * as events from './events.js';
@@ -15,22 +15,30 @@ import * as sources from './sources.js';
 
 // The portal (PORTAL) shows a tenant's own pages only: no overview (its
 // figures span every tenant), no API reference, no sign-in with a token.
+// Each entry names the scope its page's reads need (httpapi/server.go):
+// the nav leaves out what the signed-in token cannot read (null: any).
 const NAV = PORTAL ? [
-  ['subscriptions', 'Subscriptions'],
-  ['deliveries', 'Deliveries'],
-  ['dead-letters', 'Dead letters'],
-  ['events', 'Events'],
+  ['subscriptions', 'Subscriptions', 'subscriptions:read'],
+  ['deliveries', 'Deliveries', 'deliveries:read'],
+  ['dead-letters', 'Dead letters', 'deliveries:read'],
+  ['events', 'Events', 'events:read'],
 ] : [
-  ['', 'Overview'],
-  ['subscriptions', 'Subscriptions'],
-  ['events', 'Events'],
-  ['deliveries', 'Deliveries'],
-  ['dead-letters', 'Dead letters'],
-  ['sources', 'Sources'],
-  ['connections', 'Connections'],
-  ['tokens', 'Tokens'],
-  ['api', 'API'],
+  // The overview's figures are queue-wide (GET /v1/stats): admin.
+  ['', 'Overview', 'admin'],
+  ['subscriptions', 'Subscriptions', 'subscriptions:read'],
+  ['events', 'Events', 'events:read'],
+  ['deliveries', 'Deliveries', 'deliveries:read'],
+  ['dead-letters', 'Dead letters', 'deliveries:read'],
+  ['sources', 'Sources', 'admin'],
+  ['connections', 'Connections', 'admin'],
+  ['tokens', 'Tokens', 'admin'],
+  ['api', 'API', null],
 ];
+
+// allowed is the nav as the signed-in token may see it.
+function allowed() {
+  return NAV.filter(([, , scope]) => !scope || can(scope));
+}
 
 // routes: first match wins; params are the regexp's groups.
 const ROUTES = PORTAL ? [
@@ -67,7 +75,7 @@ const app = document.getElementById('app');
 function layout(section) {
   const main = h('main', { id: 'main', tabindex: '-1' });
   const nav = h('nav', { 'aria-label': 'Sections' },
-    NAV.map(([path, label]) => {
+    allowed().map(([path, label]) => {
       const a = link(path, label);
       if (path === section) a.setAttribute('aria-current', 'page');
       return a;
@@ -78,7 +86,14 @@ function layout(section) {
     PORTAL
       ? h('button', { type: 'button', class: 'link signout', onclick: (ev) => endSession(ev.currentTarget) }, 'End session')
       : h('button', { type: 'button', class: 'link signout', onclick: () => { clearToken(); navigate('sign-in'); } }, 'Sign out'));
-  replace(app, header, main);
+  // A token confined to a tenant sees that tenant's data only (the API
+  // filters every list): say whose, once, above every page.
+  const who = PORTAL ? null : getWho();
+  const banner = who && who.tenant
+    ? h('div', { class: 'tenant-banner', role: 'note', 'data-tenant-banner': who.tenant },
+      'Tenant ', h('code', {}, who.tenant), ': this token sees this tenant\'s data only.')
+    : null;
+  replace(app, header, banner, main);
   // On a phone the nav scrolls sideways: keep the current section in view.
   const current = nav.querySelector('[aria-current]');
   if (current) nav.scrollLeft = Math.max(0, current.offsetLeft - nav.clientWidth / 2 + current.clientWidth / 2);
@@ -170,19 +185,21 @@ function signIn(next) {
       const token = input.value.trim();
       replace(errSlot);
       try {
-        await api('GET', '/v1/stats', undefined, { token });
+        // Any valid token signs in; the pages then show what it allows.
+        const who = await api('GET', '/v1/whoami', undefined, { token });
         setToken(token);
+        setWho(who);
         navigate(next && !next.startsWith('sign-in') ? next : '', { replace: true });
       } catch (e2) {
         err = e2;
         replace(errSlot, errorBox(e2 instanceof APIError && e2.status === 401
-          ? new APIError(401, 'unauthorized', 'herald refused this token. Use the admin token (herald-data/admin.token or --api-token).')
+          ? new APIError(401, 'unauthorized', 'herald refused this token: it is unknown, expired or revoked. The admin token is in herald-data/admin.token (or --api-token).')
           : e2));
       }
     },
   },
   h('h1', {}, h('img', { src: PREFIX + 'assets/favicon.svg', alt: '', width: 28, height: 28 }), 'herald'),
-  h('p', { class: 'muted' }, 'Sign in with an API token. The first start of herald serve writes the admin token to ',
+  h('p', { class: 'muted' }, 'Sign in with an API token: the dashboard shows what its scopes allow. The first start of herald serve writes the admin token to ',
     h('code', {}, 'herald-data/admin.token'), '. The token stays in this browser tab (sessionStorage) until you sign out or close it.'),
   h('label', { for: 'token' }, 'API token'), input, errSlot,
   h('button', { type: 'submit' }, 'Sign in'));
@@ -219,10 +236,23 @@ async function route() {
     signIn(path === 'sign-in' ? params.get('next') : full);
     return;
   }
-  const section = path.split('/')[0];
-  const main = layout(NAV.some(([p]) => p === section) ? section : '');
+  let section = path.split('/')[0];
+  let target = path;
+  const nav = allowed();
+  // Home is the overview, which needs admin: any other token starts on
+  // the first page it may read.
+  if (!PORTAL && target === '' && !can('admin') && nav.length) {
+    target = section = nav[0][0];
+  }
+  const main = layout(nav.some(([p]) => p === section) ? section : '');
+  const entry = NAV.find(([p]) => p === section);
+  if (entry && entry[2] && !can(entry[2])) {
+    document.title = entry[1] + ' · herald';
+    main.append(h('h1', {}, entry[1]), errorBox(new APIError(403, 'forbidden', 'this page needs the ' + entry[2] + ' scope, which this token lacks')));
+    return;
+  }
   for (const [re, render] of ROUTES) {
-    const m = path.match(re);
+    const m = target.match(re);
     if (!m) continue;
     const label = NAV.find(([p]) => p === section);
     const site = PORTAL ? ((getTheme() || {}).name || 'Webhooks') : 'herald';

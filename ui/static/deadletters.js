@@ -3,7 +3,7 @@
 // would be sent (dry_run), then steps with limit until remaining is 0,
 // showing progress.
 
-import { h, replace, api, link, errorBox, notice, table, field, timeCell, fmtNum, subscriptions as loadSubs, subLabel, toISO, qs } from './lib.js';
+import { h, replace, api, link, errorBox, notice, can, readOnly, table, field, timeCell, fmtNum, subscriptions as loadSubs, subLabel, toISO, qs } from './lib.js';
 
 // STEP is how many dead letters one redrive call sends back (the API
 // allows up to 10,000); small steps keep the progress bar moving.
@@ -14,7 +14,7 @@ export async function render(main) {
   const panel = h('div');
   main.append(h('div', { class: 'page-head' }, h('h1', {}, 'Dead letters')),
     h('p', { class: 'muted' }, 'Deliveries that failed on every retry tier. Fix the endpoint, then send them again.'),
-    panel, groupsSlot);
+    can('deliveries:write') ? null : readOnly('deliveries:write'), panel, groupsSlot);
   let subs = [];
   const load = async () => {
     try {
@@ -26,8 +26,8 @@ export async function render(main) {
         { title: 'Count', class: 'r', cell: (r) => link('deliveries' + qs({ state: 'dead', subscription_id: r.subscription_id }), fmtNum(r.count)) },
         { title: 'Oldest', cell: (r) => timeCell(r.oldest_at) },
         { title: 'Newest', cell: (r) => timeCell(r.newest_at) },
-        { title: '', cell: (r) => h('button', { type: 'button', class: 'secondary small', onclick: () => openRedrive(r) }, 'Redrive…') },
-      ], g.groups, [h('p', {}, 'No dead letters.'), h('p', { class: 'muted' }, 'When a delivery fails on every tier it lands here, grouped by subscription and error class, ready to be redriven.')]));
+        can('deliveries:write') ? { title: '', cell: (r) => h('button', { type: 'button', class: 'secondary small', onclick: () => openRedrive(r) }, 'Redrive…') } : null,
+      ].filter(Boolean), g.groups, [h('p', {}, 'No dead letters.'), h('p', { class: 'muted' }, 'When a delivery fails on every tier it lands here, grouped by subscription and error class, ready to be redriven.')]));
     } catch (e) {
       replace(groupsSlot, errorBox(e));
     }

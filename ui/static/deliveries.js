@@ -6,7 +6,7 @@
 
 import {
   h, replace, api, qs, link, navigate, errorBox, notice, table, field, badge, timeCell, fmtTime, idCell,
-  subscriptions as loadSubs, subLabel, toISO, toLocalInput, PORTAL,
+  subscriptions as loadSubs, subLabel, toISO, toLocalInput, can, readOnly, confined,
 } from './lib.js';
 
 // LIVE_MS is how often a list or a running delivery is re-read.
@@ -43,7 +43,7 @@ export async function renderList(main, { params }) {
   const since = h('input', { type: 'datetime-local', name: 'since', value: toLocalInput(params.get('since')) });
   const until = h('input', { type: 'datetime-local', name: 'until', value: toLocalInput(params.get('until')) });
   // The tenant filter (by the subscription's tenant) is the operator's.
-  const tenant = PORTAL ? null : h('input', { type: 'text', name: 'tenant', value: params.get('tenant') || '', placeholder: 'acme (exact)' });
+  const tenant = confined() ? null : h('input', { type: 'text', name: 'tenant', value: params.get('tenant') || '', placeholder: 'acme (exact)' });
   const form = h('form', {
     class: 'filters', onsubmit: (e) => {
       e.preventDefault();
@@ -54,7 +54,7 @@ export async function renderList(main, { params }) {
   const list = h('div', {}, h('p', { class: 'muted' }, 'Loading…'));
   main.append(h('div', { class: 'page-head' }, h('h1', {}, 'Deliveries')), form, list);
 
-  const query = { subscription_id: params.get('subscription_id'), state: params.get('state'), tenant: PORTAL ? null : params.get('tenant'), since: params.get('since'), until: params.get('until'), event_id: params.get('event_id'), limit: 50 };
+  const query = { subscription_id: params.get('subscription_id'), state: params.get('state'), tenant: confined() ? null : params.get('tenant'), since: params.get('since'), until: params.get('until'), event_id: params.get('event_id'), limit: 50 };
   let rows = [];
   let paged = false;
   let lastJSON = '';
@@ -156,7 +156,7 @@ export async function renderDetail(main, { args: [id] }) {
       dl('Waiting for', d.waiting_for ? h('span', {}, h('code', {}, d.waiting_for), ' — ' + (WAITING[d.waiting_for] || '')) : (finished ? '— (finished)' : 'nothing: it is due')),
       dl('Created', timeCell(d.created_at)),
       dl('Updated', timeCell(d.updated_at))),
-    h('div', { class: 'actions' }, finished ? retry : h('span', { class: 'muted' }, 'Retry is available once the delivery has finished.')),
+    h('div', { class: 'actions' }, !can('deliveries:write') ? readOnly('deliveries:write') : finished ? retry : h('span', { class: 'muted' }, 'Retry is available once the delivery has finished.')),
     actionSlot,
     h('h2', {}, 'Attempts (' + (d.attempts || []).length + ')'),
     attemptsView(d.attempts || []));

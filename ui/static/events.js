@@ -2,7 +2,7 @@
 // alerts only when asked for), and one event with its payload and every
 // delivery it fanned out to, with "Resend to…" (replay.js).
 
-import { h, replace, api, qs, link, navigate, errorBox, table, field, timeCell, idCell, pretty, toISO, toLocalInput, subscriptions as loadSubs, PORTAL } from './lib.js';
+import { h, replace, api, qs, link, navigate, errorBox, table, field, timeCell, idCell, pretty, toISO, toLocalInput, subscriptions as loadSubs, PORTAL, confined } from './lib.js';
 import { deliveryTable, LIVE_MS } from './deliveries.js';
 import { resendControl } from './replay.js';
 
@@ -13,7 +13,7 @@ export async function renderList(main, { params }) {
   const since = h('input', { type: 'datetime-local', name: 'since', value: toLocalInput(params.get('since')) });
   const until = h('input', { type: 'datetime-local', name: 'until', value: toLocalInput(params.get('until')) });
   // The tenant filter is the operator's; a portal session sees one tenant.
-  const tenant = PORTAL ? null : h('input', { type: 'text', name: 'tenant', value: params.get('tenant') || '', placeholder: 'acme (exact)' });
+  const tenant = confined() ? null : h('input', { type: 'text', name: 'tenant', value: params.get('tenant') || '', placeholder: 'acme (exact)' });
   // herald's own alerts (herald.delivery.dead…) are left out unless asked
   // for, or the type searched for is one of them: after a run of dead
   // letters they would fill the page.
@@ -31,7 +31,7 @@ export async function renderList(main, { params }) {
   main.append(h('div', { class: 'page-head' }, h('h1', {}, 'Events')), form, list);
 
   const withSystem = params.get('system') === '1' || (params.get('type') || '').startsWith('herald.');
-  const query = { type: params.get('type'), key: params.get('key'), tenant: PORTAL ? null : params.get('tenant'), since: params.get('since'), until: params.get('until'), limit: 50, exclude_system: withSystem ? null : 'true' };
+  const query = { type: params.get('type'), key: params.get('key'), tenant: confined() ? null : params.get('tenant'), since: params.get('since'), until: params.get('until'), limit: 50, exclude_system: withSystem ? null : 'true' };
   const filtered = query.type || query.key || query.tenant || query.since || query.until;
   const rows = [];
   const more = async (cursor) => {
@@ -42,7 +42,7 @@ export async function renderList(main, { params }) {
         { title: 'Event', cell: (e) => idCell('events/' + encodeURIComponent(e.id), e.id) },
         { title: 'Type', cell: (e) => h('code', {}, e.type) },
         { title: 'Key', cell: (e) => e.key ? h('code', {}, e.key) : '—' },
-        PORTAL ? null : { title: 'Tenant', cell: (e) => e.tenant ? h('code', { 'data-tenant': e.tenant }, e.tenant) : '—' },
+        confined() ? null : { title: 'Tenant', cell: (e) => e.tenant ? h('code', { 'data-tenant': e.tenant }, e.tenant) : '—' },
         { title: 'Version', class: 'r', cell: (e) => e.version ?? '—' },
         { title: 'Published', cell: (e) => timeCell(e.timestamp) },
         { title: 'Data', cell: (e) => h('code', { class: 'clip' }, JSON.stringify(e.data)) },

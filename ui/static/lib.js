@@ -49,7 +49,42 @@ export function link(path, ...children) {
 
 export function getToken() { return sessionStorage.getItem(TOKEN_KEY); }
 export function setToken(t) { sessionStorage.setItem(TOKEN_KEY, t); }
-export function clearToken() { sessionStorage.removeItem(TOKEN_KEY); }
+export function clearToken() { sessionStorage.removeItem(TOKEN_KEY); sessionStorage.removeItem(WHO_KEY); }
+
+// The signed-in token as GET /v1/whoami described it ({scopes, tenant,
+// admin}), kept beside the token so a reload keeps what the pages show.
+// The portal does not ask: its session always carries the tenant scopes
+// (every scope but admin), and it never offers admin pages anyway.
+const WHO_KEY = 'herald.who';
+export function getWho() {
+  try { return JSON.parse(sessionStorage.getItem(WHO_KEY) || 'null'); } catch { return null; }
+}
+export function setWho(w) { sessionStorage.setItem(WHO_KEY, JSON.stringify(w || null)); }
+
+// can reports whether the signed-in token carries scope (admin carries
+// every scope). It only decides what the pages offer: the API checks
+// every call anyway. Without a description (a session signed in before
+// whoami existed) it offers everything, as the dashboard used to.
+export function can(scope) {
+  if (PORTAL) return scope !== 'admin';
+  const w = getWho();
+  if (!w) return true;
+  return !!w.admin || (w.scopes || []).includes(scope);
+}
+
+// confined reports whether the signed-in token sees one tenant's data
+// only (the portal, or a tenant token): pages then leave out their tenant
+// filters and columns, which could only repeat that tenant.
+export function confined() {
+  return PORTAL || !!(getWho() || {}).tenant;
+}
+
+// readOnly is the short note a page shows where it leaves out write
+// buttons or forms the token lacks scope for.
+export function readOnly(scope) {
+  return h('p', { class: 'muted small read-only', 'data-read-only': scope },
+    'Read-only token: changing this needs the ', h('code', {}, scope), ' scope.');
+}
 
 // The portal's theme ({name, accent, logo} or null), kept with its session.
 export function getTheme() {
@@ -129,6 +164,12 @@ export function navigate(path, { replace: rep = false } = {}) {
 // errorBox renders an API error where it happened.
 export function errorBox(e) {
   if (!e) return null;
+  // A 403 is the token's limits, not a broken page: say so plainly.
+  if (e instanceof APIError && e.status === 403) {
+    return h('div', { class: 'error', role: 'alert', 'data-forbidden': '' },
+      h('strong', {}, 'Not allowed with this token'), ': ', e.message.replace(/\.$/, ''),
+      '. Sign in with a token that may, or ask the operator for one.');
+  }
   const msg = e instanceof APIError
     ? [h('strong', {}, e.code), ': ', e.message, e.field ? h('span', { class: 'muted' }, ' (field ', h('code', {}, e.field), ')') : null]
     : [String(e.message || e)];

@@ -5,7 +5,7 @@
 // then sends them, following next_cursor with a progress bar. Both send
 // again even what was delivered, so the count comes first.
 
-import { h, replace, api, link, errorBox, notice, field, fmtNum, toISO, toLocalInput, markField, clearFieldMarks, subscriptions as loadSubs } from './lib.js';
+import { h, replace, api, link, errorBox, notice, can, readOnly, field, fmtNum, toISO, toLocalInput, markField, clearFieldMarks, subscriptions as loadSubs } from './lib.js';
 
 // receives mirrors the API's tenant rule (herald.Subscription.Receives):
 // only the subscriptions a resend may name are offered.
@@ -16,6 +16,7 @@ function receives(s, tenant) {
 // resendControl is the event page's "Resend to…" form; onSent runs after
 // a delivery was made (the page reloads its deliveries).
 export async function resendControl(ev, onSent) {
+  if (!can('deliveries:write')) return readOnly('deliveries:write');
   const out = h('div', { 'aria-live': 'polite' });
   let subs = [];
   try {

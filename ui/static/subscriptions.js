@@ -5,7 +5,7 @@
 
 import {
   h, replace, api, qs, link, navigate, errorBox, notice, table, field, badge, fmtRate, fmtNum, fmtTime,
-  pretty, copyButton, tenantCell, markField, clearFieldMarks, PORTAL, APIError,
+  pretty, copyButton, tenantCell, markField, clearFieldMarks, PORTAL, APIError, can, readOnly, confined,
 } from './lib.js';
 import { attemptsView } from './deliveries.js';
 import { listConnections } from './connections.js';
@@ -20,11 +20,13 @@ let flashSaved = null;
 export async function renderList(main, { params }) {
   // Tenants are the operator's: the portal's session is confined to one.
   const tenantQ = PORTAL ? '' : (params.get('tenant') || '');
+  const write = can('subscriptions:write');
   const head = h('div', { class: 'page-head' }, h('h1', {}, 'Subscriptions'),
-    link('subscriptions/new', h('span', { class: 'button' }, 'New subscription')));
+    write ? link('subscriptions/new', h('span', { class: 'button' }, 'New subscription')) : readOnly('subscriptions:write'));
   const body = h('div', {}, h('p', { class: 'muted' }, 'Loading…'));
   // append() prints null as text: leave the operator's tenant filter out instead.
-  main.append(head, ...(PORTAL ? [] : [tenantFilter('subscriptions', tenantQ)]), body);
+  // A tenant token's list is its tenant's already (the banner says so).
+  main.append(head, ...(confined() ? [] : [tenantFilter('subscriptions', tenantQ)]), body);
   try {
     const [subs, stats] = await Promise.all([listSubs(tenantQ), api('GET', '/v1/stats/subscriptions' + qs({ tenant: tenantQ }))]);
     const byID = new Map(stats.data.map((s) => [s.subscription_id, s]));
@@ -38,7 +40,7 @@ export async function renderList(main, { params }) {
       { title: 'Pending', class: 'r', cell: (s) => fmtNum(byID.get(s.id)?.pending ?? 0) },
       { title: 'Dead (24 h)', class: 'r', cell: (s) => { const d = byID.get(s.id)?.dead ?? 0; return d ? link('deliveries?state=dead&subscription_id=' + encodeURIComponent(s.id), fmtNum(d)) : '0'; } },
     ].filter(Boolean), subs, tenantQ ? [h('p', {}, 'No subscription for tenant ' + tenantQ + '.'), link('subscriptions', 'Show every subscription')] : [h('p', {}, 'No subscriptions yet.'), h('p', { class: 'muted' }, 'A subscription sends the events you publish to an HTTP endpoint, a browser (Web Push) or a broker (RabbitMQ, NATS, Redis, MQTT), signed with Standard Webhooks.'),
-      link('subscriptions/new', h('span', { class: 'button' }, 'Create the first subscription'))]));
+      write ? link('subscriptions/new', h('span', { class: 'button' }, 'Create the first subscription')) : null]));
   } catch (e) {
     replace(body, errorBox(e));
   }
@@ -96,6 +98,7 @@ function filterText(f) {
 
 export async function renderNew(main) {
   main.append(h('div', { class: 'page-head' }, h('h1', {}, 'New subscription'), link('subscriptions', '← All subscriptions')));
+  if (!can('subscriptions:write')) { main.append(readOnly('subscriptions:write')); return; }
   main.append(subscriptionForm(null, async (body) => {
     const s = await api('POST', '/v1/subscriptions', body);
     flashSecret = { id: s.id, secret: s.secret };
@@ -128,35 +131,38 @@ export async function renderDetail(main, { args: [id] }) {
     },
   }, label);
 
+  // What the token lacks scope for is left out (the API would answer 403):
+  // changes and secrets need subscriptions:write, replay deliveries:write.
+  const write = can('subscriptions:write');
   const actions = h('div', { class: 'actions' },
-    s.state === 'enabled'
+    !write ? null : s.state === 'enabled'
       ? act('Disable', 'secondary', async () => { await api('PATCH', '/v1/subscriptions/' + encodeURIComponent(id), { state: 'disabled' }); navigate('subscriptions/' + encodeURIComponent(id), { replace: true }); })
       : act('Enable', 'secondary', async () => { await api('PATCH', '/v1/subscriptions/' + encodeURIComponent(id), { state: 'enabled' }); navigate('subscriptions/' + encodeURIComponent(id), { replace: true }); }),
-    act('Send test event', 'secondary', () => sendTest(id, testSlot)),
-    act('Replay…', 'secondary', async () => openReplay(s, replaySlot)),
-    act('Reveal secret', 'secondary', async () => {
+    write ? act('Send test event', 'secondary', () => sendTest(id, testSlot)) : null,
+    can('deliveries:write') ? act('Replay…', 'secondary', async () => openReplay(s, replaySlot)) : null,
+    write ? act('Reveal secret', 'secondary', async () => {
       const r = await api('GET', '/v1/subscriptions/' + encodeURIComponent(id) + '/secret');
       replace(secretSlot, secretBox('Current signing secret:', r.secret, 'Store it where your receiver verifies signatures; "Reveal secret" shows it again.'));
-    }),
-    act('Rotate secret', 'secondary', async () => {
+    }) : null,
+    write ? act('Rotate secret', 'secondary', async () => {
       if (!confirm('Rotate the signing secret? The old one keeps signing for the grace period (24 h by default) so receivers can switch.')) return;
       const r = await api('POST', '/v1/subscriptions/' + encodeURIComponent(id) + '/secret/rotate', {});
       replace(secretSlot, secretBox('New signing secret (shown once; the previous one still signs until it expires):', r.secret));
-    }),
+    }) : null,
     link('deliveries?subscription_id=' + encodeURIComponent(id), h('span', { class: 'button secondary' }, 'Deliveries')),
     // The operator hands a tenant its consumer portal (shown once).
-    !PORTAL && s.tenant ? act('Portal link', 'secondary', async () => {
+    !PORTAL && s.tenant && can('admin') ? act('Portal link', 'secondary', async () => {
       const r = await api('POST', '/v1/tenants/' + encodeURIComponent(s.tenant) + '/portal', {});
       replace(portalSlot, h('div', { class: 'secret-box portal-link', role: 'status' },
         h('p', {}, 'Portal link for tenant ' + s.tenant + ' (works once, until ' + fmtTime(r.expires_at) + '):'),
         h('div', { class: 'secret-row' }, h('code', { class: 'secret', 'data-secret': '' }, r.url), copyButton(r.url)),
         h('p', { class: 'muted small' }, 'Send it to the tenant over a channel you trust: whoever opens it first manages this tenant\'s subscriptions.')));
     }) : null,
-    act('Delete', 'danger', async () => {
+    write ? act('Delete', 'danger', async () => {
       if (!confirm('Delete this subscription? Its pending deliveries are cancelled. This cannot be undone.')) return;
       await api('DELETE', '/v1/subscriptions/' + encodeURIComponent(id));
       navigate('subscriptions');
-    }));
+    }) : readOnly('subscriptions:write'));
 
   main.append(
     h('div', { class: 'page-head' }, h('h1', {}, s.description || 'Subscription'), link('subscriptions', '← All subscriptions')),
@@ -167,11 +173,18 @@ export async function renderDetail(main, { args: [id] }) {
     healthPanel(s),
     verifyPanel(s),
     h('h2', {}, 'Settings'),
-    subscriptionForm(s, async (body) => {
+    write ? subscriptionForm(s, async (body) => {
       await api('PATCH', '/v1/subscriptions/' + encodeURIComponent(id), patchOf(s, body));
       flashSaved = id;
       navigate('subscriptions/' + encodeURIComponent(id), { replace: true });
-    }));
+    }) : settingsView(s));
+}
+
+// settingsView shows a subscription's settings to a token that may not
+// change them, as the API answered them (health has its own panel).
+function settingsView(s) {
+  const { health, ...rest } = s;
+  return h('pre', { class: 'payload', 'data-settings-view': '' }, pretty(rest));
 }
 
 // healthPanel shows how the endpoint has been answering (GET
