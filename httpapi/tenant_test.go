@@ -225,6 +225,13 @@ func TestTenantIsolationMatrix(t *testing.T) {
 			covered[c.route] = true
 			requireError(t, pb.do(t, c.method, c.path, c.body, withToken(w.tokA)), http.StatusForbidden, herald.CodeForbidden, "")
 		}
+		// Describes the caller's own token alone: tenant A learns only
+		// that it is tenant A.
+		covered["GET /v1/whoami"] = true
+		who := b.do(t, http.MethodGet, "/v1/whoami", nil, withToken(w.tokA))
+		require.Equal(t, http.StatusOK, who.code, "body: %s", who.body)
+		require.Contains(t, string(who.body), `"tenant":"acme"`)
+		require.NotContains(t, string(who.body), "globex")
 		// Acts on the caller's own token alone: run last, after the
 		// snapshot (it changes the token list by revoking tokA).
 		covered["DELETE /v1/portal/sessions/current"] = true
