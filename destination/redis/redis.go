@@ -2,7 +2,6 @@ package redisdest
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -14,10 +13,10 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/destination"
+	"github.com/heraldhq/herald/internal/redisconn"
 	"github.com/heraldhq/herald/webhook"
 )
 
@@ -165,38 +164,9 @@ func fields(r *webhook.Request, msg *destination.Message) []any {
 	return append(out, "body", msg.Body)
 }
 
-// options builds the client options of conn.
+// options builds the client options of conn (internal/redisconn).
 func options(conn *herald.Connection) (*redis.Options, error) {
-	opt, err := redis.ParseURL(conn.URL)
-	if err != nil {
-		// net/url's errors quote the whole URL, password included.
-		return nil, fmt.Errorf("bad redis URL: %w", destination.CleanURLError(err))
-	}
-	opt.DialTimeout = dialTimeout
-	opt.DialerRetries = 1
-	opt.ReadTimeout = ioTimeout
-	opt.WriteTimeout = ioTimeout
-	opt.ContextTimeoutEnabled = true
-	// A retried XADD whose first try was applied appends a duplicate; the
-	// engine retries through the tiers instead, recording each attempt.
-	opt.MaxRetries = -1
-	// RESP2, no CLIENT SETINFO, no maintenance notifications: plain
-	// commands that every Redis since 5.0 (streams) answers.
-	opt.Protocol = 2
-	opt.DisableIdentity = true
-	opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
-	if conn.TLS != nil {
-		if opt.TLSConfig == nil {
-			opt.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
-		}
-		if err := destination.ApplyTLS(opt.TLSConfig, conn.TLS); err != nil {
-			return nil, err
-		}
-		if opt.TLSConfig.ServerName == "" {
-			opt.TLSConfig.ServerName, _, _ = net.SplitHostPort(opt.Addr)
-		}
-	}
-	return opt, nil
+	return redisconn.Options(conn, dialTimeout, ioTimeout)
 }
 
 // classify maps an XADD error to a failure class and a one-line message.

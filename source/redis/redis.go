@@ -2,18 +2,15 @@ package redissrc
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/heraldhq/herald"
-	"github.com/heraldhq/herald/destination"
+	"github.com/heraldhq/herald/internal/redisconn"
 	"github.com/heraldhq/herald/source"
 )
 
@@ -139,39 +136,14 @@ func (c *consumer) Close() error {
 	return errors.Join(err, c.rdb.Close())
 }
 
-// options builds the client options of conn.
+// options builds the client options of conn (internal/redisconn) with
+// this consumer's pool.
 func options(conn *herald.Connection) (*redis.Options, error) {
-	opt, err := redis.ParseURL(conn.URL)
+	opt, err := redisconn.Options(conn, dialTimeout, ioTimeout)
 	if err != nil {
-		// net/url's errors quote the whole URL, password included.
-		return nil, fmt.Errorf("bad redis URL: %w", destination.CleanURLError(err))
+		return nil, err
 	}
-	opt.DialTimeout = dialTimeout
-	opt.DialerRetries = 1
-	opt.ReadTimeout = ioTimeout
-	opt.WriteTimeout = ioTimeout
-	opt.ContextTimeoutEnabled = true
 	opt.PoolSize = poolSize
-	// No retries: a retried XREADGROUP whose first reply was lost would
-	// leave entries pending unseen until the next dial; a broken
-	// connection must instead surface so the runner dials again.
-	opt.MaxRetries = -1
-	// RESP2, no CLIENT SETINFO, no maintenance notifications: plain
-	// commands that every Redis with XAUTOCLAIM (6.2) answers.
-	opt.Protocol = 2
-	opt.DisableIdentity = true
-	opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
-	if conn.TLS != nil {
-		if opt.TLSConfig == nil {
-			opt.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
-		}
-		if err := destination.ApplyTLS(opt.TLSConfig, conn.TLS); err != nil {
-			return nil, err
-		}
-		if opt.TLSConfig.ServerName == "" {
-			opt.TLSConfig.ServerName, _, _ = net.SplitHostPort(opt.Addr)
-		}
-	}
 	return opt, nil
 }
 
