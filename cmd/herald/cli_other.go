@@ -207,13 +207,30 @@ func completionCmd(shell string) func(fs *flag.FlagSet) action {
 
 // serverCommands are the first words of herald's own (non-client)
 // commands, offered by completion too.
-var serverCommands = []string{"serve", "migrate", "receive", "bench", "version", "help"}
+var serverCommands = []string{"serve", "migrate", "secrets", "receive", "bench", "version", "help"}
+
+// serverFlags adds the subcommands and flags of the server commands that
+// read config.flags (serve, migrate, secrets rotate-key), so completion
+// offers them as it does the client commands'.
+func serverFlags(second, flags map[string][]string) {
+	fs := flag.NewFlagSet("", flag.ContinueOnError)
+	(&config{}).flags(fs)
+	var all []string
+	fs.VisitAll(func(f *flag.Flag) { all = append(all, "--"+f.Name) })
+	flags["serve"] = all
+	for _, name := range migrateFlags {
+		flags["migrate"] = append(flags["migrate"], "--"+name)
+	}
+	second["secrets"] = []string{"generate-key", "rotate-key"}
+	flags["secrets rotate-key"] = append(slices.Clone(all), "--batch")
+}
 
 // completionWords returns the first words, the second words per group and
 // the flags per command path ("subscriptions create"), from the table.
 func completionWords() (first []string, second map[string][]string, flags map[string][]string) {
 	second, flags = map[string][]string{}, map[string][]string{}
 	first = slices.Clone(serverCommands)
+	serverFlags(second, flags)
 	for _, cmd := range commandTable() {
 		if !slices.Contains(first, cmd.group) {
 			first = append(first, cmd.group)

@@ -768,6 +768,11 @@ func TestCompletion(t *testing.T) {
 		{"herald sour", "sources"},
 		{"herald sources create --map-ke", "--map-key"},
 		{"herald subscriptions create --destination-con", "--destination-connection"},
+		{"herald secr", "secrets"},
+		{"herald secrets rot", "rotate-key"},
+		{"herald secrets rotate-key --bat", "--batch"},
+		{"herald serve --database-u", "--database-url"},
+		{"herald migrate --encryption-key-f", "--encryption-key-file"},
 	} {
 		script := fmt.Sprintf(`source %s; COMP_WORDS=(%s); COMP_CWORD=%d; _herald; echo "${COMPREPLY[*]}"`,
 			f, tc.words, len(strings.Fields(tc.words))-1)
