@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -92,32 +93,30 @@ func eventPublish(fs *flag.FlagSet) action {
 // the command fail (exit 1) after the whole file was sent.
 func (c *cli) publishFile(ctx context.Context, name string, batchSize int) error {
 	var r io.Reader = c.stdin
-	var size int64
+	var total int64 // events in the file; 0 for stdin or a pipe
 	if name != "-" {
 		f, err := os.Open(name)
 		if err != nil {
 			return usagef("--file: %v", err)
 		}
 		defer f.Close()
-		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
-			size = fi.Size()
+		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && c.stderrTTY {
+			// The bar counts events, so a regular file is read once
+			// beforehand to count them; a pipe shows a running count.
+			total = countEvents(f)
+			if _, err := f.Seek(0, io.SeekStart); err != nil {
+				return fmt.Errorf("reading %s: %w", name, err)
+			}
 		}
 		r = f
 	}
-	bar := c.newProgress("publishing", size)
-	bar.unitFmt = func(n int64) string {
-		if size > 0 {
-			return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-		}
-		return fmt.Sprintf("%d events", n)
-	}
+	bar := c.newProgress("publishing events", total)
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), maxBatchBytes)
 	var (
 		pending      []json.RawMessage
 		pendingBytes int
 		lines        []int // line number of each pending event
-		read, sent   int64
 		index        int
 		counts       = map[string]int{}
 		rejected     []string
@@ -152,20 +151,14 @@ func (c *cli) publishFile(ctx context.Context, name string, batchSize int) error
 			}
 		}
 		index += len(pending)
-		sent += int64(len(pending))
 		pending, pendingBytes, lines = pending[:0], 0, lines[:0]
-		if size > 0 {
-			bar.set(read, false)
-		} else {
-			bar.set(sent, false)
-		}
+		bar.set(int64(index), false)
 		return nil
 	}
 	lineNo := 0
 	for sc.Scan() {
 		lineNo++
 		b := sc.Bytes()
-		read += int64(len(b)) + 1
 		if len(strings.TrimSpace(string(b))) == 0 {
 			continue
 		}
@@ -203,11 +196,7 @@ func (c *cli) publishFile(ctx context.Context, name string, batchSize int) error
 	if err := flush(); err != nil {
 		return err
 	}
-	if size > 0 {
-		bar.set(size, true)
-	} else {
-		bar.set(sent, true)
-	}
+	bar.set(int64(index), true)
 	bar.done()
 	if !c.json {
 		fmt.Fprintf(c.stdout, "%d events: %d accepted, %d duplicate, %d rejected\n", index,
@@ -220,6 +209,24 @@ func (c *cli) publishFile(ctx context.Context, name string, batchSize int) error
 		return errors.New(fmt.Sprint(n, " of ", index, " events rejected"))
 	}
 	return nil
+}
+
+// countEvents counts the non-blank lines publishFile would send, for the
+// progress bar's total; 0 when the file cannot be read through (the bar
+// then shows a running count).
+func countEvents(r io.Reader) int64 {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), maxBatchBytes)
+	var n int64
+	for sc.Scan() {
+		if len(bytes.TrimSpace(sc.Bytes())) > 0 {
+			n++
+		}
+	}
+	if sc.Err() != nil {
+		return 0
+	}
+	return n
 }
 
 func eventGet(fs *flag.FlagSet) action {

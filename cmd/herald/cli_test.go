@@ -364,8 +364,18 @@ func TestCLIPublishFile(t *testing.T) {
 	require.Equal(t, exitAPI, r.code)
 	require.Contains(t, r.stdout, "32 events: 0 accepted, 30 duplicate, 2 rejected")
 	require.Contains(t, r.stderr, "line 13: invalid_json")
+	require.Contains(t, r.stderr, "line 14: invalid_field") // the file's line, not the index in its batch
 	noTerminalOutput(t, r.stderr)
 	require.Len(t, h.okJSON("events", "list", "--type", "bulk.item", "--limit", "0"), 30)
+
+	// On a terminal the bar counts events (32 non-blank lines), not bytes.
+	env = testEnv("")
+	env.stderrTTY = true
+	r = h.runEnv(context.Background(), env, "events", "publish", "--file", path)
+	require.Equal(t, exitAPI, r.code)
+	require.Contains(t, r.stderr, "publishing events [")
+	require.Contains(t, r.stderr, "100% 32/32\n")
+	require.NotContains(t, r.stderr, "MiB")
 	require.Equal(t, exitUsage, h.run("events", "publish", "--file", path, "--type", "x").code)
 	require.Equal(t, exitUsage, h.run("events", "publish", "--file", filepath.Join(t.TempDir(), "missing")).code)
 }
