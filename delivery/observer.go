@@ -28,6 +28,12 @@ type AttemptObservation struct {
 	// attempt ended. Their difference is the publish→delivery latency.
 	EventCreatedAt time.Time
 	FinishedAt     time.Time
+	// Redriven is set when the delivery was put back in tier 0 after
+	// attempts (a dead letter redriven): a failed attempt always moves a
+	// delivery to the next tier, so tier 0 with attempts made can only be
+	// a redrive. Its publish→delivery latency includes the time it lay
+	// dead, so the dashboard's latency history leaves it out.
+	Redriven bool
 	// Stale is set when the lease had been lost: the attempt was recorded
 	// but did not change the delivery's state.
 	Stale bool
@@ -88,6 +94,7 @@ func (e *Engine) observeBatch(batch []pending, stale []string, took time.Duratio
 			EventCreatedAt: p.claimed.Event.CreatedAt,
 			FinishedAt:     p.decision.outcome.Attempt.At.Add(p.result.Duration),
 			Stale:          staleSet[p.decision.outcome.DeliveryID],
+			Redriven:       p.claimed.Delivery.Tier == 0 && p.claimed.Delivery.AttemptCount > 0,
 			Tenant:         p.claimed.Event.Tenant,
 		}
 		switch {

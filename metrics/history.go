@@ -96,7 +96,9 @@ func (h *History) ObserveAttempt(a *delivery.AttemptObservation) {
 	switch a.Outcome {
 	case delivery.OutcomeDelivered:
 		b.delivered++
-		if !a.EventCreatedAt.IsZero() {
+		// A redriven delivery's latency counts the time it lay dead: it
+		// would chart an operator's redrive as a latency spike.
+		if !a.EventCreatedAt.IsZero() && !a.Redriven {
 			lat := max(a.FinishedAt.Sub(a.EventCreatedAt), 0)
 			i := 0
 			for i < len(latencyBounds) && lat > latencyBounds[i] {
@@ -117,8 +119,9 @@ type HistoryPoint struct {
 	At                                 time.Time
 	Published, Delivered, Failed, Dead int
 	// LatencyP50 and LatencyP99 estimate publish→delivery latency of the
-	// deliveries that succeeded in the interval (within 15%); nil when
-	// none did.
+	// deliveries that succeeded in the interval (within 15%), redriven
+	// dead letters left out (Delivered still counts them); nil when none
+	// did.
 	LatencyP50, LatencyP99 *time.Duration
 }
 

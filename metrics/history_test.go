@@ -25,6 +25,12 @@ func TestHistory(t *testing.T) {
 	}
 	attempt(delivery.OutcomeDelivered, 2*time.Second)
 	attempt(delivery.OutcomeDelivered, 2*time.Second)
+	// A redriven dead letter: delivered, its hour dead not in the latency.
+	for range 5 {
+		h.ObserveAttempt(&delivery.AttemptObservation{
+			Outcome: delivery.OutcomeDelivered, EventCreatedAt: clock.Add(-time.Hour), FinishedAt: clock, Redriven: true,
+		})
+	}
 	attempt(delivery.OutcomeRetry, 0)
 	attempt(delivery.OutcomeDead, 0)
 	attempt(delivery.OutcomeGone, 0)
@@ -35,7 +41,7 @@ func TestHistory(t *testing.T) {
 	last := pts[len(pts)-1]
 	require.Equal(t, time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC), last.At)
 	require.Equal(t, 3, last.Published)
-	require.Equal(t, 100, last.Delivered)
+	require.Equal(t, 105, last.Delivered)
 	require.Equal(t, 1, last.Failed)
 	require.Equal(t, 2, last.Dead)
 	require.NotNil(t, last.LatencyP50)

@@ -135,7 +135,7 @@ export async function render(main) {
         ],
       }),
       lineChart({
-        title: 'Publish → delivery latency', unit: 'ms', times, from, clamp: true, series: [
+        title: 'Publish → delivery latency (redriven dead letters left out)', unit: 'ms', times, from, clamp: true, series: [
           { name: 'p50', cls: 's1', values: pts.map((p) => p.latency_p50_ms) },
           { name: 'p99', cls: 's2', values: pts.map((p) => p.latency_p99_ms) },
         ],
