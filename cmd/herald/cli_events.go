@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 
 	"github.com/heraldhq/herald/client"
@@ -124,7 +125,7 @@ func (c *cli) publishFile(ctx context.Context, name string, batchSize int) error
 	report := func(r client.BatchItemResult, line int) error {
 		counts[r.Status]++
 		if r.Status == "rejected" && r.Error != nil {
-			rejected = append(rejected, fmt.Sprintf("line %d: %s: %s", line, r.Error.Code, r.Error.Message))
+			rejected = append(rejected, fmt.Sprintf("line %d: %s: %s", line, r.Error.Code, batchItemPrefix.ReplaceAllString(r.Error.Message, "")))
 		}
 		if c.json {
 			return c.out(r)
@@ -210,6 +211,10 @@ func (c *cli) publishFile(ctx context.Context, name string, batchSize int) error
 	}
 	return nil
 }
+
+// batchItemPrefix is the batch API's "events[i]." naming an item by its
+// index in one batch call; the human output names the file's line instead.
+var batchItemPrefix = regexp.MustCompile(`^events\[\d+\]\.?`)
 
 // countEvents counts the non-blank lines publishFile would send, for the
 // progress bar's total; 0 when the file cannot be read through (the bar
