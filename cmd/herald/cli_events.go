@@ -125,7 +125,10 @@ func (c *cli) publishFile(ctx context.Context, name string, batchSize int) error
 	report := func(r client.BatchItemResult, line int) error {
 		counts[r.Status]++
 		if r.Status == "rejected" && r.Error != nil {
-			rejected = append(rejected, fmt.Sprintf("line %d: %s: %s", line, r.Error.Code, batchItemPrefix.ReplaceAllString(r.Error.Message, "")))
+			// --json's index is the event's position in the file, so the
+			// batch call's own index goes from the message there too.
+			r.Error.Message = batchItemPrefix.ReplaceAllString(r.Error.Message, "")
+			rejected = append(rejected, fmt.Sprintf("line %d: %s: %s", line, r.Error.Code, r.Error.Message))
 		}
 		if c.json {
 			return c.out(r)

@@ -357,6 +357,7 @@ func TestCLIPublishFile(t *testing.T) {
 	require.Equal(t, map[string]int{"accepted": 30, "rejected": 2}, statuses)
 	require.Equal(t, "invalid_json", lines[11]["error"].(map[string]any)["code"])
 	require.Equal(t, "invalid_field", lines[12]["error"].(map[string]any)["code"])
+	require.True(t, strings.HasPrefix(lines[12]["error"].(map[string]any)["message"].(string), "type is reserved"), "no batch-call index in the message")
 
 	// Again from stdin, human output: every event a duplicate now.
 	env := testEnv(b.String())
