@@ -160,7 +160,12 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
   await page.getByLabel('Timeout (ms)').fill('5000');
   await page.getByLabel('Extra headers').fill('x-tenant: acme');
   const testEvent = page.locator('textarea[name=test_event]');
+  // A tester error belongs to the event it was run on: a new event clears it (issue 24).
+  await testEvent.fill('{"data": {}}');
+  await page.getByRole('button', { name: 'Test filter' }).click();
+  await page.locator('.filter-result .error').getByText('missing_field').waitFor();
   await testEvent.fill('{"type": "order.created", "data": {"total": 120}}');
+  await page.locator('.filter-result .error').waitFor({ state: 'detached' });
   await page.getByRole('button', { name: 'Test filter' }).click();
   await page.locator('[data-matched=true]').waitFor();
   await testEvent.fill('{"type": "order.created", "data": {"total": 5}}');
@@ -169,6 +174,9 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
   await page.getByLabel('Expression').fill('data.total >');
   await page.getByRole('button', { name: 'Test filter' }).click();
   await page.locator('.filter-result .error').getByText('invalid_filter').waitFor();
+  // CEL syntax errors say where and what in words, not the parser's tokens (issue 24).
+  await page.locator('.filter-result .error').getByText('line 1, column 13: syntax error: the expression ends too early').waitFor();
+  assert(!(await page.locator('.filter-result').textContent()).includes('mismatched input'), 'raw parser text in the tester');
   await page.getByLabel('Expression').fill('data.total > 100');
   await shot(page, '03-subscription-new');
   await page.getByRole('button', { name: 'Create subscription' }).click();
