@@ -138,8 +138,9 @@ const (
 	celMaxMessage  = 200
 )
 
-// celIssuesMessage renders the first few compile errors as
-// "line:col: message", without source snippets.
+// celIssuesMessage renders the first few compile errors as "line L,
+// column C: message", syntax errors in words (celSyntaxWords), without
+// source snippets.
 func celIssuesMessage(iss *cel.Issues) string {
 	errs := iss.Errors()
 	var b strings.Builder
@@ -151,11 +152,11 @@ func celIssuesMessage(iss *cel.Issues) string {
 		if i > 0 {
 			b.WriteString("; ")
 		}
-		msg := e.Message
+		msg := celSyntaxWords(e.Message)
 		if len(msg) > celMaxMessage {
 			msg = strings.ToValidUTF8(msg[:celMaxMessage], "") + "…"
 		}
-		fmt.Fprintf(&b, "%d:%d: %s", e.Location.Line(), e.Location.Column()+1, msg)
+		fmt.Fprintf(&b, "line %d, column %d: %s", e.Location.Line(), e.Location.Column()+1, msg)
 	}
 	return b.String()
 }

@@ -86,7 +86,7 @@ func TestCELCompileErrors(t *testing.T) {
 		expr string
 		msg  string
 	}{
-		{"Syntax", `type ==`, "Syntax error"},
+		{"Syntax", `type ==`, "syntax error"},
 		{"Undeclared", `foo == 1`, "undeclared reference to 'foo'"},
 		{"NotBoolDyn", `data.active`, "must evaluate to bool, not dyn"},
 		{"NotBoolString", `type`, "must evaluate to bool, not string"},
@@ -96,8 +96,8 @@ func TestCELCompileErrors(t *testing.T) {
 		{"InvalidUTF8", "type == \"\xff\"", "not valid UTF-8"},
 		{"TooDeep", strings.Repeat("(", 100) + "true" + strings.Repeat(")", 100), "recursion"},
 		{"BadRegex", `type.matches("(")`, "missing closing )"},
-		{"Position", "type == 1 &&\n  foo", "2:3: undeclared reference to 'foo'"},
-		{"ManyErrorsShort", strings.Repeat("\x17", 4000), "1:1: Syntax error: token recognition error"},
+		{"Position", "type == 1 &&\n  foo", "line 2, column 3: undeclared reference to 'foo'"},
+		{"ManyErrorsShort", strings.Repeat("\x17", 4000), "line 1, column 1: syntax error: a control character (U+0017) cannot appear"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -106,6 +106,41 @@ func TestCELCompileErrors(t *testing.T) {
 			require.Nil(t, m)
 			requireFilterError(t, err, "filter.cel", tt.msg)
 			require.Less(t, len(err.Error()), 1000)
+		})
+	}
+}
+
+// TestCELSyntaxErrorsInWords: syntax errors say where (line and column)
+// and what is wrong in words, not in the parser's grammar tokens (issue 24:
+// "mismatched input '<EOF>' expecting {'[', '{', …}").
+func TestCELSyntaxErrorsInWords(t *testing.T) {
+	t.Parallel()
+
+	tests := []struct {
+		name string
+		expr string
+		msg  string
+	}{
+		{"EndsEarly", `type ==`, "line 1, column 8: syntax error: the expression ends too early; expected a value (a field such as data.amount, a literal, or an expression in parentheses)"},
+		{"EndsEarlySecondLine", "type == \"a\" &&\n", "line 2, column 1: syntax error: the expression ends too early; expected a value"},
+		{"UnclosedParen", `(type == "a"`, "line 1, column 13: syntax error: ')' is missing before the end of the expression"},
+		{"ExtraParen", `type == "a")`, "line 1, column 12: syntax error: ')' follows a complete expression (join conditions with && or ||, compare with ==)"},
+		{"WordAnd", `type == "a" and true`, "line 1, column 13: syntax error: 'and' follows a complete expression"},
+		{"SingleEquals", `type = "a"`, "line 1, column 6: syntax error: '=' is not an operator; compare with =="},
+		{"UnclosedString", `type == 'a`, "line 1, column 9: syntax error: a string is not closed: ' has no matching '"},
+		{"UnclosedList", `data.x in [1,2`, "line 1, column 15: syntax error: the expression ends too early; expected ']' or ','"},
+		{"BadCharacter", `@x`, "line 1, column 1: syntax error: '@' cannot appear in an expression"},
+		{"TrailingDot", `data.`, "line 1, column 6: syntax error: the expression cannot continue with '.'"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			m, err := Compile(&herald.Filter{CEL: tt.expr})
+			require.Nil(t, m)
+			requireFilterError(t, err, "filter.cel", tt.msg)
+			for _, raw := range []string{"mismatched input", "extraneous input", "<EOF>", "IDENTIFIER", "token recognition", "no viable alternative"} {
+				require.NotContains(t, err.Error(), raw)
+			}
 		})
 	}
 }

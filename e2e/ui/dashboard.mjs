@@ -157,10 +157,27 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
   assert((await apiCall('GET', '/v1/subscriptions')).data.length === 0, 'nothing created for a refused URL');
   await shot(page, '03a-subscription-field-error');
   await page.getByLabel('Endpoint URL').fill(RECEIVER + '/hook');
+  // An invalid event type pattern (API field event_types[0]) shows right
+  // under its own field, which is marked (issue 24), not far below the form.
+  const typesInput = page.locator('input[name=event_types]');
+  const typesBefore = await typesInput.inputValue();
+  await typesInput.fill('order.[ab]');
+  await page.getByRole('button', { name: 'Create subscription' }).click();
+  const typesError = page.locator('input[name=event_types][aria-invalid=true] ~ .field-error');
+  await typesError.getByText('character classes').waitFor();
+  const [tb, eb] = [await typesInput.boundingBox(), await typesError.boundingBox()];
+  assert(eb.y >= tb.y && eb.y - (tb.y + tb.height) < 60, 'the pattern error is not beside its field: ' + JSON.stringify([tb, eb]));
+  assert(await page.locator('.field-error').count() === 1, 'only the event types field is marked');
+  await typesInput.fill(typesBefore);
   await page.getByLabel('Timeout (ms)').fill('5000');
   await page.getByLabel('Extra headers').fill('x-tenant: acme');
   const testEvent = page.locator('textarea[name=test_event]');
+  // A tester error belongs to the event it was run on: a new event clears it (issue 24).
+  await testEvent.fill('{"data": {}}');
+  await page.getByRole('button', { name: 'Test filter' }).click();
+  await page.locator('.filter-result .error').getByText('missing_field').waitFor();
   await testEvent.fill('{"type": "order.created", "data": {"total": 120}}');
+  await page.locator('.filter-result .error').waitFor({ state: 'detached' });
   await page.getByRole('button', { name: 'Test filter' }).click();
   await page.locator('[data-matched=true]').waitFor();
   await testEvent.fill('{"type": "order.created", "data": {"total": 5}}');
@@ -169,6 +186,9 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
   await page.getByLabel('Expression').fill('data.total >');
   await page.getByRole('button', { name: 'Test filter' }).click();
   await page.locator('.filter-result .error').getByText('invalid_filter').waitFor();
+  // CEL syntax errors say where and what in words, not the parser's tokens (issue 24).
+  await page.locator('.filter-result .error').getByText('line 1, column 13: syntax error: the expression ends too early').waitFor();
+  assert(!(await page.locator('.filter-result').textContent()).includes('mismatched input'), 'raw parser text in the tester');
   await page.getByLabel('Expression').fill('data.total > 100');
   await shot(page, '03-subscription-new');
   await page.getByRole('button', { name: 'Create subscription' }).click();

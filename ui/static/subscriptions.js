@@ -542,11 +542,16 @@ function filterTester(current) {
       replace(out, errorBox(e));
     }
   });
+  // A result or error belongs to the event it was run on: a new event
+  // (typed or loaded) clears it rather than leave, say, a missing_field
+  // error under an event that now has a type (issue 24).
+  eventText.addEventListener('input', () => replace(out));
   recent.addEventListener('change', () => {
     const ev = recentEvents.get(recent.value);
     if (!ev) return;
     const { type, key, version, data } = ev;
     eventText.value = pretty({ type, key, version, data });
+    replace(out);
   });
   const run = async () => {
     replace(out);
