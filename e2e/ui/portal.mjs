@@ -111,26 +111,9 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
   await page.getByRole('heading', { name: 'Subscriptions' }).waitFor();
   assert(!page.url().includes('#') && !page.url().includes('link='), 'the link left the address bar: ' + page.url());
   assert((await page.evaluate(() => history.length)) >= 1, 'history');
-  // Issue 24: a portal page opened in a new tab of the same browser keeps
-  // the session instead of saying the link expired.
-  begin('a second tab of the same browser shares the session');
-  const second = watch(await context.newPage());
-  await second.goto(BASE + '/portal/deliveries');
-  await second.locator('main h1, [data-portal-expired]').first().waitFor();
-  assert(await second.locator('[data-portal-expired]').count() === 0, 'the second tab shows the expired page');
-  await second.goto(BASE + '/portal/');
-  await second.getByRole('heading', { name: 'Subscriptions' }).waitFor();
-  await second.getByText('Acme orders').first().waitFor();
-  assert((await second.locator('header .brand').textContent()).includes('Example Corp'), 'theme in the second tab');
-  await shot(second, '01b-portal-second-tab');
-  await second.close();
-
-  // The session is shared by the browser's tabs (localStorage), with its expiry.
-  const stored = await page.evaluate(() => JSON.parse(localStorage.getItem('herald.portal.token') || 'null'));
-  const session = stored && stored.token;
-  assert(session && session.startsWith('hrld_'), 'session token in localStorage: ' + JSON.stringify(stored));
-  assert(Date.parse(stored.expires) > Date.now(), 'session expiry stored: ' + JSON.stringify(stored));
-  assert(await page.evaluate(() => sessionStorage.length) === 0, 'nothing in sessionStorage');
+  const session = await page.evaluate(() => sessionStorage.getItem('herald.portal.token'));
+  assert(session && session.startsWith('hrld_'), 'session token in sessionStorage');
+  assert(await page.evaluate(() => localStorage.length) === 0, 'nothing in localStorage');
   assert(await page.evaluate(() => sessionStorage.getItem('herald.token')) === null, 'no operator token');
 
   begin('theme: name, logo, accent colour');
@@ -286,7 +269,7 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
 
   begin('the session, used from the page: another tenant 404, admin 403');
   const answers = await page.evaluate(async ([subB, dB, evB]) => {
-    const token = JSON.parse(localStorage.getItem('herald.portal.token')).token;
+    const token = sessionStorage.getItem('herald.portal.token');
     const call = async (method, path, body) => (await fetch(path, {
       method, headers: { Authorization: 'Bearer ' + token, 'Content-Type': 'application/json' },
       body: body ? JSON.stringify(body) : undefined,
@@ -329,7 +312,7 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
   await page.getByRole('button', { name: 'End session' }).click();
   await page.locator('[data-portal-expired]').getByRole('heading', { name: 'Session ended' }).waitFor();
   await page.locator('[data-portal-expired]').getByText('no longer works anywhere').waitFor();
-  assert(await page.evaluate(() => localStorage.getItem('herald.portal.token')) === null, 'the session is still in localStorage');
+  assert(await page.evaluate(() => sessionStorage.getItem('herald.portal.token')) === null, 'the session is still in sessionStorage');
   for (const path of ['/v1/subscriptions', '/v1/subscriptions/' + subA.id, '/v1/deliveries', '/v1/events']) {
     const r = await fetch(BASE + path, { headers: { Authorization: 'Bearer ' + session } });
     assert(r.status === 401, 'the ended session still works on ' + path + ': ' + r.status);
@@ -341,7 +324,7 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
   await replay.goto(link.url);
   await replay.locator('[data-portal-expired]').getByText('expired or was already used').waitFor();
   assert(await replay.locator('#token').count() === 0, 'no token field on the expired page');
-  assert(await replay.evaluate(() => localStorage.getItem('herald.portal.token')) === null, 'no session');
+  assert(await replay.evaluate(() => sessionStorage.getItem('herald.portal.token')) === null, 'no session');
   await shot(replay, '07-portal-replayed');
   await replay.close();
 

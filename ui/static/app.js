@@ -165,7 +165,7 @@ async function exchangeLink() {
   clearToken();
   try {
     const s = await api('POST', '/v1/portal/sessions', { link: decodeURIComponent(m[1]) }, { auth: false });
-    setToken(s.token, s.expires_at);
+    setToken(s.token);
     setTheme(s.theme);
   } catch (e) {
     expiredPage(e instanceof APIError && e.status === 401 ? null : 'The portal could not open: ' + e.message);

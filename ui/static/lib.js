@@ -8,16 +8,9 @@ export const PREFIX = document.documentElement.dataset.prefix || '/ui/';
 // operator's overview, API reference or sign-in form.
 export const PORTAL = document.documentElement.dataset.mode === 'portal';
 // The portal keeps its session apart from an operator's sign-in in the
-// same tab (both pages share the origin, hence separate keys). An
-// operator's token stays in one tab (sessionStorage); a portal session is
-// shared by every tab of the browser (localStorage, issue 24: a portal
-// page opened in a new tab must not say "link expired"), so it is stored
-// with the session's expiry and forgotten once that passes, on End
-// session, or when a new link is opened. Not a cookie: the portal is
-// embedded in other sites' frames, where browsers block cookies.
+// same tab (both pages share the origin, hence sessionStorage).
 const TOKEN_KEY = PORTAL ? 'herald.portal.token' : 'herald.token';
 const THEME_KEY = 'herald.portal.theme';
-const SESSION = PORTAL ? localStorage : sessionStorage;
 
 // h builds an element: h('a', {href: '…', class: 'x', onclick: fn}, 'text', child, [more]).
 export function h(tag, attrs, ...children) {
@@ -54,24 +47,9 @@ export function link(path, ...children) {
   return h('a', { href: PREFIX + path.replace(/^\//, ''), 'data-link': '' }, ...children);
 }
 
-// getToken returns the session's token, or null. A portal session past
-// its expiry (expires, an RFC 3339 time from POST /v1/portal/sessions) is
-// dropped here rather than left in localStorage for ever.
-export function getToken() {
-  const v = SESSION.getItem(TOKEN_KEY);
-  if (!PORTAL || v === null) return v;
-  let s = null;
-  try { s = JSON.parse(v); } catch { s = null; }
-  if (!s || typeof s.token !== 'string' || !(Date.parse(s.expires) > Date.now())) {
-    clearToken();
-    return null;
-  }
-  return s.token;
-}
-export function setToken(t, expires) {
-  SESSION.setItem(TOKEN_KEY, PORTAL ? JSON.stringify({ token: t, expires }) : t);
-}
-export function clearToken() { SESSION.removeItem(TOKEN_KEY); SESSION.removeItem(WHO_KEY); }
+export function getToken() { return sessionStorage.getItem(TOKEN_KEY); }
+export function setToken(t) { sessionStorage.setItem(TOKEN_KEY, t); }
+export function clearToken() { sessionStorage.removeItem(TOKEN_KEY); sessionStorage.removeItem(WHO_KEY); }
 
 // The signed-in token as GET /v1/whoami described it ({scopes, tenant,
 // admin}), kept beside the token so a reload keeps what the pages show.
@@ -79,9 +57,9 @@ export function clearToken() { SESSION.removeItem(TOKEN_KEY); SESSION.removeItem
 // (every scope but admin), and it never offers admin pages anyway.
 const WHO_KEY = 'herald.who';
 export function getWho() {
-  try { return JSON.parse(SESSION.getItem(WHO_KEY) || 'null'); } catch { return null; }
+  try { return JSON.parse(sessionStorage.getItem(WHO_KEY) || 'null'); } catch { return null; }
 }
-export function setWho(w) { SESSION.setItem(WHO_KEY, JSON.stringify(w || null)); }
+export function setWho(w) { sessionStorage.setItem(WHO_KEY, JSON.stringify(w || null)); }
 
 // can reports whether the signed-in token carries scope (admin carries
 // every scope). It only decides what the pages offer: the API checks
@@ -108,12 +86,11 @@ export function readOnly(scope) {
     'Read-only token: changing this needs the ', h('code', {}, scope), ' scope.');
 }
 
-// The portal's theme ({name, accent, logo} or null), kept with its session
-// (and after it: the expired page names the theme's brand).
+// The portal's theme ({name, accent, logo} or null), kept with its session.
 export function getTheme() {
-  try { return JSON.parse(SESSION.getItem(THEME_KEY) || 'null'); } catch { return null; }
+  try { return JSON.parse(sessionStorage.getItem(THEME_KEY) || 'null'); } catch { return null; }
 }
-export function setTheme(t) { SESSION.setItem(THEME_KEY, JSON.stringify(t || null)); }
+export function setTheme(t) { sessionStorage.setItem(THEME_KEY, JSON.stringify(t || null)); }
 
 // APIError is a non-2xx answer: the API's error code, message and field.
 export class APIError extends Error {
