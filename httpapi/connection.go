@@ -268,21 +268,9 @@ func (s *server) connectionList(w http.ResponseWriter, r *http.Request) error {
 	if err := confineAdmin(r, "connections"); err != nil {
 		return err
 	}
-	q, err := query(r)
+	limit, after, err := namePage(r)
 	if err != nil {
 		return err
-	}
-	limit, err := limitParam(q)
-	if err != nil {
-		return err
-	}
-	after := ""
-	if c := q.Get("cursor"); c != "" {
-		var ok bool
-		if after, ok = decodeCursor(c, ""); !ok {
-			return herald.FieldErrorf(herald.CodeInvalidCursor, "cursor",
-				"cursor is not one this API returned; pass next_cursor from the previous page unchanged")
-		}
 	}
 	res, err := s.store.ConnectionList(r.Context(), &store.ConnectionListParams{Limit: limit, After: after})
 	if err != nil {
@@ -369,4 +357,25 @@ func (s *server) connectionDelete(w http.ResponseWriter, r *http.Request) error 
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// namePage reads the limit and cursor of a list paged by name
+// (connections, sources): the cursor is the last name of the previous
+// page.
+func namePage(r *http.Request) (limit int, after string, err error) {
+	q, err := query(r)
+	if err != nil {
+		return 0, "", err
+	}
+	if limit, err = limitParam(q); err != nil {
+		return 0, "", err
+	}
+	if c := q.Get("cursor"); c != "" {
+		var ok bool
+		if after, ok = decodeCursor(c, ""); !ok {
+			return 0, "", herald.FieldErrorf(herald.CodeInvalidCursor, "cursor",
+				"cursor is not one this API returned; pass next_cursor from the previous page unchanged")
+		}
+	}
+	return limit, after, nil
 }

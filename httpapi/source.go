@@ -293,21 +293,9 @@ func (s *server) sourceList(w http.ResponseWriter, r *http.Request) error {
 	if err := confineAdmin(r, "sources"); err != nil {
 		return err
 	}
-	q, err := query(r)
+	limit, after, err := namePage(r)
 	if err != nil {
 		return err
-	}
-	limit, err := limitParam(q)
-	if err != nil {
-		return err
-	}
-	after := ""
-	if c := q.Get("cursor"); c != "" {
-		var ok bool
-		if after, ok = decodeCursor(c, ""); !ok {
-			return herald.FieldErrorf(herald.CodeInvalidCursor, "cursor",
-				"cursor is not one this API returned; pass next_cursor from the previous page unchanged")
-		}
 	}
 	res, err := s.store.SourceList(r.Context(), &store.SourceListParams{Limit: limit, After: after})
 	if err != nil {

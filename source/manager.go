@@ -82,8 +82,10 @@ type Manager struct {
 
 	mu      sync.Mutex
 	runners map[string]*runner // by source name
-	// defs are the last definitions seen, by name: what was started.
+	// defs are the last definitions seen, by name (compared to restart a
+	// runner), and srcs the same sources parsed.
 	defs    map[string]string
+	srcs    map[string]*herald.Source
 	version int64
 	loaded  bool
 	// standby marks ordered sources another node holds; disabled the
@@ -120,7 +122,7 @@ func New(cfg Config) *Manager {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Manager{cfg: cfg, runners: map[string]*runner{}, defs: map[string]string{},
+	return &Manager{cfg: cfg, runners: map[string]*runner{}, defs: map[string]string{}, srcs: map[string]*herald.Source{},
 		standby: map[string]*stats{}, lastSent: map[string]time.Time{}, kick: make(chan struct{}, 1)}
 }
 
@@ -170,16 +172,14 @@ func (m *Manager) reconcile(ctx context.Context) {
 		m.cfg.Logger.Warn("sources: reading the sources version failed", "error", err)
 		return
 	}
-	var sources []*herald.Source
 	if !m.loaded || v != m.version {
 		res, err := m.cfg.Store.SourceList(ctx, &store.SourceListParams{})
 		if err != nil {
 			m.cfg.Logger.Warn("sources: listing sources failed", "error", err)
 			return
 		}
-		sources = res.Sources
 		m.loaded, m.version = true, v
-		m.apply(ctx, sources)
+		m.apply(ctx, res.Sources)
 	}
 	m.renew(ctx)
 }
@@ -193,7 +193,7 @@ func (m *Manager) apply(ctx context.Context, sources []*herald.Source) {
 		m.mu.Lock()
 		r := m.runners[src.Name]
 		old := m.defs[src.Name]
-		m.defs[src.Name] = def
+		m.defs[src.Name], m.srcs[src.Name] = def, src
 		m.mu.Unlock()
 		if r != nil && old != def {
 			m.stop(src.Name)
@@ -217,6 +217,7 @@ func (m *Manager) apply(ctx context.Context, sources []*herald.Source) {
 	}
 	for _, name := range gone {
 		delete(m.defs, name)
+		delete(m.srcs, name)
 		delete(m.standby, name)
 		delete(m.lastSent, name)
 	}
@@ -231,12 +232,10 @@ func (m *Manager) apply(ctx context.Context, sources []*herald.Source) {
 func (m *Manager) renew(ctx context.Context) {
 	m.mu.Lock()
 	var ordered []*herald.Source
-	for name, def := range m.defs {
-		src := parseDefinition(def)
-		if src != nil && src.Enabled && src.Ordered {
+	for _, src := range m.srcs {
+		if src.Enabled && src.Ordered {
 			ordered = append(ordered, src)
 		}
-		_ = name
 	}
 	running := make([]*runner, 0, len(m.runners))
 	for _, r := range m.runners {
@@ -422,12 +421,4 @@ func (m *Manager) report(ctx context.Context, final bool) {
 func definition(src *herald.Source) string {
 	b, _ := json.Marshal(src)
 	return string(b)
-}
-
-func parseDefinition(def string) *herald.Source {
-	var src herald.Source
-	if json.Unmarshal([]byte(def), &src) != nil {
-		return nil
-	}
-	return &src
 }
