@@ -111,13 +111,18 @@ func TestAutoDisableFailing(t *testing.T) {
 		// An event fails its first attempt: a streak of 1, under the count.
 		_, err = ing.PublishOne(ctx, &herald.Event{Type: "health.check", Data: json.RawMessage(`{}`)})
 		require.NoError(t, err)
+		// Both subscriptions fail each step before the clock moves on: a
+		// retry of never that had not run yet when the clock jumps would
+		// be scheduled past the test's last step.
 		waitStreak(sub.ID, 1)
+		waitStreak(never.ID, 1)
 		require.Equal(t, herald.SubscriptionEnabled, state(sub.ID).State)
 
 		// Half an hour on, its retry fails: the count is reached, but the
 		// streak is 30 minutes old, under the hour.
 		advance(retry)
 		waitStreak(sub.ID, 2)
+		waitStreak(never.ID, 2)
 		require.Equal(t, herald.SubscriptionEnabled, state(sub.ID).State, "the count alone does not disable")
 
 		// Another half hour: the third attempt fails an hour after the
