@@ -507,6 +507,8 @@ func deadCount(ctx context.Context, api *client.Client, subIDs []string) (int64,
 type counters struct {
 	ingest, completion, claims, direct int64
 	ingestMeanMs                       float64
+	// ingestSumS and completionSumS are the transactions' total seconds.
+	ingestSumS, completionSumS float64
 	// cpuSeconds is process_cpu_seconds_total: the node's user+system CPU.
 	cpuSeconds float64
 }
@@ -523,6 +525,8 @@ func nodeCounters(ctx context.Context, api *client.Client) (c counters) {
 	c.claims = int64(m["herald_claim_batch_size_count"])
 	c.direct = int64(m["herald_direct_dispatch_total"])
 	c.cpuSeconds = m["process_cpu_seconds_total"]
+	c.ingestSumS = m["herald_ingest_commit_duration_seconds_sum"]
+	c.completionSumS = m["herald_completion_duration_seconds_sum"]
 	if c.ingest > 0 {
 		c.ingestMeanMs = m["herald_ingest_commit_duration_seconds_sum"] * 1000 / float64(c.ingest)
 	}

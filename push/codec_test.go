@@ -263,10 +263,18 @@ func TestParseVAPID(t *testing.T) {
 		"legacy Bearer":   hdr("Authorization", "Bearer "+good, "Crypto-Key", `keyid="a";dh="b", p256ecdsa="`+b64(key.pub)+`"`),
 		"exp at 24h edge": hdr("Authorization", "vapid t="+sign(key, jwt.MapClaims{"aud": aud, "exp": now.Add(24 * time.Hour).Unix()})+", k="+b64(key.pub)),
 	}
-	for name, h := range accepted {
-		v, err := ParseVAPID(h, aud, now)
-		require.NoError(t, err, name)
-		require.Equal(t, key.pub, v.PublicKey, name)
+	// Every case through ParseVAPID and through a VAPIDCache, twice:
+	// the cache's miss and its hit answer alike.
+	cache := NewVAPIDCache(0)
+	parsers := map[string]func(http.Header, string, time.Time) (*VAPID, error){
+		"ParseVAPID": ParseVAPID, "cache miss": cache.Parse, "cache hit": cache.Parse,
+	}
+	for _, which := range []string{"ParseVAPID", "cache miss", "cache hit"} {
+		for name, h := range accepted {
+			v, err := parsers[which](h, aud, now)
+			require.NoError(t, err, "%s: %s", which, name)
+			require.Equal(t, key.pub, v.PublicKey, "%s: %s", which, name)
+		}
 	}
 	v, err := ParseVAPID(http.Header{}, aud, now)
 	require.NoError(t, err)
@@ -296,11 +304,83 @@ func TestParseVAPID(t *testing.T) {
 		"legacy no key":   hdr("Authorization", "WebPush "+good),
 		"huge":            hdr("Authorization", "vapid t="+strings.Repeat("a", 10000)),
 	}
-	for name, h := range rejected {
-		_, err := ParseVAPID(h, aud, now)
-		require.Error(t, err, name)
-		requirePushErr(t, err, 401, ErrnoVAPID)
+	for _, which := range []string{"ParseVAPID", "cache miss", "cache hit"} {
+		for name, h := range rejected {
+			_, err := parsers[which](h, aud, now)
+			require.Error(t, err, "%s: %s", which, name)
+			requirePushErr(t, err, 401, ErrnoVAPID)
+		}
 	}
+}
+
+// TestVAPIDCache: a cached token answers only for the same token, key and
+// audience, and only until its exp; failures are not cached; the cache is
+// bounded.
+func TestVAPIDCache(t *testing.T) {
+	t.Parallel()
+	const aud = "https://push.example.test"
+	now := time.Unix(1_800_000_000, 0)
+	key, other := newVAPIDKey(t), newVAPIDKey(t)
+	b64 := base64.RawURLEncoding.EncodeToString
+	tok, err := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{"aud": aud, "exp": now.Add(time.Hour).Unix()}).SignedString(key.priv)
+	require.NoError(t, err)
+	hdr := func(tok string, pub []byte) http.Header {
+		return http.Header{"Authorization": {"vapid t=" + tok + ", k=" + b64(pub)}}
+	}
+	c := NewVAPIDCache(2)
+	v, err := c.Parse(hdr(tok, key.pub), aud, now)
+	require.NoError(t, err)
+	require.Equal(t, now.Add(time.Hour), v.Expires)
+	require.Equal(t, 1, c.Len())
+	// Same token for another origin, or with another key: not a hit, and
+	// refused as ParseVAPID refuses it.
+	_, err = c.Parse(hdr(tok, key.pub), "https://other.example.test", now)
+	requirePushErr(t, err, 401, ErrnoVAPID)
+	_, err = c.Parse(hdr(tok, other.pub), aud, now)
+	requirePushErr(t, err, 401, ErrnoVAPID)
+	require.Equal(t, 1, c.Len(), "failures are not cached")
+	// A hit until exp, then expired.
+	_, err = c.Parse(hdr(tok, key.pub), aud, now.Add(time.Hour-time.Second))
+	require.NoError(t, err)
+	_, err = c.Parse(hdr(tok, key.pub), aud, now.Add(time.Hour))
+	requirePushErr(t, err, 401, ErrnoVAPID)
+	require.Zero(t, c.Len(), "the expired entry is dropped")
+	// Bounded: the least recently used goes.
+	for i := range 3 {
+		tk, err := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{"aud": aud, "exp": now.Add(time.Hour).Unix(), "jti": i}).SignedString(key.priv)
+		require.NoError(t, err)
+		_, err = c.Parse(hdr(tk, key.pub), aud, now)
+		require.NoError(t, err)
+	}
+	require.Equal(t, 2, c.Len())
+}
+
+// BenchmarkVAPID: the cost of a send's VAPID check, verified each time
+// against a cache hit.
+func BenchmarkVAPID(b *testing.B) {
+	const aud = "https://push.example.test"
+	now := time.Now()
+	key := newVAPIDKey(b)
+	tok, err := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{"aud": aud, "exp": now.Add(time.Hour).Unix()}).SignedString(key.priv)
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := http.Header{"Authorization": {"vapid t=" + tok + ", k=" + base64.RawURLEncoding.EncodeToString(key.pub)}}
+	b.Run("verify", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := ParseVAPID(h, aud, now); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("cached", func(b *testing.B) {
+		c := NewVAPIDCache(0)
+		for b.Loop() {
+			if _, err := c.Parse(h, aud, now); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
 
 func TestWriteError(t *testing.T) {

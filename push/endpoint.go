@@ -72,7 +72,7 @@ func (s *Server) accept(ctx context.Context, r *http.Request, version int, now t
 	if err != nil {
 		return nil, nil, err
 	}
-	vapid, err := ParseVAPID(r.Header, s.audience, now)
+	vapid, err := s.vapid.Parse(r.Header, s.audience, now)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -136,7 +136,7 @@ type vapidKey struct {
 	pub  []byte // 65-byte uncompressed point
 }
 
-func newVAPIDKey(t *testing.T) *vapidKey {
+func newVAPIDKey(t testing.TB) *vapidKey {
 	t.Helper()
 	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	require.NoError(t, err)

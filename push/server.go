@@ -103,6 +103,8 @@ type Server struct {
 	limit    *sessionLimit
 	// sendLimit holds the token buckets of the endpoints (Limits.SendRate).
 	sendLimit *keyedLimiter[endpointKey]
+	// vapid remembers verified VAPID tokens (vapid_cache.go).
+	vapid *VAPIDCache
 }
 
 // New builds the push service of one node and starts its broadcast poller;
@@ -136,6 +138,7 @@ func New(cfg Config) (*Server, error) {
 		endpoint: strings.TrimRight(cfg.EndpointURL, "/"),
 		client:   cfg.HTTPClient,
 		limit:    newSessionLimit(max(cfg.MaxConns, 0), max(cfg.MaxConnsPerIP, 0)),
+		vapid:    NewVAPIDCache(0),
 	}
 	s.sendLimit = newKeyedLimiter[endpointKey](cfg.Limits.SendRate, cfg.Limits.SendBurst)
 	if s.client == nil {

@@ -39,16 +39,25 @@ func vapidError(msg string) *Error {
 // at most MaxVAPIDExpiry after now. It returns nil, nil when the request
 // carries no Authorization header. Every failure is a *Error 401 errno 109.
 func ParseVAPID(h http.Header, audience string, now time.Time) (*VAPID, error) {
+	tok, key, err := vapidHeader(h)
+	if tok == "" || err != nil {
+		return nil, err
+	}
+	return verifyVAPID(tok, key, audience, now)
+}
+
+// vapidHeader reads the token and public key of a send request's
+// Authorization (and Crypto-Key) header: "", "", nil when there is none.
+func vapidHeader(h http.Header) (tok, key string, err error) {
 	auth := strings.TrimSpace(h.Get("Authorization"))
 	if auth == "" {
-		return nil, nil
+		return "", "", nil
 	}
 	if len(auth) > maxAuthorizationLen {
-		return nil, vapidError("Authorization header too long")
+		return "", "", vapidError("Authorization header too long")
 	}
 	scheme, rest, _ := strings.Cut(auth, " ")
 	rest = strings.TrimSpace(rest)
-	var tok, key string
 	switch strings.ToLower(scheme) {
 	case "vapid":
 		for _, p := range strings.Split(rest, ",") {
@@ -68,14 +77,19 @@ func ParseVAPID(h http.Header, audience string, now time.Time) (*VAPID, error) {
 			}
 		}
 	default:
-		return nil, vapidError("unknown Authorization scheme (want vapid t=…, k=…)")
+		return "", "", vapidError("unknown Authorization scheme (want vapid t=…, k=…)")
 	}
 	if tok == "" {
-		return nil, vapidError("no token")
+		return "", "", vapidError("no token")
 	}
 	if key == "" {
-		return nil, vapidError("no public key (k=, or Crypto-Key p256ecdsa=)")
+		return "", "", vapidError("no public key (k=, or Crypto-Key p256ecdsa=)")
 	}
+	return tok, key, nil
+}
+
+// verifyVAPID verifies tok with key for audience at now (ParseVAPID).
+func verifyVAPID(tok, key, audience string, now time.Time) (*VAPID, error) {
 	raw, err := decodeKey(key)
 	if err != nil {
 		return nil, vapidError("the public key is not base64")

@@ -69,6 +69,9 @@ type benchFlags struct {
 	source                  string
 	prefetch                int
 	latencyCount            int64
+	phases                  int
+	phaseCounts             string
+	observeDB               string
 }
 
 func cmdBench(ctx context.Context, args []string) error {
@@ -110,6 +113,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&f.source, "source", "", "measure a broker source instead ("+strings.Join(bench.SourceTypes, ", ")+"): --count messages preloaded and consumed by the broker client alone (ack only), then by herald (events stored/s), then --latency-count messages at --rate (default 1000/s) broker publish → webhook")
 	fs.IntVar(&f.prefetch, "prefetch", 0, "--source: prefetch of the raw consumer and the source (0: herald's default, 256)")
 	fs.Int64Var(&f.latencyCount, "latency-count", 10000, "--source: messages of the latency phase (0 skips it)")
+	fs.IntVar(&f.phases, "phases", 0, "the after-load check, N runs (1..100): each run drives one node through 30,000 single publishes (64 publishers), 50,000 through the batch API (100 a call, 8 publishers) and 10,000 at 1,000/s, and prints each phase's figures and the spread over the runs; each run starts a fresh in-process node, or uses --target throughout")
+	fs.StringVar(&f.phaseCounts, "phase-counts", "30000,50000,10000", "--phases: events of the single, batch and rate phases (0 skips a phase)")
+	fs.StringVar(&f.observeDB, "observe-database", "", "--phases with --target on PostgreSQL: the node's database URL (loopback), to record checkpoints, autovacuum runs and wait events per phase (an in-process PostgreSQL node is observed anyway)")
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object instead of the report")
 	fs.BoolVar(&f.progress, "progress", isTerminal(os.Stderr), "progress line on stderr every 500ms (default when stderr is a terminal)")
 	fs.BoolVar(&f.drain, "drain", false, "in-process only: hold delivery until everything is published, then measure delivery alone (burn-down; latency then includes the hold)")
@@ -151,6 +157,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 	if f.source != "" {
 		return runBenchSource(ctx, &f, stdout, stderr)
+	}
+	if f.phases > 0 {
+		return runBenchPhases(ctx, &f, stdout, stderr)
 	}
 	cfg := bench.Config{
 		Rate: f.rate, Count: f.count, Duration: f.duration, Payload: f.payload, Concurrency: f.concurrency,
@@ -202,6 +211,17 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 func (f *benchFlags) validate() error {
 	if f.source != "" {
 		return nil // runBenchSource checks its own flags
+	}
+	if f.phases < 0 || f.phases > 100 {
+		return errors.New("--phases must be 0..100")
+	}
+	if f.observeDB != "" {
+		if f.phases == 0 || f.target == "" {
+			return errors.New("--observe-database is for --phases with --target")
+		}
+		if err := checkLoopbackDB(f.observeDB, "--observe-database"); err != nil {
+			return err
+		}
 	}
 	switch {
 	case f.count < 1 || f.count > benchMaxCount:
@@ -261,14 +281,21 @@ func (f *benchFlags) validate() error {
 		return bench.CheckLoopback(f.target)
 	}
 	if f.databaseURL != "" {
-		u, err := url.Parse(f.databaseURL)
-		if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-			return errors.New("--database-url must be a postgres:// URL")
-		}
-		if h := u.Hostname(); h != "" && h != "localhost" {
-			if ip := net.ParseIP(h); ip == nil || !ip.IsLoopback() {
-				return fmt.Errorf("bench uses a loopback database only; %q is not a loopback address", h)
-			}
+		return checkLoopbackDB(f.databaseURL, "--database-url")
+	}
+	return nil
+}
+
+// checkLoopbackDB refuses a database URL that is not PostgreSQL on a
+// loopback address: bench loads what it touches.
+func checkLoopbackDB(raw, flagName string) error {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return fmt.Errorf("%s must be a postgres:// URL", flagName)
+	}
+	if h := u.Hostname(); h != "" && h != "localhost" {
+		if ip := net.ParseIP(h); ip == nil || !ip.IsLoopback() {
+			return fmt.Errorf("bench uses a loopback database only; %q is not a loopback address", h)
 		}
 	}
 	return nil
