@@ -63,9 +63,9 @@ type PhaseResult struct {
 	// and completion transaction times during the phase, and Claims its
 	// claim transactions (the node's own metrics; zero when /metrics is
 	// closed).
-	IngestCommitMs float64 `json:"ingest_commit_mean_ms"`
-	CompletionMs   float64 `json:"completion_mean_ms"`
-	Claims         int64   `json:"claim_transactions"`
+	IngestCommitMs   float64 `json:"ingest_commit_mean_ms"`
+	CompletionMs     float64 `json:"completion_mean_ms"`
+	Claims           int64   `json:"claim_transactions"`
 	CPUPerDeliveryUs float64 `json:"cpu_us_per_delivery,omitempty"`
 	// DB is what PostgreSQL did during the phase (nil on SQLite or when
 	// the database is not observed).
