@@ -65,6 +65,10 @@ type Config struct {
 	// --batch run with few publishers compares fairly only with as many
 	// raw workers as the node has.
 	RawConcurrency int
+	// PostgresCPU measures the CPU of this machine's PostgreSQL server
+	// processes per delivery (Result.DBCPUPerDeliveryUs): set it when the
+	// node runs on a local PostgreSQL.
+	PostgresCPU bool
 }
 
 // Node is the herald under load.
@@ -209,6 +213,10 @@ func Run(ctx context.Context, cfg Config, start func(context.Context) (Node, fun
 	}
 	cpuBefore := nodeCounters(ctx, api).cpuSeconds
 	procBefore := processCPU()
+	var dbBefore float64
+	if cfg.PostgresCPU {
+		dbBefore = postgresCPU()
+	}
 	began := time.Now()
 	var stopSampling func() []Sample
 	if cfg.Sample > 0 {
@@ -238,6 +246,10 @@ func Run(ctx context.Context, cfg Config, start func(context.Context) (Node, fun
 		}
 	}
 	procCPU := processCPU() - procBefore
+	var dbCPU float64
+	if cfg.PostgresCPU {
+		dbCPU = postgresCPU() - dbBefore
+	}
 	if dest != nil && dest.arr.open != nil {
 		dest.arr.finish() // webpush: decrypt now, outside the measured CPU
 	}
@@ -284,6 +296,9 @@ func Run(ctx context.Context, cfg Config, start func(context.Context) (Node, fun
 		}
 	}
 	res.ClaimTxs, res.DirectDispatched = tx.claims, tx.direct
+	if res.Delivered > 0 && dbCPU > 0 {
+		res.DBCPUPerDeliveryUs = dbCPU * 1e6 / float64(res.Delivered)
+	}
 	if msg, ok := p.firstErr.Load().(string); ok {
 		res.FirstPublishError = msg
 	}

@@ -67,6 +67,8 @@ type PhaseResult struct {
 	CompletionMs     float64 `json:"completion_mean_ms"`
 	Claims           int64   `json:"claim_transactions"`
 	CPUPerDeliveryUs float64 `json:"cpu_us_per_delivery,omitempty"`
+	// DBCPUPerDeliveryUs is PostgreSQL's (Result.DBCPUPerDeliveryUs).
+	DBCPUPerDeliveryUs float64 `json:"db_cpu_us_per_delivery,omitempty"`
 	// DB is what PostgreSQL did during the phase (nil on SQLite or when
 	// the database is not observed).
 	DB      *DBObservation `json:"db,omitempty"`
@@ -135,7 +137,7 @@ func RunPhases(ctx context.Context, phases []Phase, start func(context.Context) 
 			Name: ph.Name, Published: res.Published, Delivered: res.Delivered,
 			Lost:             max(res.DeliveriesWanted-res.Delivered-res.Dead, 0),
 			DeliveriesPerSec: res.DeliveriesPerSec, LatencyP50Ms: res.LatencyP50Ms, LatencyP99Ms: res.LatencyP99Ms,
-			CPUPerDeliveryUs: res.CPUPerDeliveryUs, Samples: res.Samples,
+			CPUPerDeliveryUs: res.CPUPerDeliveryUs, DBCPUPerDeliveryUs: res.DBCPUPerDeliveryUs, Samples: res.Samples,
 		}
 		after := nodeCounters(ctx, api)
 		if n := after.ingest - before.ingest; n > 0 {

@@ -61,12 +61,16 @@ type Result struct {
 	// from the start of publishing to the last delivery. CPUScope says
 	// whose: "node" for --target, "process" for the in-process node,
 	// whose process also runs the publishers and the receiver.
-	CPUPerDeliveryUs  float64       `json:"cpu_us_per_delivery,omitempty"`
-	CPUScope          string        `json:"cpu_scope,omitempty"`
-	Complete          bool          `json:"complete"` // every expected delivery arrived or died before --wait ran out
-	Ceiling           CeilingResult `json:"ceiling"`
-	CeilingRatio      float64       `json:"ceiling_ratio"` // deliveries_per_second / ceiling.per_second
-	FirstPublishError string        `json:"first_publish_error,omitempty"`
+	CPUPerDeliveryUs float64 `json:"cpu_us_per_delivery,omitempty"`
+	CPUScope         string  `json:"cpu_scope,omitempty"`
+	// DBCPUPerDeliveryUs is the CPU of this machine's PostgreSQL server
+	// processes per delivery over the same span (Config.PostgresCPU; 0
+	// otherwise): the database's share of a delivery's cost (issue 26).
+	DBCPUPerDeliveryUs float64       `json:"db_cpu_us_per_delivery,omitempty"`
+	Complete           bool          `json:"complete"` // every expected delivery arrived or died before --wait ran out
+	Ceiling            CeilingResult `json:"ceiling"`
+	CeilingRatio       float64       `json:"ceiling_ratio"` // deliveries_per_second / ceiling.per_second
+	FirstPublishError  string        `json:"first_publish_error,omitempty"`
 }
 
 // WriteReport writes r as `herald bench` prints it: one figure a line.
@@ -112,6 +116,9 @@ func WriteReport(w io.Writer, r *Result) {
 			scope = "target node only"
 		}
 		fmt.Fprintf(w, "CPU per delivery    %.0f µs (%s)\n", r.CPUPerDeliveryUs, scope)
+	}
+	if r.DBCPUPerDeliveryUs > 0 {
+		fmt.Fprintf(w, "PostgreSQL CPU      %.0f µs per delivery (every postgres process on this machine)\n", r.DBCPUPerDeliveryUs)
 	}
 	if r.FirstPublishError != "" {
 		fmt.Fprintf(w, "first publish error %s\n", r.FirstPublishError)

@@ -115,7 +115,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Int64Var(&f.latencyCount, "latency-count", 10000, "--source: messages of the latency phase (0 skips it)")
 	fs.IntVar(&f.phases, "phases", 0, "the after-load check, N runs (1..100): each run drives one node through 30,000 single publishes (64 publishers), 50,000 through the batch API (100 a call, 8 publishers) and 10,000 at 1,000/s, and prints each phase's figures and the spread over the runs; each run starts a fresh in-process node, or uses --target throughout")
 	fs.StringVar(&f.phaseCounts, "phase-counts", "30000,50000,10000", "--phases: events of the single, batch and rate phases (0 skips a phase)")
-	fs.StringVar(&f.observeDB, "observe-database", "", "--phases with --target on PostgreSQL: the node's database URL (loopback), to record checkpoints, autovacuum runs and wait events per phase (an in-process PostgreSQL node is observed anyway)")
+	fs.StringVar(&f.observeDB, "observe-database", "", "a --target node's PostgreSQL URL (loopback): reports the CPU of this machine's PostgreSQL processes per delivery, and with --phases the checkpoints, autovacuum runs and wait events of each phase (an in-process PostgreSQL node is observed anyway)")
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object instead of the report")
 	fs.BoolVar(&f.progress, "progress", isTerminal(os.Stderr), "progress line on stderr every 500ms (default when stderr is a terminal)")
 	fs.BoolVar(&f.drain, "drain", false, "in-process only: hold delivery until everything is published, then measure delivery alone (burn-down; latency then includes the hold)")
@@ -166,6 +166,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Batch: f.batch, Fanout: f.fanout, FailRatio: f.failRatio, Delay: f.delay, Backlog: f.backlog,
 		Wait: f.wait, CeilingMax: f.ceilingMax, Sample: f.sample, Drain: f.drain,
 		Destination: f.destination, BrokerURL: f.brokerURL, RawConcurrency: f.rawConcurrency,
+		PostgresCPU: f.databaseURL != "" || f.observeDB != "",
 	}
 	if f.progress {
 		cfg.Progress = stderr
@@ -216,8 +217,8 @@ func (f *benchFlags) validate() error {
 		return errors.New("--phases must be 0..100")
 	}
 	if f.observeDB != "" {
-		if f.phases == 0 || f.target == "" {
-			return errors.New("--observe-database is for --phases with --target")
+		if f.target == "" {
+			return errors.New("--observe-database is for a --target node (an in-process PostgreSQL node is observed anyway)")
 		}
 		if err := checkLoopbackDB(f.observeDB, "--observe-database"); err != nil {
 			return err

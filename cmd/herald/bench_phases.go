@@ -76,6 +76,9 @@ func runBenchPhases(ctx context.Context, f *benchFlags, stdout, stderr io.Writer
 		// The watch starts with the node, inside RunPhases: hand it over
 		// through a start that records it.
 		phases := bench.DefaultPhases(counts, f.payload)
+		for i := range phases {
+			phases[i].PostgresCPU = f.databaseURL != "" || f.observeDB != ""
+		}
 		out, err := runPhasesWatched(ctx, phases, start, &watch, progress)
 		if watch != nil {
 			watch.Close()

@@ -189,8 +189,19 @@ func TestBenchPostgres(t *testing.T) {
 	res := runBenchJSON(t, "--database-url", testdb.URL(), "--count", "200", "--concurrency", "8", "--ceiling-time", "1s")
 	require.Equal(t, "in-process postgres", res.Target)
 	requireSane(t, res, 200, 1)
+	require.Positive(t, res.DBCPUPerDeliveryUs, "PostgreSQL's CPU per delivery, from /proc")
 	// The run's schema is dropped afterwards (others' runs may come and go
 	// meanwhile, so compare as sets: nothing new is left behind).
+	require.Subset(t, before, benchSchemas())
+
+	// --phases on PostgreSQL: each phase says what the database did.
+	phases := runPhasesJSON(t, "--database-url", testdb.URL())
+	for _, r := range phases.Runs {
+		for _, p := range r.Phases {
+			require.NotNil(t, p.DB, "phase %s", p.Name)
+			require.Positive(t, p.DB.Samples, "phase %s: the watch sampled pg_stat_activity", p.Name)
+		}
+	}
 	require.Subset(t, before, benchSchemas())
 }
 
@@ -273,52 +284,45 @@ func TestBenchDestinationFlags(t *testing.T) {
 	}
 }
 
+// runPhasesJSON runs --phases 2 with small phases and checks what every
+// run must satisfy.
+func runPhasesJSON(t *testing.T, args ...string) bench.PhasesResult {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	err := runBench(t.Context(), append([]string{"--json", "--progress=false", "--phases", "2",
+		"--phase-counts", "300,400,100"}, args...), &out, &errOut)
+	require.NoError(t, err, "stderr:\n%s", errOut.String())
+	var res bench.PhasesResult
+	require.NoError(t, json.Unmarshal(out.Bytes(), &res), "output:\n%s", out.String())
+	require.Len(t, res.Runs, 2)
+	for i, r := range res.Runs {
+		require.Equal(t, i+1, r.Run)
+		require.Len(t, r.Phases, 3)
+		for j, name := range []string{"single", "batch", "rate"} {
+			p := r.Phases[j]
+			require.Equal(t, name, p.Name)
+			require.Equal(t, []int64{300, 400, 100}[j], p.Published)
+			require.Equal(t, p.Published, p.Delivered, "phase %s", name)
+			require.Zero(t, p.Lost)
+			require.Positive(t, p.DeliveriesPerSec)
+			require.LessOrEqual(t, p.LatencyP50Ms, p.LatencyP99Ms)
+		}
+	}
+	require.Len(t, res.Summary, 3)
+	require.Equal(t, "rate", res.Summary[2].Name)
+	require.Positive(t, res.Summary[2].P99GoalMs)
+	return res
+}
+
 // TestBenchPhases: --phases runs the three phases on one node per run and
-// reports each; on PostgreSQL each phase says what the database did.
+// reports each (PostgreSQL: TestBenchPostgres, which checks the schemas
+// bench leaves behind and must not run beside another PostgreSQL bench).
 func TestBenchPhases(t *testing.T) {
 	t.Parallel()
-	run := func(t *testing.T, args ...string) bench.PhasesResult {
-		t.Helper()
-		var out, errOut bytes.Buffer
-		err := runBench(t.Context(), append([]string{"--json", "--progress=false", "--phases", "2",
-			"--phase-counts", "300,400,100"}, args...), &out, &errOut)
-		require.NoError(t, err, "stderr:\n%s", errOut.String())
-		var res bench.PhasesResult
-		require.NoError(t, json.Unmarshal(out.Bytes(), &res), "output:\n%s", out.String())
-		require.Len(t, res.Runs, 2)
-		for i, r := range res.Runs {
-			require.Equal(t, i+1, r.Run)
-			require.Len(t, r.Phases, 3)
-			for j, name := range []string{"single", "batch", "rate"} {
-				p := r.Phases[j]
-				require.Equal(t, name, p.Name)
-				require.Equal(t, []int64{300, 400, 100}[j], p.Published)
-				require.Equal(t, p.Published, p.Delivered, "phase %s", name)
-				require.Zero(t, p.Lost)
-				require.Positive(t, p.DeliveriesPerSec)
-				require.LessOrEqual(t, p.LatencyP50Ms, p.LatencyP99Ms)
-			}
-		}
-		require.Len(t, res.Summary, 3)
-		require.Equal(t, "rate", res.Summary[2].Name)
-		require.Positive(t, res.Summary[2].P99GoalMs)
-		return res
-	}
 	t.Run("SQLite", func(t *testing.T) {
 		t.Parallel()
-		res := run(t)
+		res := runPhasesJSON(t)
 		require.Nil(t, res.Runs[0].Phases[0].DB, "SQLite has no database to observe")
-	})
-	t.Run("Postgres", func(t *testing.T) {
-		t.Parallel()
-		testdb.PostgresSchema(t) // skips, or fails under CI, when no server answers
-		res := run(t, "--database-url", testdb.URL())
-		for _, r := range res.Runs {
-			for _, p := range r.Phases {
-				require.NotNil(t, p.DB, "phase %s", p.Name)
-				require.Positive(t, p.DB.Samples, "phase %s: the watch sampled pg_stat_activity", p.Name)
-			}
-		}
 	})
 	t.Run("Flags", func(t *testing.T) {
 		t.Parallel()
@@ -327,7 +331,7 @@ func TestBenchPhases(t *testing.T) {
 			{"--phases", "1", "--phase-counts", "1,2"},
 			{"--phases", "1", "--phase-counts", "0,0,0"},
 			{"--phases", "1", "--phase-counts", "a,1,1"},
-			{"--observe-database", "postgres://127.0.0.1/x"}, // no --phases
+			{"--observe-database", "postgres://127.0.0.1/x"}, // no --target
 			{"--phases", "1", "--target", "http://127.0.0.1:1", "--token", "x", "--observe-database", "postgres://db.example.com/x"},
 		} {
 			var out, errOut bytes.Buffer
