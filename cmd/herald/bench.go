@@ -70,6 +70,7 @@ type benchFlags struct {
 	prefetch                int
 	latencyCount            int64
 	phases                  int
+	idle                    time.Duration
 	phaseCounts             string
 	observeDB               string
 }
@@ -114,6 +115,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&f.prefetch, "prefetch", 0, "--source: prefetch of the raw consumer and the source (0: herald's default, 256)")
 	fs.Int64Var(&f.latencyCount, "latency-count", 10000, "--source: messages of the latency phase (0 skips it)")
 	fs.IntVar(&f.phases, "phases", 0, "the after-load check, N runs (1..100): each run drives one node through 30,000 single publishes (64 publishers), 50,000 through the batch API (100 a call, 8 publishers) and 10,000 at 1,000/s, and prints each phase's figures and the spread over the runs; each run starts a fresh in-process node, or uses --target throughout")
+	fs.DurationVar(&f.idle, "idle", 0, "measure a node with no traffic for this long (1s..10m) instead: its CPU and, on PostgreSQL, the database's, as a share of one core")
 	fs.StringVar(&f.phaseCounts, "phase-counts", "30000,50000,10000", "--phases: events of the single, batch and rate phases (0 skips a phase)")
 	fs.StringVar(&f.observeDB, "observe-database", "", "a --target node's PostgreSQL URL (loopback): reports the CPU of this machine's PostgreSQL processes per delivery, and with --phases the checkpoints, autovacuum runs and wait events of each phase (an in-process PostgreSQL node is observed anyway)")
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object instead of the report")
@@ -160,6 +162,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if f.phases > 0 {
 		return runBenchPhases(ctx, &f, stdout, stderr)
+	}
+	if f.idle > 0 {
+		return runBenchIdle(ctx, &f, stdout, stderr)
 	}
 	cfg := bench.Config{
 		Rate: f.rate, Count: f.count, Duration: f.duration, Payload: f.payload, Concurrency: f.concurrency,
@@ -212,6 +217,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 func (f *benchFlags) validate() error {
 	if f.source != "" {
 		return nil // runBenchSource checks its own flags
+	}
+	if f.idle != 0 && (f.idle < time.Second || f.idle > benchMaxDuration) {
+		return fmt.Errorf("--idle must be 1s..%s", benchMaxDuration)
 	}
 	if f.phases < 0 || f.phases > 100 {
 		return errors.New("--phases must be 0..100")

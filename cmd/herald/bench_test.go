@@ -340,3 +340,22 @@ func TestBenchPhases(t *testing.T) {
 		}
 	})
 }
+
+// TestBenchIdle: --idle measures a node with no traffic.
+func TestBenchIdle(t *testing.T) {
+	t.Parallel()
+	var out, errOut bytes.Buffer
+	require.NoError(t, runBench(t.Context(), []string{"--json", "--idle", "1s"}, &out, &errOut), "stderr:\n%s", errOut.String())
+	var res bench.IdleNodeResult
+	require.NoError(t, json.Unmarshal(out.Bytes(), &res), "output:\n%s", out.String())
+	require.Equal(t, "in-process sqlite", res.Target)
+	require.GreaterOrEqual(t, res.Seconds, 1.0)
+	require.GreaterOrEqual(t, res.NodeCorePct, 0.0)
+	require.Equal(t, "process", res.NodeScope)
+	require.False(t, res.DBMeasured)
+	for _, bad := range []string{"500ms", "11m"} {
+		out.Reset()
+		require.Error(t, runBench(t.Context(), []string{"--idle", bad}, &out, &errOut))
+		require.Empty(t, out.String())
+	}
+}

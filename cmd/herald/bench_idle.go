@@ -1,0 +1,55 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/heraldhq/herald/bench"
+)
+
+// runBenchIdle is `herald bench --idle D`: what a node with no traffic
+// costs (issue 26's goal: under 1% of a core for the node, and for
+// PostgreSQL on its behalf).
+func runBenchIdle(ctx context.Context, f *benchFlags, stdout, stderr io.Writer) error {
+	node := bench.Node{URL: f.target, Token: f.token, Remote: true}
+	target := f.target
+	if f.target == "" {
+		n, cleanup, err := f.startInProcess(ctx, stderr)
+		if err != nil {
+			return err
+		}
+		defer cleanup()
+		node = bench.Node{URL: n.URL(), Token: n.cfg.APIToken}
+		target = "in-process sqlite"
+		if f.databaseURL != "" {
+			target = "in-process postgres"
+		}
+	}
+	// A node just started does its start-up work (migrations checked,
+	// caches filled, first maintenance passes): settle first.
+	settle := min(5*time.Second, f.idle)
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(settle):
+	}
+	res, err := bench.MeasureIdleNode(ctx, node, f.idle, f.databaseURL != "" || f.observeDB != "")
+	if err != nil {
+		return err
+	}
+	res.Target = target
+	if f.jsonOut {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	fmt.Fprintf(stdout, "idle %s for %.0fs\n", res.Target, res.Seconds)
+	fmt.Fprintf(stdout, "node CPU            %.2f%% of a core (%s)\n", res.NodeCorePct, res.NodeScope)
+	if res.DBMeasured {
+		fmt.Fprintf(stdout, "PostgreSQL CPU      %.2f%% of a core (every postgres process on this machine)\n", res.DBCorePct)
+	}
+	return nil
+}
