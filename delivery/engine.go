@@ -72,6 +72,16 @@ type Config struct {
 	// store (default 1s): it bounds how late work published on another
 	// node is seen.
 	PollInterval time.Duration
+	// IdlePollInterval is how often a tier with nothing pending at all
+	// checks the store (default 10×PollInterval): after each empty check
+	// the wait doubles from PollInterval up to it. New work does not wait
+	// for it: local commits and completions wake the tier, and other
+	// nodes' through LISTEN/NOTIFY (which wakes every tier whenever it
+	// reconnects); the check is the fallback for a notification lost.
+	// Without it an idle node ran a claim and a next-due query per tier
+	// per PollInterval — 18 statements a second with the default nine
+	// tiers, PostgreSQL's largest idle cost (issue 26).
+	IdlePollInterval time.Duration
 	// RescueInterval is how often expired leases are rescued (default 5s):
 	// the fallback for a node that is alive but stuck.
 	RescueInterval time.Duration
@@ -217,6 +227,9 @@ func New(cfg Config) *Engine {
 	}
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = DefaultPollInterval
+	}
+	if cfg.IdlePollInterval < cfg.PollInterval {
+		cfg.IdlePollInterval = 10 * cfg.PollInterval
 	}
 	if cfg.RescueInterval <= 0 {
 		cfg.RescueInterval = DefaultRescueInterval
@@ -441,6 +454,7 @@ func (e *Engine) tierLoop(t *tierRunner) {
 		recheck time.Time // when a drained tier is claimed again anyway
 		seen    uint64    // gen when the last claim started
 		wait    time.Duration
+		empty   time.Duration // the wait after the last empty check (IdlePollInterval)
 	)
 	for {
 		if e.claimCtx.Err() != nil {
@@ -488,6 +502,14 @@ func (e *Engine) tierLoop(t *tierRunner) {
 					backoff = 0
 					if next != nil {
 						wait = min(wait, max(next.Sub(e.cfg.Now()), time.Millisecond))
+						empty = 0
+					} else if n == 0 {
+						// Nothing pending in the tier at all: check less
+						// often while it stays so (IdlePollInterval).
+						empty = min(max(2*empty, e.cfg.PollInterval), e.cfg.IdlePollInterval)
+						wait = empty
+					} else {
+						empty = 0
 					}
 					// Nothing more is claimable: keeping up. Work notified
 					// while claiming is claimed next round (gen moved).
