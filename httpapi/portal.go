@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -35,6 +36,87 @@ const (
 	// API token belongs is recognisable.
 	portalLinkPrefix = "hrlp_"
 )
+
+// The portal's session cookie (ADR 0025). The exchange sets it beside
+// the token it answers, so a portal page opened in another tab of the same
+// browser (which has none of the first tab's sessionStorage) continues the
+// session instead of showing "link expired".
+const (
+	// PortalCookie names the cookie; its value is the session's token.
+	// HttpOnly keeps it from the page's scripts, SameSite=Strict from
+	// other sites' requests, Path=/v1/ from everything but the API the
+	// portal's scripts call (the pages themselves need no credential). It
+	// has no Max-Age or Expires: it lasts the browser session, and the
+	// token's own expiry (the link's) ends it on the server before that.
+	// Secure whenever the browser reached herald over https (secureCookie).
+	PortalCookie = "herald_portal"
+	// PortalHeader must accompany the cookie, with the value "1", for the
+	// cookie to count as a credential (portalCookieToken): a page on
+	// another origin cannot set a custom header without a CORS preflight,
+	// which herald never grants, so a forged form post, image or
+	// navigation arrives without it. SameSite=Strict alone would leave
+	// sibling subdomains (same site, other origin) and older browsers.
+	PortalHeader = "X-Herald-Portal"
+	// portalCookiePath scopes the cookie to the API.
+	portalCookiePath = "/v1/"
+)
+
+// portalCookieToken returns the portal cookie's token when the request
+// carries no bearer token: "" without a cookie, an error when the cookie
+// comes without PortalHeader. Required on every method, reads included,
+// so the rule has no exception to reason about: only the portal's own
+// scripts send it.
+func portalCookieToken(r *http.Request) (string, error) {
+	c, err := r.Cookie(PortalCookie)
+	if err != nil || c.Value == "" {
+		return "", nil
+	}
+	if r.Header.Get(PortalHeader) != "1" {
+		return "", herald.Errorf(herald.CodeUnauthorized,
+			"the portal's session cookie counts only with the header \"%s: 1\" (the portal's pages send it); other clients send \"Authorization: Bearer <token>\"", PortalHeader)
+	}
+	return c.Value, nil
+}
+
+// isPortalSession reports whether p may authenticate by the portal cookie:
+// a stored token confined to a tenant with no scope beyond PortalScopes,
+// which is what every portal session is. The configured --api-token, admin
+// and unconfined tokens are refused even if someone puts them in the
+// cookie: an ambient credential must never carry more than a portal does.
+func isPortalSession(p *Principal) bool {
+	if p.TokenID == "" || p.Tenant == "" {
+		return false
+	}
+	for _, sc := range p.Scopes {
+		if !slices.Contains(PortalScopes, sc) {
+			return false
+		}
+	}
+	return true
+}
+
+// secureCookie reports whether the browser reached herald over https:
+// TLS here, or a --public-url of https (TLS ends at a proxy in front).
+// Plain http (herald serve --dev on 127.0.0.1) gets no Secure attribute,
+// which the browser would otherwise refuse to store.
+func (s *server) secureCookie(r *http.Request) bool {
+	return r.TLS != nil || strings.HasPrefix(strings.ToLower(s.cfg.PublicURL), "https://")
+}
+
+func (s *server) setPortalCookie(w http.ResponseWriter, r *http.Request, token string) {
+	http.SetCookie(w, &http.Cookie{
+		Name: PortalCookie, Value: token, Path: portalCookiePath,
+		HttpOnly: true, Secure: s.secureCookie(r), SameSite: http.SameSiteStrictMode,
+	})
+}
+
+// clearPortalCookie tells the browser to drop the portal cookie.
+func (s *server) clearPortalCookie(w http.ResponseWriter, r *http.Request) {
+	http.SetCookie(w, &http.Cookie{
+		Name: PortalCookie, Path: portalCookiePath, MaxAge: -1,
+		HttpOnly: true, Secure: s.secureCookie(r), SameSite: http.SameSiteStrictMode,
+	})
+}
 
 // PortalScopes are the scopes of a portal session: the tenant's own
 // subscriptions, deliveries and events — never publish, never admin.
@@ -194,7 +276,8 @@ var errPortalLink = herald.Errorf(herald.CodeUnauthorized,
 // token: the link in the body is the credential, consumed here once. The
 // answer is a stored API token confined to the link's tenant with
 // PortalScopes, expiring when the link would have, so it is listed by
-// GET /v1/tokens and revocable like any other.
+// GET /v1/tokens and revocable like any other. The same token is set as
+// the PortalCookie, so the browser's other tabs share the session.
 func (s *server) portalSession(w http.ResponseWriter, r *http.Request) error {
 	body, err := readBody(w, r, s.smallLimit(PortalSessionBodyBytes))
 	if err != nil {
@@ -240,6 +323,7 @@ func (s *server) portalSession(w http.ResponseWriter, r *http.Request) error {
 	if len(theme) == 0 {
 		theme = json.RawMessage("null")
 	}
+	s.setPortalCookie(w, r, token)
 	noStore(w)
 	return s.reply(w, http.StatusOK, portalSessionJSON{
 		Token: token, Tenant: l.Tenant, ExpiresAt: timestamp(l.ExpiresAt), Theme: theme,
@@ -249,7 +333,8 @@ func (s *server) portalSession(w http.ResponseWriter, r *http.Request) error {
 // portalSessionEnd answers DELETE /v1/portal/sessions/current, the
 // portal's "End session": the bearer token revokes itself (its row is
 // deleted, as DELETE /v1/tokens/{id} does), so a copy of it left in the
-// browser, a proxy or a screenshot stops working on every node at once.
+// browser, a proxy or a screenshot stops working on every node at once,
+// and the PortalCookie is cleared.
 // Only tenant-confined stored tokens qualify: every portal session is one,
 // and an unconfined token (admin, --api-token) ending itself could lock
 // the operator out.
@@ -263,6 +348,9 @@ func (s *server) portalSessionEnd(w http.ResponseWriter, r *http.Request) error 
 	if err := s.store.APITokenDelete(r.Context(), p.TokenID); err != nil && !errors.Is(err, herald.ErrNotFound) {
 		return err
 	}
+	// The browser's other tabs continued the session by its cookie: they
+	// end with it.
+	s.clearPortalCookie(w, r)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
