@@ -18,7 +18,8 @@ import (
 )
 
 // The consumer portal: POST /v1/tenants/{tenant}/portal (a link), POST
-// /v1/portal/sessions (the exchange) and DELETE /v1/portal/sessions/current.
+// /v1/portal/sessions (the exchange), GET and DELETE
+// /v1/portal/sessions/current.
 
 // Consumer-portal limits (ADR 0015).
 const (
@@ -314,7 +315,7 @@ func (s *server) portalSession(w http.ResponseWriter, r *http.Request) error {
 	}
 	expires := l.ExpiresAt
 	if err := s.store.APITokenCreate(r.Context(), &store.APITokenCreateParams{
-		ID: herald.NewID(herald.PrefixToken), Hash: HashToken(token), Name: "portal session",
+		ID: portalSessionID(l.ID), Hash: HashToken(token), Name: "portal session",
 		Scopes: scopes, Tenant: l.Tenant, ExpiresAt: &expires, Now: now,
 	}); err != nil {
 		return err
@@ -328,6 +329,49 @@ func (s *server) portalSession(w http.ResponseWriter, r *http.Request) error {
 	return s.reply(w, http.StatusOK, portalSessionJSON{
 		Token: token, Tenant: l.Tenant, ExpiresAt: timestamp(l.ExpiresAt), Theme: theme,
 	})
+}
+
+// portalSessionID is the id of the session token a link is exchanged
+// for: the link's id under the token prefix (pl_X → tok_X). A link is
+// exchanged once, so the id is unique, and a session finds its link (its
+// theme) without a column of its own: portalLinkID is the inverse.
+func portalSessionID(linkID string) string {
+	return herald.PrefixToken + strings.TrimPrefix(linkID, herald.PrefixPortalLink)
+}
+
+func portalLinkID(tokenID string) string {
+	return herald.PrefixPortalLink + strings.TrimPrefix(tokenID, herald.PrefixToken)
+}
+
+// portalCurrentJSON is the body of GET /v1/portal/sessions/current.
+type portalCurrentJSON struct {
+	Tenant string          `json:"tenant"`
+	Theme  json.RawMessage `json:"theme"`
+}
+
+// portalSessionCurrent answers GET /v1/portal/sessions/current: the
+// calling session's tenant and its link's theme. A portal tab opened
+// beside the one that exchanged the link has only the browser's cookie;
+// it asks here what the portal looks like. The theme is null for a
+// tenant token that no link made, or once the link row is gone (deleted
+// a day after it expired, long after the session did).
+func (s *server) portalSessionCurrent(w http.ResponseWriter, r *http.Request) error {
+	p := principalOf(r)
+	if p.TokenID == "" || p.Tenant == "" {
+		return herald.Errorf(herald.CodeForbidden,
+			"only a portal session (a token confined to a tenant) has a portal; use GET /v1/whoami to describe other tokens")
+	}
+	theme := json.RawMessage("null")
+	l, err := s.store.PortalLinkGet(r.Context(), portalLinkID(p.TokenID))
+	switch {
+	case errors.Is(err, herald.ErrNotFound):
+	case err != nil:
+		return err
+	case l.Tenant == p.Tenant && len(l.Theme) > 0:
+		theme = l.Theme
+	}
+	noStore(w)
+	return s.reply(w, http.StatusOK, portalCurrentJSON{Tenant: p.Tenant, Theme: theme})
 }
 
 // portalSessionEnd answers DELETE /v1/portal/sessions/current, the

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -203,6 +204,12 @@ func TestPortalSessionEnd(t *testing.T) {
 		as := withToken(sess.Token)
 		ok[listJSON[subscriptionJSON]](t, b.do(t, http.MethodGet, "/v1/subscriptions", nil, as), http.StatusOK)
 
+		// GET describes the session (no theme: the link had none); the
+		// operator's tokens have no portal.
+		cur := ok[portalCurrentJSON](t, b.do(t, http.MethodGet, "/v1/portal/sessions/current", nil, as), http.StatusOK)
+		require.Equal(t, portalCurrentJSON{Tenant: "acme", Theme: json.RawMessage("null")}, cur)
+		requireError(t, b.do(t, http.MethodGet, "/v1/portal/sessions/current", nil), http.StatusForbidden, herald.CodeForbidden, "")
+
 		// Neither the operator's tokens nor an unconfined stored one end
 		// themselves here (nothing is revoked).
 		requireError(t, b.do(t, http.MethodDelete, "/v1/portal/sessions/current", nil), http.StatusForbidden, herald.CodeForbidden, "")
@@ -279,7 +286,7 @@ func TestPortalSessionCookie(t *testing.T) {
 	t.Parallel()
 	testdb.ForEach(t, func(t *testing.T, s store.Store) {
 		b, c := setupPortal(t, s) // --public-url https://hooks.example.com
-		pl := ok[portalLinkJSON](t, b.do(t, http.MethodPost, "/v1/tenants/acme/portal", nil), http.StatusCreated)
+		pl := ok[portalLinkJSON](t, b.do(t, http.MethodPost, "/v1/tenants/acme/portal", obj{"theme": obj{"name": "Example Corp"}}), http.StatusCreated)
 		res := b.do(t, http.MethodPost, "/v1/portal/sessions", obj{"link": linkOf(t, pl.URL)}, withoutToken())
 		sess := ok[portalSessionJSON](t, res, http.StatusOK)
 		ck := portalCookieOf(res)
@@ -300,6 +307,10 @@ func TestPortalSessionCookie(t *testing.T) {
 		sub := ok[subscriptionJSON](t, b.do(t, http.MethodPost, "/v1/subscriptions", obj{"url": "https://example.com/a"},
 			withPortalCookie(ck.Value, true)), http.StatusCreated)
 		require.Equal(t, "acme", sub.Tenant)
+		// The tab that has only the cookie reads the portal's theme.
+		cur := ok[portalCurrentJSON](t, b.do(t, http.MethodGet, "/v1/portal/sessions/current", nil, withPortalCookie(ck.Value, true)), http.StatusOK)
+		require.Equal(t, "acme", cur.Tenant)
+		require.JSONEq(t, `{"name":"Example Corp"}`, string(cur.Theme))
 		// Confined like the bearer token: no admin routes.
 		requireError(t, b.do(t, http.MethodGet, "/v1/tokens", nil, withPortalCookie(ck.Value, true)), http.StatusForbidden, herald.CodeForbidden, "")
 

@@ -159,6 +159,12 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
   assert(await tab2.evaluate(() => sessionStorage.getItem('herald.portal.token')) === null, 'the new tab holds a token');
   assert(await tab2.evaluate(() => localStorage.length) === 0, 'nothing in localStorage (new tab)');
   assert(!tab2.url().includes('hrld_') && !tab2.url().includes('#'), 'a token in the new tab\'s address: ' + tab2.url());
+  // The same theme (GET /v1/portal/sessions/current), not herald's default.
+  assert((await tab2.locator('header .brand').textContent()).includes('Example Corp'), 'name in the new tab\'s header');
+  assert((await tab2.locator('header .brand img.logo').getAttribute('src')).startsWith('data:image/svg+xml;base64,'), 'logo in the new tab');
+  const accent2 = await tab2.evaluate(() => getComputedStyle(document.documentElement).getPropertyValue('--accent').trim());
+  assert(accent2.toLowerCase() === ACCENT, 'new tab accent ' + accent2);
+  assert(await tab2.title() === 'Subscriptions · Example Corp', 'new tab title: ' + await tab2.title());
   await shot(tab2, '01a-portal-new-tab');
   // A middle click on a link inside the portal opens a working tab too.
   const [tab3] = await Promise.all([context.waitForEvent('page'), nav(page, 'Deliveries').click({ button: 'middle' })]);

@@ -182,12 +182,14 @@ async function exchangeLink() {
 let viaCookie = false;
 
 // cookieSession asks the server whether the browser has a portal session
-// (its HttpOnly cookie, which only the server sees): a portal page opened
-// in a new tab continues it instead of showing "link expired". It returns
-// null when there is one, else what the expired page should say.
+// (its HttpOnly cookie, which only the server sees) and how its portal
+// looks: a portal page opened in a new tab continues it, themed, instead
+// of showing "link expired". It returns null when there is one, else what
+// the expired page should say.
 async function cookieSession() {
   try {
-    await api('GET', '/v1/whoami', undefined, { auth: false });
+    const s = await api('GET', '/v1/portal/sessions/current', undefined, { auth: false });
+    setTheme(s.theme);
     viaCookie = true;
     return null;
   } catch (e) {
@@ -245,12 +247,12 @@ async function route() {
   const [path, query] = full.split('?');
   const params = new URLSearchParams(query || '');
   if (PORTAL) {
-    applyTheme();
     if (path !== 'expired' && !getToken() && !viaCookie) {
       const why = await cookieSession();
       if (seq !== routeSeq) return;
       if (why) { expiredPage(why); return; }
     }
+    applyTheme();
     if (path === 'expired' || (!getToken() && !viaCookie)) {
       const ended = params.get('ended');
       expiredPage(ended === 'unrevoked'
