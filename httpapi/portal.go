@@ -105,7 +105,7 @@ func (s *server) secureCookie(r *http.Request) bool {
 }
 
 func (s *server) setPortalCookie(w http.ResponseWriter, r *http.Request, token string) {
-	http.SetCookie(w, &http.Cookie{
+	http.SetCookie(w, &http.Cookie{ //nolint:gosec // G124: Secure over https only (secureCookie); a browser drops a Secure cookie on plain http (--dev)
 		Name: PortalCookie, Value: token, Path: portalCookiePath,
 		HttpOnly: true, Secure: s.secureCookie(r), SameSite: http.SameSiteStrictMode,
 	})
@@ -113,7 +113,7 @@ func (s *server) setPortalCookie(w http.ResponseWriter, r *http.Request, token s
 
 // clearPortalCookie tells the browser to drop the portal cookie.
 func (s *server) clearPortalCookie(w http.ResponseWriter, r *http.Request) {
-	http.SetCookie(w, &http.Cookie{
+	http.SetCookie(w, &http.Cookie{ //nolint:gosec // G124: as setPortalCookie; this one deletes the cookie
 		Name: PortalCookie, Path: portalCookiePath, MaxAge: -1,
 		HttpOnly: true, Secure: s.secureCookie(r), SameSite: http.SameSiteStrictMode,
 	})
