@@ -138,6 +138,17 @@ func parseBearer(h string) string {
 func (s *server) authenticated(scope Scope, h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		token := bearerToken(r)
+		// Without a bearer token, the portal's session cookie may stand
+		// in (portalCookieToken says when); a bearer token always wins.
+		fromCookie := false
+		if token == "" {
+			var err error
+			if token, err = portalCookieToken(r); err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+			fromCookie = token != ""
+		}
 		if token == "" {
 			s.writeError(w, r, herald.Errorf(herald.CodeUnauthorized,
 				"missing API token: send the header \"Authorization: Bearer <token>\""))
@@ -149,7 +160,17 @@ func (s *server) authenticated(scope Scope, h http.HandlerFunc) http.Handler {
 			return
 		}
 		if p == nil {
+			if fromCookie {
+				// A dead session's cookie is of no further use: drop it.
+				s.clearPortalCookie(w, r)
+			}
 			s.writeError(w, r, herald.Errorf(herald.CodeUnauthorized, "invalid, expired or revoked API token"))
+			return
+		}
+		if fromCookie && !isPortalSession(p) {
+			s.clearPortalCookie(w, r)
+			s.writeError(w, r, herald.Errorf(herald.CodeUnauthorized,
+				"the portal cookie holds no portal session; send other tokens as \"Authorization: Bearer <token>\""))
 			return
 		}
 		if scope != "" && !p.Has(scope) {

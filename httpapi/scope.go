@@ -32,9 +32,10 @@ var AllScopes = []Scope{
 // /v1/portal/sessions). No token carries it: it is not in AllScopes.
 const ScopePortalLink Scope = "portal-link"
 
-// ScopePortalSession is what DELETE /v1/portal/sessions/current declares:
+// ScopePortalSession is what GET and DELETE /v1/portal/sessions/current declare:
 // any stored token confined to a tenant (every portal session is) may end
-// itself there, whatever its scopes. It is not in AllScopes either.
+// itself there (or read its portal), whatever its scopes. It is not in
+// AllScopes either.
 const ScopePortalSession Scope = "portal-session"
 
 // ValidRouteScope reports whether a route may declare s: a token scope,

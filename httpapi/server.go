@@ -250,6 +250,8 @@ func (s *server) routes() {
 	s.v1Link("POST /v1/portal/sessions", s.portalSession)
 	// "End session": the session's token revokes itself.
 	s.v1Self("DELETE /v1/portal/sessions/current", s.portalSessionEnd)
+	// A portal tab continuing the browser's session reads its theme.
+	s.v1Self("GET /v1/portal/sessions/current", s.portalSessionCurrent)
 	// The calling token describes itself (the dashboard's sign-in).
 	s.v1AnyToken("GET /v1/whoami", s.whoami)
 

@@ -232,6 +232,12 @@ func TestTenantIsolationMatrix(t *testing.T) {
 		require.Equal(t, http.StatusOK, who.code, "body: %s", who.body)
 		require.Contains(t, string(who.body), `"tenant":"acme"`)
 		require.NotContains(t, string(who.body), "globex")
+		// Describes the caller's own portal alone: tenant A's token (no
+		// link made it) has its tenant and no theme, never another's.
+		covered["GET /v1/portal/sessions/current"] = true
+		cur := b.do(t, http.MethodGet, "/v1/portal/sessions/current", nil, withToken(w.tokA))
+		require.Equal(t, http.StatusOK, cur.code, "body: %s", cur.body)
+		require.JSONEq(t, `{"tenant":"acme","theme":null}`, string(cur.body))
 		// Acts on the caller's own token alone: run last, after the
 		// snapshot (it changes the token list by revoking tokA).
 		covered["DELETE /v1/portal/sessions/current"] = true

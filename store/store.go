@@ -45,6 +45,11 @@ type Store interface {
 	// concurrent calls one wins and the other gets ErrNotFound, as does a
 	// used, expired or unknown link.
 	PortalLinkConsume(ctx context.Context, params *PortalLinkConsumeParams) (*PortalLink, error)
+	// PortalLinkGet returns the link with this id, used or not, or
+	// ErrNotFound (also once PortalLinkCreate deleted it, a day after it
+	// expired): a portal tab continuing its browser's session reads the
+	// theme there (ADR 0025).
+	PortalLinkGet(ctx context.Context, id string) (*PortalLink, error)
 
 	// SubscriptionCreate inserts a subscription with its first secret and
 	// bumps the subscriptions version.

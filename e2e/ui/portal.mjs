@@ -139,6 +139,40 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
   assert(await page.title() === 'Example Corp', 'portal home title: ' + await page.title());
   await shot(page, '01-portal-subscriptions');
 
+  // Issue 24 item 9: the exchange also set an HttpOnly cookie, so a portal
+  // page opened in another tab (which has none of this tab's
+  // sessionStorage) continues the session instead of "link expired".
+  begin('the session cookie: HttpOnly, SameSite=Strict, /v1/, for the browser session');
+  const cookies = (await context.cookies(BASE + '/v1/')).filter((c) => c.name === 'herald_portal');
+  assert(cookies.length === 1, 'portal cookie: ' + JSON.stringify(await context.cookies()));
+  const [ck] = cookies;
+  assert(ck.value === session && ck.httpOnly && ck.sameSite === 'Strict' && ck.path === '/v1/' && ck.expires === -1 && !ck.secure,
+    'portal cookie attributes: ' + JSON.stringify({ ...ck, value: '…' }));
+  assert(await page.evaluate(() => document.cookie) === '', 'the cookie is readable by the page');
+
+  begin('a portal page opened in a new tab continues the session');
+  const tab2 = watch(await context.newPage());
+  await tab2.goto(BASE + '/portal/subscriptions');
+  await tab2.getByRole('heading', { name: 'Subscriptions' }).waitFor();
+  await tab2.getByText('Acme orders').waitFor();
+  assert(!(await tab2.locator('main').textContent()).includes('Globex'), 'globex in the new tab');
+  assert(await tab2.evaluate(() => sessionStorage.getItem('herald.portal.token')) === null, 'the new tab holds a token');
+  assert(await tab2.evaluate(() => localStorage.length) === 0, 'nothing in localStorage (new tab)');
+  assert(!tab2.url().includes('hrld_') && !tab2.url().includes('#'), 'a token in the new tab\'s address: ' + tab2.url());
+  // The same theme (GET /v1/portal/sessions/current), not herald's default.
+  assert((await tab2.locator('header .brand').textContent()).includes('Example Corp'), 'name in the new tab\'s header');
+  assert((await tab2.locator('header .brand img.logo').getAttribute('src')).startsWith('data:image/svg+xml;base64,'), 'logo in the new tab');
+  const accent2 = await tab2.evaluate(() => getComputedStyle(document.documentElement).getPropertyValue('--accent').trim());
+  assert(accent2.toLowerCase() === ACCENT, 'new tab accent ' + accent2);
+  assert(await tab2.title() === 'Subscriptions · Example Corp', 'new tab title: ' + await tab2.title());
+  await shot(tab2, '01a-portal-new-tab');
+  // A middle click on a link inside the portal opens a working tab too.
+  const [tab3] = await Promise.all([context.waitForEvent('page'), nav(page, 'Deliveries').click({ button: 'middle' })]);
+  watch(tab3);
+  await tab3.getByRole('heading', { name: 'Deliveries' }).waitFor();
+  assert(await tab3.locator('[data-portal-expired]').count() === 0, 'the middle-clicked tab shows the expired page');
+  await tab3.close();
+
   begin('create a subscription; its secret is shown once, then revealed');
   await page.getByRole('link', { name: 'New subscription' }).click();
   await page.getByLabel('Endpoint URL').fill(RECEIVER + '/hook');
@@ -318,6 +352,14 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
     assert(r.status === 401, 'the ended session still works on ' + path + ': ' + r.status);
   }
   await shot(page, '06b-portal-session-ended');
+  // The other tab used the same session by its cookie, which End session
+  // cleared: reloaded, it is not signed in.
+  assert((await context.cookies()).every((c) => c.name !== 'herald_portal'), 'the portal cookie survived End session');
+  await tab2.reload();
+  await tab2.locator('[data-portal-expired]').waitFor();
+  assert(await tab2.locator('header nav').count() === 0, 'the other tab still shows the portal');
+  await shot(tab2, '06c-portal-other-tab-after-end');
+  await tab2.close();
 
   begin('the same link again is refused (new tab)');
   const replay = watch(await context.newPage());

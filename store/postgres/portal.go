@@ -66,3 +66,35 @@ func (s *Store) PortalLinkConsume(ctx context.Context, params *store.PortalLinkC
 	l.UsedAt = &used
 	return &l, nil
 }
+
+// PortalLinkGet returns the link with this id.
+func (s *Store) PortalLinkGet(ctx context.Context, id string) (*store.PortalLink, error) {
+	const op = "error reading portal link"
+	db, err := s.db(op)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		l     store.PortalLink
+		theme []byte
+		used  *time.Time
+	)
+	err = db.QueryRow(ctx, `SELECT id, hash, tenant, theme, created_at, expires_at, used_at
+		FROM portal_links WHERE id = $1`, id).
+		Scan(&l.ID, &l.Hash, &l.Tenant, &theme, &l.CreatedAt, &l.ExpiresAt, &used)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, herald.NotFoundf("portal link %s not found", id)
+	}
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	if theme != nil {
+		l.Theme = json.RawMessage(theme)
+	}
+	l.CreatedAt, l.ExpiresAt = l.CreatedAt.UTC(), l.ExpiresAt.UTC()
+	if used != nil {
+		u := used.UTC()
+		l.UsedAt = &u
+	}
+	return &l, nil
+}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/store"
@@ -56,5 +57,33 @@ func (s *Store) PortalLinkConsume(ctx context.Context, params *store.PortalLinkC
 	l.CreatedAt, l.ExpiresAt = fromMS(createdAt), fromMS(expiresAt)
 	used := fromMS(usedAt)
 	l.UsedAt = &used
+	return &l, nil
+}
+
+// PortalLinkGet returns the link with this id.
+func (s *Store) PortalLinkGet(ctx context.Context, id string) (*store.PortalLink, error) {
+	var (
+		l                    store.PortalLink
+		theme                sql.NullString
+		createdAt, expiresAt int64
+		usedAt               sql.NullInt64
+	)
+	err := s.rdb.QueryRowContext(ctx, `SELECT id, hash, tenant, theme, created_at, expires_at, used_at
+		FROM portal_links WHERE id = ?`, id).
+		Scan(&l.ID, &l.Hash, &l.Tenant, &theme, &createdAt, &expiresAt, &usedAt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, herald.NotFoundf("portal link %s not found", id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: portal link get: %w", unavailable(err))
+	}
+	if theme.Valid {
+		l.Theme = json.RawMessage(theme.String)
+	}
+	l.CreatedAt, l.ExpiresAt = fromMS(createdAt), fromMS(expiresAt)
+	if usedAt.Valid {
+		used := fromMS(usedAt.Int64)
+		l.UsedAt = &used
+	}
 	return &l, nil
 }

@@ -44,6 +44,38 @@ func testPortalLink(t *testing.T, newStore NewStoreFunc) {
 		require.ErrorIs(t, err, herald.ErrNotFound)
 	})
 
+	// Get reads a link by id, before and after its exchange (a portal tab
+	// continuing its browser's session reads the theme there).
+	t.Run("Get", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newStore)
+		create(t, b, "pl_1", "h1", time.Hour, json.RawMessage(`{"name":"Acme"}`))
+		create(t, b, "pl_2", "h2", time.Hour, nil)
+		l, err := b.store.PortalLinkGet(b.ctx, "pl_1")
+		require.NoError(t, err)
+		require.Equal(t, "pl_1", l.ID)
+		require.Equal(t, "h1", l.Hash)
+		require.Equal(t, "acme", l.Tenant)
+		require.JSONEq(t, `{"name":"Acme"}`, string(l.Theme))
+		require.Equal(t, now, l.CreatedAt)
+		require.Equal(t, now.Add(time.Hour), l.ExpiresAt)
+		require.Nil(t, l.UsedAt)
+
+		at := now.Add(time.Minute)
+		_, err = b.store.PortalLinkConsume(b.ctx, &store.PortalLinkConsumeParams{Hash: "h1", Now: at})
+		require.NoError(t, err)
+		l, err = b.store.PortalLinkGet(b.ctx, "pl_1")
+		require.NoError(t, err)
+		require.NotNil(t, l.UsedAt)
+		require.Equal(t, at, *l.UsedAt)
+
+		l, err = b.store.PortalLinkGet(b.ctx, "pl_2")
+		require.NoError(t, err)
+		require.Nil(t, l.Theme)
+		_, err = b.store.PortalLinkGet(b.ctx, "pl_nope")
+		require.ErrorIs(t, err, herald.ErrNotFound)
+	})
+
 	t.Run("NoTheme", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, newStore)

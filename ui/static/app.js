@@ -104,17 +104,19 @@ function layout(section) {
 // left anywhere stops working), then forgets it here. The token is
 // forgotten even when the call fails: a 401 means it was already dead;
 // otherwise the page says it could not be revoked and will expire.
+// A tab without a token of its own ends the session by its cookie; the
+// answer clears the cookie, so the browser's other tabs end with it.
 async function endSession(button) {
   button.disabled = true;
-  const token = getToken();
   let revoked = true;
-  if (token) {
-    try {
-      await api('DELETE', '/v1/portal/sessions/current', undefined, { token });
-    } catch (e) {
-      revoked = e instanceof APIError && e.status === 401;
-    }
+  try {
+    // token: null (no token of this tab's) still sends the cookie, and
+    // keeps api() from redirecting on a 401.
+    await api('DELETE', '/v1/portal/sessions/current', undefined, { token: getToken() });
+  } catch (e) {
+    revoked = e instanceof APIError && e.status === 401;
   }
+  viaCookie = false;
   clearToken();
   navigate(revoked ? 'expired?ended=1' : 'expired?ended=unrevoked', { replace: true });
 }
@@ -165,6 +167,7 @@ async function exchangeLink() {
   clearToken();
   try {
     const s = await api('POST', '/v1/portal/sessions', { link: decodeURIComponent(m[1]) }, { auth: false });
+    viaCookie = false;
     setToken(s.token);
     setTheme(s.theme);
   } catch (e) {
@@ -172,6 +175,26 @@ async function exchangeLink() {
     return true;
   }
   return false;
+}
+
+// viaCookie is true once this page found the browser's portal session
+// through its cookie (cookieSession): the tab has no token of its own.
+let viaCookie = false;
+
+// cookieSession asks the server whether the browser has a portal session
+// (its HttpOnly cookie, which only the server sees) and how its portal
+// looks: a portal page opened in a new tab continues it, themed, instead
+// of showing "link expired". It returns null when there is one, else what
+// the expired page should say.
+async function cookieSession() {
+  try {
+    const s = await api('GET', '/v1/portal/sessions/current', undefined, { auth: false });
+    setTheme(s.theme);
+    viaCookie = true;
+    return null;
+  } catch (e) {
+    return e instanceof APIError && e.status === 401 ? '' : 'The portal could not open: ' + e.message;
+  }
 }
 
 function signIn(next) {
@@ -224,8 +247,13 @@ async function route() {
   const [path, query] = full.split('?');
   const params = new URLSearchParams(query || '');
   if (PORTAL) {
+    if (path !== 'expired' && !getToken() && !viaCookie) {
+      const why = await cookieSession();
+      if (seq !== routeSeq) return;
+      if (why) { expiredPage(why); return; }
+    }
     applyTheme();
-    if (path === 'expired' || !getToken()) {
+    if (path === 'expired' || (!getToken() && !viaCookie)) {
       const ended = params.get('ended');
       expiredPage(ended === 'unrevoked'
         ? 'Session ended in this browser, but the server could not be reached to revoke it; it stops working when it expires. Open a new portal link to come back.'

@@ -105,8 +105,15 @@ export class APIError extends Error {
 // api calls the /v1 API with the session's token. A 401 signs out and
 // returns to the sign-in page (the portal: to its "link expired" page).
 // auth: false sends no Authorization header (the portal's link exchange).
+// The portal always sends X-Herald-Portal: 1, the header without which
+// herald ignores its session cookie (ADR 0025): a tab without a token of
+// its own (opened by hand, or by a middle click) uses the browser's
+// session through that HttpOnly cookie, which no script here can read.
 export async function api(method, path, body, { token, auth = true } = {}) {
-  const headers = auth ? { Authorization: 'Bearer ' + (token ?? getToken() ?? '') } : {};
+  const headers = {};
+  const bearer = auth ? (token ?? getToken()) : null;
+  if (bearer) headers.Authorization = 'Bearer ' + bearer;
+  if (PORTAL) headers['X-Herald-Portal'] = '1';
   const init = { method, headers, cache: 'no-store' };
   if (body !== undefined) {
     headers['Content-Type'] = 'application/json';
