@@ -2,6 +2,7 @@ package eventtype
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -83,7 +84,8 @@ func (c *Catalog) Validate(ctx context.Context, ev *herald.Event, path string) e
 		return nil
 	}
 	if err := cs.schema.Validate(ev.Data, path); err != nil {
-		if he, ok := err.(*herald.Error); ok {
+		var he *herald.Error
+		if errors.As(err, &he) {
 			he.Message += fmt.Sprintf(" (the schema of event type %s)", ev.Type)
 		}
 		return err

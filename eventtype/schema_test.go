@@ -2,6 +2,7 @@ package eventtype
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -19,14 +20,15 @@ const orderSchema = `{"type":"object","required":["amount"],
 	"properties":{"amount":{"type":"number"},"items":{"type":"array","items":{"$ref":"#/$defs/item"}}},
 	"$defs":{"item":{"type":"object","properties":{"sku":{"type":"string"}}}}}`
 
-func requireHeraldError(t *testing.T, err error, code herald.Code, field string) *herald.Error {
+// requireHeraldError checks err is a *herald.Error with code and field
+// and returns its message.
+func requireHeraldError(t *testing.T, err error, code herald.Code, field string) string {
 	t.Helper()
-	require.Error(t, err)
-	he, ok := err.(*herald.Error)
-	require.True(t, ok, "%T: %v", err, err)
+	var he *herald.Error
+	require.ErrorAs(t, err, &he)
 	require.Equal(t, code, he.Code, he.Message)
 	require.Equal(t, field, he.Field, he.Message)
-	return he
+	return he.Message
 }
 
 // TestEventTypeSchemaValidatePaths: a mismatch names the JSON path of the
@@ -38,12 +40,12 @@ func TestEventTypeSchemaValidatePaths(t *testing.T) {
 	require.NoError(t, sch.Validate(json.RawMessage(`{"amount":3,"items":[{"sku":"a"}]}`), "data"))
 
 	e := requireHeraldError(t, sch.Validate(json.RawMessage(`{"amount":"3"}`), "data"), herald.CodeSchemaMismatch, "data.amount")
-	require.Equal(t, "data.amount: got string, want number", e.Message)
+	require.Equal(t, "data.amount: got string, want number", e)
 	e = requireHeraldError(t, sch.Validate(json.RawMessage(`{"amount":1,"items":[{"sku":"a"},{"sku":2}]}`), "events[4].data"),
 		herald.CodeSchemaMismatch, "events[4].data.items[1].sku")
-	require.Contains(t, e.Message, "want string")
+	require.Contains(t, e, "want string")
 	e = requireHeraldError(t, sch.Validate(json.RawMessage(`{}`), "data"), herald.CodeSchemaMismatch, "data")
-	require.Contains(t, e.Message, "amount")
+	require.Contains(t, e, "amount")
 	requireHeraldError(t, sch.Validate(nil, "data"), herald.CodeSchemaMismatch, "data")
 
 	odd, err := Compile(json.RawMessage(`{"properties":{"a.b":{"type":"integer"}}}`))
@@ -68,7 +70,7 @@ func TestEventTypeSchemaNoRemoteRefs(t *testing.T) {
 	for _, ref := range []string{srv.URL + "/s.json", "file://" + file, file, "s.json", "other#/x", "/etc/passwd"} {
 		_, err := Compile(json.RawMessage(`{"properties":{"a":{"$ref":` + quoteJSON(ref) + `}}}`))
 		e := requireHeraldError(t, err, herald.CodeInvalidSchema, "schema")
-		require.Contains(t, e.Message, "references outside the schema are not supported", ref)
+		require.Contains(t, e, "references outside the schema are not supported", ref)
 	}
 	_, err := Compile(json.RawMessage(`{"$id":"` + srv.URL + `/base.json","$ref":"s.json"}`))
 	requireHeraldError(t, err, herald.CodeInvalidSchema, "schema")
@@ -101,8 +103,8 @@ func TestEventTypeSchemaInvalid(t *testing.T) {
 	} {
 		_, err := Compile(json.RawMessage(schema))
 		e := requireHeraldError(t, err, herald.CodeInvalidSchema, "schema")
-		require.Contains(t, e.Message, holds, schema)
-		require.NotContains(t, e.Message, schemaURL, "the internal base URL stays internal")
+		require.Contains(t, e, holds, schema)
+		require.NotContains(t, e, schemaURL, "the internal base URL stays internal")
 	}
 	for _, ok := range []string{`true`, `false`, `{}`, orderSchema} {
 		_, err := Compile(json.RawMessage(ok))
@@ -116,7 +118,7 @@ func TestEventTypeCheckExample(t *testing.T) {
 	et := &herald.EventType{Name: "order.placed", Schema: json.RawMessage(orderSchema), Example: json.RawMessage(`{"amount":"12"}`)}
 	_, err := Check(et)
 	e := requireHeraldError(t, err, herald.CodeSchemaMismatch, "example.amount")
-	require.True(t, strings.HasPrefix(e.Message, "the example does not conform to the schema: example.amount:"), e.Message)
+	require.True(t, strings.HasPrefix(e, "the example does not conform to the schema: example.amount:"), e)
 	et.Example = json.RawMessage(`{"amount":12}`)
 	sch, err := Check(et)
 	require.NoError(t, err)
@@ -142,14 +144,14 @@ func FuzzEventTypeSchema(f *testing.F) {
 		}
 		sch, err := Compile(json.RawMessage(schema))
 		if err != nil {
-			if he, ok := err.(*herald.Error); !ok || he.Code != herald.CodeInvalidSchema {
+			if he := (*herald.Error)(nil); !errors.As(err, &he) || he.Code != herald.CodeInvalidSchema {
 				t.Fatalf("compile error %T %v is not invalid_schema", err, err)
 			}
 			return
 		}
 		if json.Valid([]byte(data)) {
 			err := sch.Validate(json.RawMessage(data), "data")
-			if he, ok := err.(*herald.Error); err != nil && (!ok || he.Code != herald.CodeSchemaMismatch) {
+			if he := (*herald.Error)(nil); err != nil && (!errors.As(err, &he) || he.Code != herald.CodeSchemaMismatch) {
 				t.Fatalf("validate error %T %v is not schema_mismatch", err, err)
 			}
 		}
