@@ -116,4 +116,21 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
     .some((o) => o === 'order.placed — An order was placed.'));
   await shot(portal, '04-portal-subscription-form-catalog');
   await portal.close();
+
+  begin('editing a type: a schema its example breaks is refused, a description saved');
+  await nav('Event types').click();
+  await page.getByRole('heading', { name: 'Event types', exact: true }).waitFor();
+  await page.locator('button[data-edit="order.placed"]').click();
+  const edit = page.locator('form[data-event-type-form=edit]');
+  await edit.getByLabel('JSON Schema of the data').fill('{"type": "object", "properties": {"amount": {"type": "string"}}}');
+  await edit.getByRole('button', { name: 'Save event type' }).click();
+  await until('the example error', async () => ((await page.locator('#et-example-error').textContent().catch(() => '')) || '').includes('example.amount'));
+  await edit.getByLabel('JSON Schema of the data').fill(SCHEMA);
+  await edit.getByLabel('Description').fill('An order was placed and paid.');
+  await edit.getByRole('button', { name: 'Save event type' }).click();
+  await page.getByText('Event type order.placed saved.').waitFor();
+  await until('the new description', async () => (await page.locator('tbody').textContent()).includes('An order was placed and paid.'));
+  const saved = await apiCall('GET', '/v1/event-types/order.placed');
+  assert(saved.description === 'An order was placed and paid.' && saved.validate === true, 'saved: ' + JSON.stringify(saved));
+  await shot(page, '05-event-type-edited');
 });
