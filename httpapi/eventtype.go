@@ -69,7 +69,11 @@ func decodeEventTypeSettings(o object, et *herald.EventType) error {
 	if _, err := o.str("description", &et.Description); err != nil {
 		return err
 	}
-	for name, dst := range map[string]*json.RawMessage{"schema": &et.Schema, "example": &et.Example} {
+	for _, f := range []struct {
+		name string
+		dst  *json.RawMessage
+	}{{"schema", &et.Schema}, {"example", &et.Example}} {
+		name, dst := f.name, f.dst
 		raw, ok := o.fields[name]
 		if !ok {
 			continue
