@@ -49,7 +49,7 @@ bench: ## Run the Go benchmarks (record figures with their command in docs/bench
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME each
-	@for pkg in . ./filter ./httpapi ./push ./seal ./source; do \
+	@for pkg in . ./eventtype ./filter ./httpapi ./push ./seal ./source; do \
 	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep ^Fuzz); do \
 	    echo "== $$pkg $$f"; $(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) $$pkg || exit 1; \
 	  done; \

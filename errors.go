@@ -23,6 +23,8 @@ const (
 	CodeBodyTooLarge     Code = "body_too_large"    // 413
 	CodeInvalidFilter    Code = "invalid_filter"    // 422: filter does not compile
 	CodeUnprocessable    Code = "unprocessable"     // 422: well-formed but unacceptable
+	CodeInvalidSchema    Code = "invalid_schema"    // 422: an event type's JSON Schema does not compile
+	CodeSchemaMismatch   Code = "schema_mismatch"   // 422: a value does not conform to its event type's schema
 	CodeStoreUnavailable Code = "store_unavailable" // 503
 	CodeInternal         Code = "internal"          // 500
 )

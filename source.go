@@ -114,6 +114,9 @@ const (
 	RejectMapping  = "mapping"
 	RejectInvalid  = "invalid_event"
 	RejectTenant   = "tenant"
+	// RejectSchema: the event's data does not conform to its type's
+	// schema in the event type catalog (validate on).
+	RejectSchema = "schema_mismatch"
 )
 
 // SourceReject is one rejected message.

@@ -327,6 +327,45 @@ func (c *Client) DeleteSource(ctx context.Context, name string) error {
 	return c.do(ctx, http.MethodDelete, pathID("/v1/sources/", name), nil, nil, nil)
 }
 
+// ---- event types ----
+
+// CreateEventType adds an event type to the catalog (admin).
+func (c *Client) CreateEventType(ctx context.Context, in EventTypeInput) (*EventType, error) {
+	var out EventType
+	return &out, c.do(ctx, http.MethodPost, "/v1/event-types", nil, in, &out)
+}
+
+// ListEventTypes returns one page of the catalog (limit 0: the server's
+// default, 100); deprecated types only with includeDeprecated. Any token
+// may read the catalog.
+func (c *Client) ListEventTypes(ctx context.Context, limit int, cursor string, includeDeprecated bool) (*EventTypeList, error) {
+	q := url.Values{}
+	setPage(q, limit, cursor)
+	if includeDeprecated {
+		q.Set("include_deprecated", "true")
+	}
+	var out EventTypeList
+	return &out, c.do(ctx, http.MethodGet, "/v1/event-types", q, nil, &out)
+}
+
+// GetEventType returns one event type.
+func (c *Client) GetEventType(ctx context.Context, name string) (*EventType, error) {
+	var out EventType
+	return &out, c.do(ctx, http.MethodGet, pathID("/v1/event-types/", name), nil, nil, &out)
+}
+
+// UpdateEventType replaces the fields patch names (description, schema,
+// example, deprecated, validate; a nil schema or example removes it).
+func (c *Client) UpdateEventType(ctx context.Context, name string, patch map[string]any) (*EventType, error) {
+	var out EventType
+	return &out, c.do(ctx, http.MethodPatch, pathID("/v1/event-types/", name), nil, patch, &out)
+}
+
+// DeleteEventType removes an event type from the catalog (admin).
+func (c *Client) DeleteEventType(ctx context.Context, name string) error {
+	return c.do(ctx, http.MethodDelete, pathID("/v1/event-types/", name), nil, nil, nil)
+}
+
 // ---- tokens ----
 
 // CreateToken makes a scoped API token (admin). The answer's Token is

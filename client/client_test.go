@@ -319,3 +319,48 @@ func TestWhoami(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, &Whoami{TokenID: "tok_1", Scopes: []string{"subscriptions:read"}, Tenant: "acme"}, me)
 }
+
+func TestEventTypes(t *testing.T) {
+	t.Parallel()
+	var got []string
+	et := `{"name":"order.placed","description":"Placed.","schema":{"type":"object"},"example":{"amount":1},` +
+		`"deprecated":false,"validate":true,"created_at":"2026-01-01T00:00:00Z","updated_at":"2026-01-01T00:00:00Z"}`
+	c := setup(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got = append(got, r.Method+" "+r.URL.RequestURI()+" "+string(b))
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case r.Method == http.MethodPost:
+			w.WriteHeader(http.StatusCreated)
+			_, _ = io.WriteString(w, et)
+		case r.Method == http.MethodDelete:
+			w.WriteHeader(http.StatusNoContent)
+		case strings.HasSuffix(r.URL.Path, "/event-types"):
+			_, _ = io.WriteString(w, `{"data":[`+et+`],"next_cursor":null}`)
+		default:
+			_, _ = io.WriteString(w, et)
+		}
+	})
+	ctx := context.Background()
+	created, err := c.CreateEventType(ctx, EventTypeInput{Name: "order.placed", Description: "Placed.",
+		Schema: json.RawMessage(`{"type":"object"}`), Example: json.RawMessage(`{"amount":1}`), Validate: true})
+	require.NoError(t, err)
+	require.JSONEq(t, `{"type":"object"}`, string(created.Schema))
+	require.True(t, created.Validate)
+	list, err := c.ListEventTypes(ctx, 10, "", true)
+	require.NoError(t, err)
+	require.Equal(t, "order.placed", list.Data[0].Name)
+	require.Nil(t, list.NextCursor)
+	_, err = c.GetEventType(ctx, "order.placed")
+	require.NoError(t, err)
+	_, err = c.UpdateEventType(ctx, "order.placed", map[string]any{"example": nil, "deprecated": true})
+	require.NoError(t, err)
+	require.NoError(t, c.DeleteEventType(ctx, "order.placed"))
+	require.Equal(t, []string{
+		`POST /v1/event-types {"name":"order.placed","description":"Placed.","schema":{"type":"object"},"example":{"amount":1},"validate":true}`,
+		"GET /v1/event-types?include_deprecated=true&limit=10 ",
+		"GET /v1/event-types/order.placed ",
+		`PATCH /v1/event-types/order.placed {"deprecated":true,"example":null}`,
+		"DELETE /v1/event-types/order.placed ",
+	}, got)
+}

@@ -694,3 +694,36 @@ type SourceList struct {
 	Data       []Source `json:"data"`
 	NextCursor *string  `json:"next_cursor"`
 }
+
+// EventType is an entry of the event type catalog: an exact event type
+// with what it means, the JSON Schema of its data and an example (Schema
+// and Example are JSON; "null" when none). With Validate set, publishes
+// of the type whose data does not conform are refused (422
+// schema_mismatch). Deprecated types are listed only on request.
+type EventType struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Schema      json.RawMessage `json:"schema"`
+	Example     json.RawMessage `json:"example"`
+	Deprecated  bool            `json:"deprecated"`
+	Validate    bool            `json:"validate"`
+	CreatedAt   string          `json:"created_at"`
+	UpdatedAt   string          `json:"updated_at"`
+}
+
+// EventTypeInput is an event type to create. Schema and Example are JSON
+// (nil: none); the example must conform to the schema.
+type EventTypeInput struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Schema      json.RawMessage `json:"schema,omitempty"`
+	Example     json.RawMessage `json:"example,omitempty"`
+	Deprecated  bool            `json:"deprecated,omitempty"`
+	Validate    bool            `json:"validate,omitempty"`
+}
+
+// EventTypeList is a page of event types, in name order.
+type EventTypeList struct {
+	Data       []EventType `json:"data"`
+	NextCursor *string     `json:"next_cursor"`
+}

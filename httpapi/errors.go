@@ -33,6 +33,8 @@ var codeStatus = map[herald.Code]int{
 	herald.CodeBodyTooLarge:     http.StatusRequestEntityTooLarge,
 	herald.CodeInvalidFilter:    http.StatusUnprocessableEntity,
 	herald.CodeUnprocessable:    http.StatusUnprocessableEntity,
+	herald.CodeInvalidSchema:    http.StatusUnprocessableEntity,
+	herald.CodeSchemaMismatch:   http.StatusUnprocessableEntity,
 	herald.CodeStoreUnavailable: http.StatusServiceUnavailable,
 	herald.CodeInternal:         http.StatusInternalServerError,
 }

@@ -131,6 +131,9 @@ func (s *server) eventPublish(w http.ResponseWriter, r *http.Request) error {
 	if err := stampTenant(r, ev); err != nil {
 		return err
 	}
+	if err := s.catalog.Validate(r.Context(), ev, "data"); err != nil {
+		return err
+	}
 	res, err := s.pub.PublishOne(r.Context(), ev)
 	if err != nil {
 		return err
@@ -230,11 +233,19 @@ func (s *server) eventPublishBatch(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	// An item naming another tenant than the token's is rejected alone,
-	// like any invalid item.
+	// An item naming another tenant than the token's, or whose data does
+	// not conform to its type's schema, is rejected alone, like any
+	// invalid item.
 	kept, keptIndex := events[:0], index[:0]
 	for n, ev := range events {
-		if err := stampTenant(r, ev); err != nil {
+		err := stampTenant(r, ev)
+		if err == nil {
+			err = s.catalog.Validate(r.Context(), ev, fmt.Sprintf("events[%d].data", index[n]))
+			if err != nil && herald.ErrorCode(err) != herald.CodeSchemaMismatch {
+				return err // the catalog could not be read: nothing about the item
+			}
+		}
+		if err != nil {
 			body, _ := errorOf(err)
 			results[index[n]].Status, results[index[n]].Error, results[index[n]].ID = batchRejected, &body, ev.ID
 			continue

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald"
+	"github.com/heraldhq/herald/eventtype"
 	"github.com/heraldhq/herald/store"
 )
 
@@ -76,6 +77,10 @@ type Config struct {
 	// changed or deleted: this node's source manager reloads at once
 	// (other nodes notice within their poll, 2 s).
 	SourcesChanged func()
+	// Catalog checks published events against the event type catalog's
+	// schemas; nil: a Catalog of Store polled every eventtype.DefaultPoll
+	// (cmd/herald shares one with the sources).
+	Catalog Catalog
 	// Tiers are the retry tiers' maturity delays, reported by /v1/stats.
 	// Empty reports tier 0 only, with delay 0s.
 	Tiers []time.Duration
@@ -129,13 +134,15 @@ type Config struct {
 }
 
 type server struct {
-	cfg    Config
-	store  store.Store
-	pub    Publisher
-	auth   Authenticator
-	now    func() time.Time
-	logger *slog.Logger
-	mux    *http.ServeMux
+	cfg   Config
+	store store.Store
+	pub   Publisher
+	// catalog is Config.Catalog or the API's own.
+	catalog Catalog
+	auth    Authenticator
+	now     func() time.Time
+	logger  *slog.Logger
+	mux     *http.ServeMux
 	// patterns are the ServeMux patterns mounted, in order (Patterns).
 	patterns []string
 	// scopes are the scopes the /v1 patterns declare (RouteScopes).
@@ -163,11 +170,15 @@ func New(cfg Config) http.Handler {
 	if cfg.SecretGrace <= 0 {
 		cfg.SecretGrace = herald.DefaultSecretGrace
 	}
+	if cfg.Catalog == nil {
+		cfg.Catalog = eventtype.NewCatalog(cfg.Store, 0, cfg.Logger)
+	}
 	s := &server{
-		cfg:   cfg,
-		store: cfg.Store,
-		pub:   cfg.Publisher,
-		auth:  cfg.Auth,
+		cfg:     cfg,
+		store:   cfg.Store,
+		pub:     cfg.Publisher,
+		catalog: cfg.Catalog,
+		auth:    cfg.Auth,
 		// Milliseconds: the store keeps no more, so answers match what is read back later.
 		now:    func() time.Time { return cfg.Now().UTC().Truncate(time.Millisecond) },
 		logger: cfg.Logger,
@@ -239,6 +250,15 @@ func (s *server) routes() {
 	s.v1("GET /v1/sources/{name}", ScopeAdmin, s.sourceGet)
 	s.v1("PATCH /v1/sources/{name}", ScopeAdmin, s.sourcePatch)
 	s.v1("DELETE /v1/sources/{name}", ScopeAdmin, s.sourceDelete)
+
+	// The event type catalog is shared by every tenant: writes are the
+	// operator's (admin, unconfined), reads any token's, since forms and
+	// the portal offer its types (eventtype.go).
+	s.v1("POST /v1/event-types", ScopeAdmin, s.eventTypeCreate)
+	s.v1AnyToken("GET /v1/event-types", s.eventTypeList)
+	s.v1AnyToken("GET /v1/event-types/{name}", s.eventTypeGet)
+	s.v1("PATCH /v1/event-types/{name}", ScopeAdmin, s.eventTypePatch)
+	s.v1("DELETE /v1/event-types/{name}", ScopeAdmin, s.eventTypeDelete)
 
 	s.v1("POST /v1/tokens", ScopeAdmin, s.tokenCreate)
 	s.v1("GET /v1/tokens", ScopeAdmin, s.tokenList)

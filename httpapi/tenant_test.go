@@ -87,6 +87,9 @@ func TestTenantIsolationMatrix(t *testing.T) {
 	testdb.ForEach(t, func(t *testing.T, s store.Store) {
 		b := setup(t, s)
 		w := newTenantWorld(t, b)
+		// The catalog is every tenant's to read, the operator's to change.
+		ok[eventTypeJSON](t, b.do(t, http.MethodPost, "/v1/event-types", obj{"name": "order.created",
+			"description": "An order was created."}), http.StatusCreated)
 		before := b.snapshot(t, w)
 
 		type want struct {
@@ -182,6 +185,13 @@ func TestTenantIsolationMatrix(t *testing.T) {
 			{"GET /v1/sources/{name}", "GET", "/v1/sources/x", nil, forbidden, nil},
 			{"PATCH /v1/sources/{name}", "PATCH", "/v1/sources/x", obj{"enabled": false}, forbidden, nil},
 			{"DELETE /v1/sources/{name}", "DELETE", "/v1/sources/x", nil, forbidden, nil},
+			{"POST /v1/event-types", "POST", "/v1/event-types", obj{"name": "x"}, forbidden, nil},
+			{"GET /v1/event-types", "GET", "/v1/event-types", nil, want{code: http.StatusOK}, func(t *testing.T, res response) {
+				require.Contains(t, string(res.body), `"order.created"`)
+			}},
+			{"GET /v1/event-types/{name}", "GET", "/v1/event-types/order.created", nil, want{code: http.StatusOK}, nil},
+			{"PATCH /v1/event-types/{name}", "PATCH", "/v1/event-types/order.created", obj{"deprecated": true}, forbidden, nil},
+			{"DELETE /v1/event-types/{name}", "DELETE", "/v1/event-types/order.created", nil, forbidden, nil},
 			{"GET /v1/tokens", "GET", "/v1/tokens", nil, forbidden, nil},
 			{"DELETE /v1/tokens/{id}", "DELETE", "/v1/tokens/tok_x", nil, forbidden, nil},
 			{"POST /v1/tenants/{tenant}/portal", "POST", "/v1/tenants/globex/portal", nil, forbidden, nil},

@@ -21,8 +21,10 @@ const DefaultMaxBody = 1 << 20
 const excerptBytes = 200
 
 // DecodeFunc decodes and validates one event JSON object by the API's own
-// rules (POST /v1/events): cmd/herald passes httpapi.DecodeEvent, so a
-// source accepts exactly what the API accepts.
+// rules (POST /v1/events): cmd/herald passes httpapi.DecodeEvent followed
+// by the event type catalog's schema check, so a source accepts exactly
+// what the API accepts. An error with CodeSchemaMismatch is rejected as
+// herald.RejectSchema, any other as herald.RejectInvalid.
 type DecodeFunc func(body []byte) (*herald.Event, error)
 
 // Converter turns messages of one source into events.
@@ -149,7 +151,11 @@ func (c *Converter) Convert(m *Message) (*herald.Event, *Reject) {
 	}
 	ev, err := c.decode(raw)
 	if err != nil {
-		return nil, reject(herald.RejectInvalid, "%s", herald.CleanLine(err.Error(), 300))
+		reason := herald.RejectInvalid
+		if herald.ErrorCode(err) == herald.CodeSchemaMismatch {
+			reason = herald.RejectSchema
+		}
+		return nil, reject(reason, "%s", herald.CleanLine(err.Error(), 300))
 	}
 	return ev, nil
 }

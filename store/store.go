@@ -97,6 +97,8 @@ type Store interface {
 	ConnectionStore
 	// SourceStore keeps the operator-owned broker sources (store/source.go).
 	SourceStore
+	// EventTypeStore keeps the event type catalog (store/eventtype.go).
+	EventTypeStore
 
 	// EventInsertMany stores events and their deliveries in ONE transaction:
 	// either all of it commits or nothing does. An event whose key (EventKey:

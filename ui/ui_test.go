@@ -61,6 +61,8 @@ func TestRoutes(t *testing.T) {
 		{"/ui/assets/tokens.js", "text/javascript; charset=utf-8", 200, "/v1/tokens"},
 		{"/ui/sources/orders-in", "text/html; charset=utf-8", 200, `data-prefix="/ui/"`},
 		{"/ui/assets/sources.js", "text/javascript; charset=utf-8", 200, "/v1/sources"},
+		{"/ui/event-types", "text/html; charset=utf-8", 200, `data-prefix="/ui/"`},
+		{"/ui/assets/eventtypes.js", "text/javascript; charset=utf-8", 200, "/v1/event-types"},
 		{"/ui/assets/app.js", "text/javascript; charset=utf-8", 200, "import"},
 		{"/ui/assets/app.css", "text/css; charset=utf-8", 200, ":root"},
 		{"/ui/assets/favicon.svg", "image/svg+xml", 200, "<svg"},

@@ -24,6 +24,7 @@ import (
 
 	"github.com/heraldhq/herald/delivery"
 	"github.com/heraldhq/herald/destination"
+	"github.com/heraldhq/herald/eventtype"
 	"github.com/heraldhq/herald/httpapi"
 	"github.com/heraldhq/herald/ingest"
 	"github.com/heraldhq/herald/maintenance"
@@ -339,8 +340,10 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 		Logger:        logger,
 		Observer:      obs,
 	})
+	// One schema cache for the API's publishes and the sources'.
+	catalog := eventtype.NewCatalog(s, eventtype.DefaultPoll, logger)
 	// Broker sources publish through the ingester (runSources below).
-	sources := newSources(c, s, ing, engine.NodeID(), metrics.NewSourceObserver(reg), logger)
+	sources := newSources(c, s, ing, catalog, engine.NodeID(), metrics.NewSourceObserver(reg), logger)
 	maint := maintenance.New(maintenance.Config{
 		Store:      s,
 		Publisher:  ing,
@@ -392,6 +395,7 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 		Publisher:      ing,
 		Notify:         engine.Notify,
 		SourcesChanged: sources.Kick,
+		Catalog:        catalog,
 		Tiers:          c.tiers,
 		AutoDisable:    c.autoDisable(),
 		Auth:           httpapi.NewTokenAuth(s, c.APIToken),

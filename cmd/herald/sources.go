@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/destination"
+	"github.com/heraldhq/herald/eventtype"
 	"github.com/heraldhq/herald/httpapi"
 	"github.com/heraldhq/herald/ingest"
 	"github.com/heraldhq/herald/source"
@@ -28,18 +30,46 @@ func sourceDialers() *source.Dialers {
 }
 
 // newSources builds this node's source manager; runSources runs it.
-func newSources(c *config, s store.Store, ing *ingest.Ingester, nodeID string, obs source.Observer, logger *slog.Logger) *source.Manager {
+func newSources(c *config, s store.Store, ing *ingest.Ingester, catalog *eventtype.Catalog, nodeID string, obs source.Observer, logger *slog.Logger) *source.Manager {
 	return source.New(source.Config{
 		Store:       s,
 		Connections: destination.NewCache(s, 0),
 		Dialers:     sourceDialers(),
 		Publisher:   ing,
-		Decode:      httpapi.DecodeEvent,
+		Decode:      catalogDecode(catalog, logger),
 		Node:        sourceNodeID(c, nodeID),
 		MaxBody:     int(c.MaxBodyBytes),
 		Observer:    obs,
 		Logger:      logger,
 	})
+}
+
+// catalogReadTimeout bounds the catalog refresh a source's decode may
+// wait for (it reads the store at most once per eventtype.DefaultPoll).
+const catalogReadTimeout = 5 * time.Second
+
+// catalogDecode decodes a source's event by the API's rules and checks
+// its data against the event type catalog as POST /v1/events does, so a
+// mismatch is a schema_mismatch reject. When the catalog cannot be read
+// at all (the store is down before it ever loaded) the event goes on
+// unchecked rather than being rejected for good: its commit then fails
+// the same way and nothing is acknowledged, so the broker redelivers it.
+func catalogDecode(catalog *eventtype.Catalog, logger *slog.Logger) source.DecodeFunc {
+	return func(body []byte) (*herald.Event, error) {
+		ev, err := httpapi.DecodeEvent(body)
+		if err != nil {
+			return nil, err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), catalogReadTimeout)
+		defer cancel()
+		if err := catalog.Validate(ctx, ev, "data"); err != nil {
+			if herald.ErrorCode(err) == herald.CodeSchemaMismatch {
+				return nil, err
+			}
+			logger.Warn("sources: the event type catalog could not be read; event not schema-checked", "error", err)
+		}
+		return ev, nil
+	}
 }
 
 // runSources runs m until the returned stop is called: stop waits for

@@ -75,6 +75,23 @@ func TestDashboardSystemEvents(t *testing.T) {
 	}
 }
 
+// TestDashboardEventTypes drives e2e/ui/event_types.mjs on both stores:
+// a type created on the Event types page (a bad example refused at its
+// field) is offered with its description by the subscription form, the
+// portal's too, and its example by the filter tester.
+func TestDashboardEventTypes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs a browser")
+	}
+	t.Parallel()
+	b := newBrowserRun(t)
+	for _, backend := range []string{"sqlite", "postgres"} {
+		t.Run(backend, func(t *testing.T) {
+			b.run(t, backend, "event_types.mjs", "ui-event-types-"+backend, nil)
+		})
+	}
+}
+
 // TestDashboardScopedSignIn drives e2e/ui/scoped.mjs on both stores: a
 // read-only token signs in and is offered no write button and no admin
 // page; a tenant token sees its tenant's banner and subscriptions only.

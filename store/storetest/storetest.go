@@ -43,6 +43,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Subscription", testSubscription},
 		{"Connection", testConnection},
 		{"Source", testSource},
+		{"EventType", testEventType},
 		{"Event", testEvent},
 		{"Chunks", testChunks},
 		{"Resend", testResend},

@@ -12,6 +12,7 @@ import * as apiref from './apiref.js';
 import * as tokens from './tokens.js';
 import * as connections from './connections.js';
 import * as sources from './sources.js';
+import * as eventTypes from './eventtypes.js';
 
 // The portal (PORTAL) shows a tenant's own pages only: no overview (its
 // figures span every tenant), no API reference, no sign-in with a token.
@@ -27,6 +28,8 @@ const NAV = PORTAL ? [
   ['', 'Overview', 'admin'],
   ['subscriptions', 'Subscriptions', 'subscriptions:read'],
   ['events', 'Events', 'events:read'],
+  // The catalog is every token's to read (forms offer its types).
+  ['event-types', 'Event types', null],
   ['deliveries', 'Deliveries', 'deliveries:read'],
   ['dead-letters', 'Dead letters', 'deliveries:read'],
   ['sources', 'Sources', 'admin'],
@@ -61,6 +64,7 @@ const ROUTES = PORTAL ? [
   [/^deliveries\/?$/, deliveries.renderList],
   [/^deliveries\/([^/]+)$/, deliveries.renderDetail],
   [/^dead-letters\/?$/, dead.render],
+  [/^event-types\/?$/, eventTypes.render],
   [/^sources\/?$/, sources.renderList],
   [/^sources\/new$/, sources.renderNew],
   [/^sources\/([^/]+)$/, sources.renderDetail],

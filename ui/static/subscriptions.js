@@ -11,6 +11,7 @@ import { attemptsView } from './deliveries.js';
 import { listConnections } from './connections.js';
 import { verifyPanel } from './verify.js';
 import { openReplay } from './replay.js';
+import { listEventTypes, catalogPicker } from './eventtypes.js';
 
 // A secret shown once after create, carried to the detail page in memory only.
 let flashSecret = null;
@@ -486,7 +487,8 @@ function subscriptionForm(s, submit) {
   PORTAL ? null : field('Tenant', tenant, s ? 'Set at creation; it cannot change.' : 'Optional: the tenant whose events this subscription receives.'),
   PORTAL ? null : h('div', { class: 'field' }, h('label', { class: 'check' }, allTenants, 'All tenants'),
     h('small', { class: 'hint' }, s ? 'Set at creation; it cannot change.' : 'Untenanted only: also receive every tenant\'s events.')),
-  field('Event types', types, 'Glob patterns, comma-separated. Empty: every event type except herald.*.'),
+  h('div', { class: 'field' }, h('label', { for: 'sub-event-types' }, 'Event types'), Object.assign(types, { id: 'sub-event-types' }),
+    catalogPicker(types), h('small', { class: 'hint' }, 'Glob patterns, comma-separated. Empty: every event type except herald.*.')),
   h('fieldset', { class: 'wide' }, h('legend', {}, 'Filter'),
     field('Language', fkind), field('Expression', ftext, 'Evaluated against the event: type, key, version, data.'),
     filterTester(() => ({ filter: filterOf(), event_types: typesOf() }))),
@@ -521,7 +523,7 @@ const DEST_TYPES = [
 // filter would receive a pasted event or a recent one.
 function filterTester(current) {
   const eventText = h('textarea', { rows: 5, class: 'mono', name: 'test_event', placeholder: '{"type": "order.created", "data": {"total": 120}}' });
-  const recent = h('select', { name: 'recent_event' }, h('option', { value: '' }, 'Load a recent event…'));
+  const recent = h('select', { name: 'recent_event' }, h('option', { value: '' }, 'Load a recent event or an example…'));
   const out = h('div', { class: 'filter-result', 'aria-live': 'polite' });
   let loaded = false;
   const recentEvents = new Map();
@@ -532,12 +534,24 @@ function filterTester(current) {
       // herald.* alerts only for a subscription that asks for them: they
       // would crowd out the application's events.
       const wantsSystem = (current().event_types || []).some((p) => p.startsWith('herald.'));
+      // The catalog's examples first (any token reads the catalog), then
+      // recent events where the token may read events.
+      const examples = (await listEventTypes().catch(() => [])).filter((t) => t.example !== null);
+      if (examples.length) {
+        recent.append(h('optgroup', { label: 'Catalog examples' }, examples.map((t) => {
+          recentEvents.set('example:' + t.name, { type: t.name, data: t.example });
+          return h('option', { value: 'example:' + t.name, title: t.description }, t.name + (t.description ? ' — ' + t.description : ''));
+        })));
+      }
+      if (!can('events:read')) return;
       const page = await api('GET', '/v1/events' + qs({ limit: 25, exclude_system: wantsSystem ? null : 'true' }));
+      const group = h('optgroup', { label: 'Recent events' });
       for (const ev of page.data) {
         recentEvents.set(ev.id, ev);
-        recent.append(h('option', { value: ev.id }, ev.type + ' · ' + ev.id + ' · ' + fmtTime(ev.timestamp)));
+        group.append(h('option', { value: ev.id }, ev.type + ' · ' + ev.id + ' · ' + fmtTime(ev.timestamp)));
       }
-      if (!page.data.length) recent.append(h('option', { value: '', disabled: true }, 'No events published yet'));
+      if (!page.data.length) group.append(h('option', { value: '', disabled: true }, 'No events published yet'));
+      recent.append(group);
     } catch (e) {
       replace(out, errorBox(e));
     }
