@@ -118,9 +118,13 @@ func (c *Client) Listen(ctx context.Context, id string) (*ListenSession, error) 
 	conn.SetReadLimit(4 << 20) // a request of the server's largest body, base64
 	_ = conn.SetReadDeadline(time.Now().Add(listenSilence))
 	var hello listenFrame
-	if err := conn.ReadJSON(&hello); err != nil || hello.Type != "hello" {
+	if err := conn.ReadJSON(&hello); err != nil {
 		_ = conn.Close()
-		return nil, &ConnError{URL: c.BaseURL, Err: fmt.Errorf("no hello from the listen endpoint: %v", err)}
+		return nil, &ConnError{URL: c.BaseURL, Err: fmt.Errorf("no hello from the listen endpoint: %w", err)}
+	}
+	if hello.Type != "hello" {
+		_ = conn.Close()
+		return nil, &ConnError{URL: c.BaseURL, Err: fmt.Errorf("the listen endpoint sent %q first, not hello", hello.Type)}
 	}
 	return &ListenSession{SubscriptionID: hello.SubscriptionID, MaxBodyBytes: hello.MaxBodyBytes, conn: conn}, nil
 }

@@ -126,10 +126,14 @@ func TestListenEndToEnd(t *testing.T) {
 			ctx := context.Background()
 			recv := newListenReceiver(t)
 
-			sub, err := api.CreateSubscription(ctx, map[string]any{
-				"destination": map[string]any{"type": "listen"}, "event_types": []string{"order.*", "fail.*"}})
+			// As the README says: a listen subscription from the CLI.
+			created := h.okJSON("subscriptions", "create", "--destination-type", "listen", "--event-types", "order.*,fail.*")
+			require.Len(t, created, 1)
+			sub, err := api.GetSubscription(ctx, created[0]["id"].(string))
 			require.NoError(t, err)
 			require.Equal(t, "listen", sub.Destination.Type)
+			sub.Secret = created[0]["secret"].(string)
+			require.NotEmpty(t, sub.Secret)
 
 			// No listener yet: the attempt fails transiently.
 			early, err := api.Publish(ctx, client.EventInput{Type: "order.early", Data: []byte(`{"n":0}`)})
@@ -214,4 +218,3 @@ func TestListenEndToEnd(t *testing.T) {
 		})
 	}
 }
-

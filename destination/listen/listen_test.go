@@ -212,6 +212,9 @@ func TestSessions(t *testing.T) {
 	raw, _, err := websocket.DefaultDialer.Dial(u, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = raw.Close() })
+	_, hello, err := raw.ReadMessage() // the hub registers the session before its hello
+	require.NoError(t, err)
+	require.Contains(t, string(hello), `"type":"hello"`)
 	require.True(t, hub.Connected(silentID))
 	require.Eventually(t, func() bool { return !hub.Connected(silentID) }, 10*time.Second, 10*time.Millisecond,
 		"a listener that does not answer pings is dropped")
