@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhq/herald/client"
+	"github.com/heraldhq/herald/internal/testdb"
 	"github.com/heraldhq/herald/webhook"
 )
 
@@ -217,4 +218,49 @@ func TestListenEndToEnd(t *testing.T) {
 			require.ErrorIs(t, err, client.ErrNotFound)
 		})
 	}
+}
+
+// With two nodes on one PostgreSQL database, a node holds only the
+// listeners connected to it (ADR 0024): an attempt claimed by the other
+// node fails transiently ("no listener connected to this node") and the
+// delivery arrives once an attempt is claimed by the listener's node.
+// Many short tiers make the last all but certain.
+func TestListenTwoNodes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	t.Parallel()
+	bin := heraldBinary(t)
+	schema := testdb.PostgresSchema(t)
+	tiers := []string{"0s"}
+	for i := 1; i <= 30; i++ {
+		tiers = append(tiers, "100ms")
+	}
+	common := []string{"--dev", "--api-token", cliToken, "--tiers", strings.Join(tiers, ","), "--poll-interval", "50ms",
+		"--database-url", testdb.URL() + sep(testdb.URL()) + "search_path=" + schema}
+	addrA, addrB := freeAddr(t), freeAddr(t)
+	startNode(t, bin, addrA, common...)
+	startNode(t, bin, addrB, common...)
+	apiA, apiB := client.New("http://"+addrA, cliToken), client.New("http://"+addrB, cliToken)
+	ctx := context.Background()
+	recv := newListenReceiver(t)
+
+	sub, err := apiA.CreateSubscription(ctx, map[string]any{"destination": map[string]any{"type": "listen"}, "event_types": []string{"two.*"}})
+	require.NoError(t, err)
+	p := startListen(t, "http://"+addrA, "--subscription", sub.ID, "--forward", recv.URL)
+	require.Eventually(t, func() bool { return strings.Contains(p.stderr.String(), "listening:") }, 20*time.Second, 20*time.Millisecond)
+
+	// Published on node B: its direct dispatch attempts it there first.
+	ev, err := apiB.Publish(ctx, client.EventInput{Type: "two.x", Data: []byte(`{}`)})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return deliveryOf(t, apiA, ev.ID, sub.ID).State == "delivered" }, 60*time.Second, 20*time.Millisecond)
+	d := deliveryOf(t, apiA, ev.ID, sub.ID)
+	require.Len(t, recv.hits("two.x"), 1)
+	require.GreaterOrEqual(t, len(*d.Attempts), 2, "node B attempted it first (direct dispatch) and failed")
+	for _, a := range (*d.Attempts)[:len(*d.Attempts)-1] {
+		require.Equal(t, "connection", a.Error)
+		require.Contains(t, a.ErrorMessage, "no listener connected to this node")
+	}
+	require.Equal(t, 200, (*d.Attempts)[len(*d.Attempts)-1].Status)
+	require.Equal(t, 0, p.interrupt(t))
 }
