@@ -23,6 +23,10 @@ import (
 // turn, so a listener should stop.
 const ListenCloseReplaced = 4001
 
+// ListenCloseGone is the close code of a session whose subscription was
+// deleted or moved to another destination type: a listener should stop.
+const ListenCloseGone = 4002
+
 // listenSilence is how long a session may go without a frame or ping from
 // the server before the listener takes it for dead (the server pings
 // every 15 s).

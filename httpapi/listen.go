@@ -14,6 +14,19 @@ type Listener interface {
 	// Serve upgrades r and serves the session until it ends. An error
 	// means the upgrade failed and was answered already.
 	Serve(w http.ResponseWriter, r *http.Request, subscriptionID string) error
+	// Drop ends the listener of subscriptionID connected to this node, if
+	// any, telling it the subscription is gone or no longer a listen
+	// destination (it stops instead of reconnecting).
+	Drop(subscriptionID string)
+}
+
+// dropListener ends a listener whose subscription was deleted or moved
+// to another destination type. Only this node's: a listener on another
+// node stays connected, idle, until it reconnects and is refused.
+func (s *server) dropListener(id string) {
+	if s.cfg.Listen != nil {
+		s.cfg.Listen.Drop(id)
+	}
 }
 
 // subscriptionListen is GET /v1/subscriptions/{id}/listen (ADR 0024):

@@ -45,12 +45,19 @@ func TestListenEndpoint(t *testing.T) {
 		require.Empty(t, subA.URL)
 		hook := b.createSub(t, obj{})
 
+		// The admin token may listen.
+		admin, err := client.New(srv.URL, testToken).Listen(ctx, subA.ID)
+		require.NoError(t, err)
+		_ = admin.Close()
+
+		// So may the tenant's own token; it replaces the admin's listener.
 		sess, err := client.New(srv.URL, tokA).Listen(ctx, subA.ID)
 		require.NoError(t, err)
 		require.Equal(t, subA.ID, sess.SubscriptionID)
 		require.Eventually(t, func() bool { return hub.Connected(subA.ID) }, 5*time.Second, 10*time.Millisecond)
+		served := make(chan error, 1)
 		go func() {
-			_ = sess.Serve(ctx, func(context.Context, *client.ListenRequest) *client.ListenResponse {
+			served <- sess.Serve(ctx, func(context.Context, *client.ListenRequest) *client.ListenResponse {
 				return &client.ListenResponse{Status: 204}
 			})
 		}()
@@ -59,11 +66,6 @@ func TestListenEndpoint(t *testing.T) {
 			SubscriptionID: subA.ID, EventType: "a.b", Timeout: 5 * time.Second})
 		require.True(t, res.Success, res.Message)
 		require.Equal(t, 204, res.Status)
-
-		// The admin token may listen too.
-		admin, err := client.New(srv.URL, testToken).Listen(ctx, subA.ID)
-		require.NoError(t, err)
-		_ = admin.Close()
 
 		for _, c := range []struct {
 			name, token, id string
@@ -95,5 +97,35 @@ func TestListenEndpoint(t *testing.T) {
 		require.Empty(t, patched.URL)
 		back := ok[subscriptionJSON](t, b.do(t, http.MethodPatch, "/v1/subscriptions/"+hook.ID, obj{"url": "https://example.com/again"}), http.StatusOK)
 		require.Equal(t, herald.DestinationWebhook, back.Destination.Type)
+
+		// A listener whose subscription stops being a listen destination,
+		// or is deleted, is told so (4002) and stops.
+		requireGone := func(done <-chan error) {
+			t.Helper()
+			select {
+			case err := <-done:
+				var closed *client.ListenClosedError
+				require.ErrorAs(t, err, &closed)
+				require.Equal(t, client.ListenCloseGone, closed.Code)
+				require.Equal(t, listendest.CloseGone, closed.Code)
+			case <-time.After(10 * time.Second):
+				t.Fatal("the listener was not closed")
+			}
+		}
+		ok[subscriptionJSON](t, b.do(t, http.MethodPatch, "/v1/subscriptions/"+subA.ID, obj{"description": "still listen"}, withToken(tokA)), http.StatusOK)
+		require.True(t, hub.Connected(subA.ID), "a patch that keeps the listen destination keeps the listener")
+		ok[subscriptionJSON](t, b.do(t, http.MethodPatch, "/v1/subscriptions/"+subA.ID, obj{"url": "https://example.com/a"}, withToken(tokA)), http.StatusOK)
+		requireGone(served)
+		require.False(t, hub.Connected(subA.ID))
+
+		subC := ok[subscriptionJSON](t, b.do(t, http.MethodPost, "/v1/subscriptions", obj{"destination": obj{"type": "listen"}}), http.StatusCreated)
+		sessC, err := client.New(srv.URL, testToken).Listen(ctx, subC.ID)
+		require.NoError(t, err)
+		servedC := make(chan error, 1)
+		go func() {
+			servedC <- sessC.Serve(ctx, func(context.Context, *client.ListenRequest) *client.ListenResponse { return nil })
+		}()
+		require.Equal(t, http.StatusNoContent, b.do(t, http.MethodDelete, "/v1/subscriptions/"+subC.ID, nil).code)
+		requireGone(servedC)
 	})
 }

@@ -136,6 +136,9 @@ func listenLoop(ctx context.Context, c *cli, id, forward string) error {
 			if errors.As(err, &closed) && closed.Code == client.ListenCloseReplaced {
 				return fmt.Errorf("another listener connected to subscription %s and took over; this one stops", id)
 			}
+			if errors.As(err, &closed) && closed.Code == client.ListenCloseGone {
+				return fmt.Errorf("subscription %s was deleted or is no longer a listen destination", id)
+			}
 			if time.Since(started) > listenBackoffReset {
 				backoff = listenBackoffMin
 			}

@@ -53,6 +53,9 @@ const (
 	// connected to the same subscription took its place: the CLI stops
 	// instead of reconnecting (two listeners would take turns for ever).
 	CloseReplaced = 4001
+	// CloseGone is the close code of a listener whose subscription was
+	// deleted or moved to another destination type: the CLI stops.
+	CloseGone = 4002
 	// CloseShutdown is the close code of a node shutting down: the CLI
 	// reconnects (to this node restarted, or another one).
 	CloseShutdown = websocket.CloseGoingAway
@@ -209,6 +212,19 @@ func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, subscriptionID strin
 	h.mu.Unlock()
 	h.cfg.Logger.Info("listener disconnected", "subscription", subscriptionID)
 	return nil
+}
+
+// Drop ends subscriptionID's session on this node, if any, with
+// CloseGone: the subscription was deleted or is no longer a listen
+// destination.
+func (h *Hub) Drop(subscriptionID string) {
+	h.mu.Lock()
+	s := h.sessions[subscriptionID]
+	delete(h.sessions, subscriptionID)
+	h.mu.Unlock()
+	if s != nil {
+		s.close(CloseGone, "the subscription was deleted or is no longer a listen destination")
+	}
 }
 
 // Close ends every session (CloseShutdown) and refuses new ones; Sends
