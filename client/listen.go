@@ -27,6 +27,11 @@ const ListenCloseReplaced = 4001
 // deleted or moved to another destination type: a listener should stop.
 const ListenCloseGone = 4002
 
+// listenMaxFrame bounds a frame from the server: a request carries the
+// event's body base64-encoded, and --max-body-bytes (1 MiB by default)
+// bounds that body; 64 MiB leaves room for any sane setting.
+const listenMaxFrame = 64 << 20
+
 // listenSilence is how long a session may go without a frame or ping from
 // the server before the listener takes it for dead (the server pings
 // every 15 s).
@@ -119,7 +124,7 @@ func (c *Client) Listen(ctx context.Context, id string) (*ListenSession, error) 
 		}
 		return nil, &ConnError{URL: c.BaseURL, Err: err}
 	}
-	conn.SetReadLimit(4 << 20) // a request of the server's largest body, base64
+	conn.SetReadLimit(listenMaxFrame)
 	_ = conn.SetReadDeadline(time.Now().Add(listenSilence))
 	var hello listenFrame
 	if err := conn.ReadJSON(&hello); err != nil {
@@ -152,19 +157,17 @@ func (e *ListenClosedError) Error() string {
 // returned; the session is closed) or the session does (a
 // *ListenClosedError). handle's context ends at the request's timeout.
 func (s *ListenSession) Serve(ctx context.Context, handle func(context.Context, *ListenRequest) *ListenResponse) error {
+	// Control frames (close, pong) need no lock: gorilla lets
+	// WriteControl run beside WriteMessage.
 	stop := context.AfterFunc(ctx, func() {
-		s.wmu.Lock()
 		_ = s.conn.WriteControl(websocket.CloseMessage,
 			websocket.FormatCloseMessage(websocket.CloseNormalClosure, "listener stopped"), time.Now().Add(time.Second))
-		s.wmu.Unlock()
 		_ = s.conn.Close()
 	})
 	defer stop()
 	defer s.conn.Close()
 	s.conn.SetPingHandler(func(data string) error {
 		_ = s.conn.SetReadDeadline(time.Now().Add(listenSilence))
-		s.wmu.Lock()
-		defer s.wmu.Unlock()
 		return s.conn.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(10*time.Second))
 	})
 	var wg sync.WaitGroup

@@ -318,7 +318,7 @@ type session struct {
 	conn  *websocket.Conn
 	seq   atomic.Uint64
 
-	wmu sync.Mutex // serialises writes
+	wmu sync.Mutex // serialises data frames (control frames need no lock)
 
 	mu      sync.Mutex
 	pending map[string]chan *Frame
@@ -413,9 +413,9 @@ func (s *session) pinger() {
 		case <-s.done:
 			return
 		case <-t.C:
-			s.wmu.Lock()
+			// WriteControl may run beside WriteMessage (gorilla allows
+			// it): a ping never waits behind a slow request frame.
 			err := s.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeWait))
-			s.wmu.Unlock()
 			if err != nil {
 				s.close(websocket.CloseAbnormalClosure, "")
 				return
@@ -432,9 +432,7 @@ func (s *session) close(code int, reason string) {
 		close(s.done)
 		s.mu.Unlock()
 		if code != websocket.CloseAbnormalClosure {
-			s.wmu.Lock()
 			_ = s.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(time.Second))
-			s.wmu.Unlock()
 		}
 		_ = s.conn.Close()
 	})
