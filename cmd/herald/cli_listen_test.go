@@ -264,3 +264,23 @@ func TestListenTwoNodes(t *testing.T) {
 	require.Equal(t, 200, (*d.Attempts)[len(*d.Attempts)-1].Status)
 	require.Equal(t, 0, p.interrupt(t))
 }
+
+// herald listen refuses bad flags before it connects anywhere.
+func TestListenUsage(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"listen", "--subscription", "sub_x"}, "--forward is required"},
+		{[]string{"listen", "--subscription", "sub_x", "--forward", "localhost:3000"}, "is not an http(s) URL"},
+		{[]string{"listen", "--forward", "http://localhost:3000"}, "give --subscription ID"},
+		{[]string{"listen", "--subscription", "sub_x", "--event-types", "a.*", "--forward", "http://localhost:3000"}, "not both"},
+	} {
+		env := testEnv("")
+		err := runClient(context.Background(), append(c.args, "--server", "http://"+freeAddr(t), "--token", "x"), env)
+		require.Error(t, err, c.args)
+		require.Equal(t, exitUsage, exitCode(err), "%v: %v", c.args, err)
+		require.Contains(t, err.Error(), c.want, c.args)
+	}
+}
