@@ -26,11 +26,17 @@ const (
 	DestinationRedis DestinationType = "redis"
 	// DestinationMQTT publishes at QoS 1 over MQTT 5.
 	DestinationMQTT DestinationType = "mqtt"
+	// DestinationListen hands the webhook request to the `herald listen`
+	// CLI connected to this subscription over a WebSocket; the CLI
+	// forwards it to a local URL and reports the answer (ADR 0024).
+	// Without a listener connected, attempts fail and retry through the
+	// tiers.
+	DestinationListen DestinationType = "listen"
 )
 
 // DestinationTypes lists every type, in the order the API documents them.
 var DestinationTypes = []DestinationType{DestinationWebhook, DestinationWebPush,
-	DestinationAMQP, DestinationNATS, DestinationRedis, DestinationMQTT}
+	DestinationAMQP, DestinationNATS, DestinationRedis, DestinationMQTT, DestinationListen}
 
 // Valid reports whether t is a known type.
 func (t DestinationType) Valid() bool { return slices.Contains(DestinationTypes, t) }

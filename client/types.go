@@ -451,7 +451,7 @@ type PortalLink struct {
 // Build one for a create or update with the Webhook, WebPush, AMQP,
 // NATS, Redis and MQTT constructors or by hand.
 type Destination struct {
-	// Type is webhook, webpush, amqp, nats, redis or mqtt.
+	// Type is webhook, webpush, amqp, nats, redis, mqtt or listen.
 	Type string `json:"type"`
 	// webhook
 	URL    *string `json:"url,omitempty"`

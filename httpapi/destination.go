@@ -31,6 +31,7 @@ var destinationTypeFields = map[herald.DestinationType][]string{
 	herald.DestinationNATS:    {"connection", "subject"},
 	herald.DestinationRedis:   {"connection", "stream", "maxlen"},
 	herald.DestinationMQTT:    {"connection", "topic", "retain"},
+	herald.DestinationListen:  {},
 }
 
 // destinationFields are the keys of every type: a key of another type is
@@ -79,7 +80,7 @@ func decodeDestination(o object, s *herald.Subscription, rules subscriptionRules
 	}
 	t := herald.DestinationType(typ)
 	if !t.Valid() {
-		return invalid("destination.type", "must be one of webhook, webpush, amqp, nats, redis or mqtt, got %s", quote(typ))
+		return invalid("destination.type", "must be one of webhook, webpush, amqp, nats, redis, mqtt or listen, got %s", quote(typ))
 	}
 	names := make([]string, 0, len(do.fields))
 	for k := range do.fields {
@@ -113,6 +114,10 @@ func decodeDestination(o object, s *herald.Subscription, rules subscriptionRules
 		decode = decodeRedis
 	case herald.DestinationMQTT:
 		decode = decodeMQTT
+	case herald.DestinationListen:
+		// No settings: the listener connected to the subscription is
+		// the destination (GET /v1/subscriptions/{id}/listen).
+		decode = func(object, *herald.Destination) error { return nil }
 	}
 	if t.UsesConnection() {
 		set, err := do.str("connection", &d.Connection)

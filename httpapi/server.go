@@ -99,6 +99,10 @@ type Config struct {
 	// Push, when set, serves the Web Push broadcast source under
 	// /v1/push/broadcasts (admin token).
 	Push PushBroadcaster
+	// Listen, when set, serves GET /v1/subscriptions/{id}/listen: the
+	// WebSocket `herald listen` holds to receive a listen subscription's
+	// deliveries. Without it the route answers not_found.
+	Listen Listener
 	// WebPush, when set, serves GET /v1/webpush/vapid-public-key (no
 	// token): the applicationServerKey of webpush destinations.
 	WebPush WebPushKeys
@@ -212,6 +216,9 @@ func (s *server) routes() {
 	s.v1("POST /v1/subscriptions/{id}/secret/rotate", ScopeSubscriptionsWrite, s.subscriptionSecretRotate)
 	// A test event makes a real request to the endpoint.
 	s.v1("POST /v1/subscriptions/{id}/test", ScopeSubscriptionsWrite, s.subscriptionTest)
+	// A listener receives the subscription's signed deliveries: as
+	// reading its secret does, it takes the write scope.
+	s.v1("GET /v1/subscriptions/{id}/listen", ScopeSubscriptionsWrite, s.subscriptionListen)
 	// Resend and replay create deliveries, as a retry or redrive does.
 	s.v1("POST /v1/subscriptions/{id}/replay", ScopeDeliveriesWrite, s.subscriptionReplay)
 	// Compiling a filter against a sample reads and changes nothing.

@@ -684,6 +684,9 @@ func (s *server) subscriptionPatch(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return notFound(err, "subscription", id)
 	}
+	if upd.Dest().Type != herald.DestinationListen {
+		s.dropListener(id)
+	}
 	return s.reply(w, http.StatusOK, subscriptionView(res, ""))
 }
 
@@ -776,6 +779,7 @@ func (s *server) subscriptionDelete(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return notFound(err, "subscription", id)
 	}
+	s.dropListener(id)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

@@ -129,6 +129,8 @@ func TestTenantIsolationMatrix(t *testing.T) {
 			{"GET /v1/subscriptions/{id}/secret", "GET", "/v1/subscriptions/" + w.subB + "/secret", nil, notFound, nil},
 			{"POST /v1/subscriptions/{id}/secret/rotate", "POST", "/v1/subscriptions/" + w.subB + "/secret/rotate", obj{}, notFound, nil},
 			{"POST /v1/subscriptions/{id}/test", "POST", "/v1/subscriptions/" + w.subB + "/test", obj{}, notFound, nil},
+			{"GET /v1/subscriptions/{id}/listen", "GET", "/v1/subscriptions/" + w.subB + "/listen", nil, notFound, nil},
+			{"GET /v1/subscriptions/{id}/listen", "GET", "/v1/subscriptions/" + w.audit + "/listen", nil, notFound, nil},
 			// Reads and changes no stored data: nothing to confine.
 			{"POST /v1/filters/test", "POST", "/v1/filters/test", obj{"event": obj{"type": "a"}}, want{code: http.StatusOK}, nil},
 			{"POST /v1/events", "POST", "/v1/events", obj{"type": "order.created", "tenant": "globex"}, forbidden, nil},

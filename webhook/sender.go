@@ -272,7 +272,19 @@ func (s *Sender) send(ctx context.Context, r *Request, start time.Time) Result {
 		return fail
 	}
 
-	code := resp.StatusCode
+	ClassifyStatus(&res, resp.Header)
+	return res
+}
+
+// ClassifyStatus classifies a complete answer of status res.Status with
+// headers h, as a webhook's: 2xx is success; 410 is ErrorGone (the
+// subscription is disabled); any other code, 3xx included (redirects are
+// not followed), is ErrorHTTPStatus, with the Retry-After of a 429 or
+// 503. It sets Success, Class, Message and RetryAfter. The listen
+// destination classifies what the local receiver answered with it, so
+// both agree.
+func ClassifyStatus(res *Result, h http.Header) {
+	code := res.Status
 	switch {
 	case code >= 200 && code <= 299:
 		res.Success = true
@@ -286,10 +298,9 @@ func (s *Sender) send(ctx context.Context, r *Request, start time.Time) Result {
 		res.Class = herald.ErrorHTTPStatus
 		res.Message = statusText(code)
 		if code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable {
-			res.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+			res.RetryAfter = parseRetryAfter(h.Get("Retry-After"), time.Now())
 		}
 	}
-	return res
 }
 
 // newRequest builds the HTTP request, or the invalid_request Result that
@@ -321,10 +332,9 @@ func (s *Sender) newRequest(ctx context.Context, r *Request, start time.Time) (*
 	if ts.IsZero() {
 		ts = start
 	}
-	sig, err := SignatureHeader(r.Secrets, r.MsgID, ts, r.Body)
+	signed, err := buildHeaders(r, ts, s.userAgent)
 	if err != nil {
-		// err names the secret's index and the problem, never its value.
-		return invalid("cannot sign: " + err.Error())
+		return invalid(err.Error())
 	}
 	// A *bytes.Reader body gives the request its ContentLength and a
 	// GetBody, so HTTP/2 can replay it on a refused stream.
@@ -340,7 +350,47 @@ func (s *Sender) newRequest(ctx context.Context, r *Request, start time.Time) (*
 		return invalid("URL has no host")
 	}
 
-	h := req.Header
+	req.Header = signed
+	return req, Result{}, true
+}
+
+// SignedHeaders are the headers of the webhook request r (its extra
+// headers, content-type, user-agent, the Standard Webhooks headers signed
+// over r.Body at ts, herald-attempt, herald-event-type,
+// herald-subscription-id), as the Sender sends them; userAgent applies
+// when no extra header overrides it. It fails, with the invalid_request
+// Result to record, when r has no message id, a header that is not valid
+// HTTP, or cannot be signed. The listen destination hands these to the
+// CLI, so what reaches the local receiver is what a webhook would have.
+func SignedHeaders(r *Request, ts time.Time, userAgent string) (http.Header, *Result) {
+	invalid := func(msg string) (http.Header, *Result) {
+		return nil, &Result{Class: herald.ErrorInvalidRequest, Message: msg}
+	}
+	for name, value := range r.Headers {
+		if !validHeaderName(name) {
+			return invalid(fmt.Sprintf("invalid header name %q", name))
+		}
+		if !validHeaderValue(value) {
+			return invalid(fmt.Sprintf("invalid value for header %q", name))
+		}
+	}
+	if r.MsgID == "" {
+		return invalid("no message id")
+	}
+	h, err := buildHeaders(r, ts, userAgent)
+	if err != nil {
+		return invalid(err.Error())
+	}
+	return h, nil
+}
+
+func buildHeaders(r *Request, ts time.Time, userAgent string) (http.Header, error) {
+	sig, err := SignatureHeader(r.Secrets, r.MsgID, ts, r.Body)
+	if err != nil {
+		// err names the secret's index and the problem, never its value.
+		return nil, errors.New("cannot sign: " + err.Error())
+	}
+	h := http.Header{}
 	for name, value := range r.Headers {
 		if ReservedHeader(name) {
 			continue
@@ -351,7 +401,7 @@ func (s *Sender) newRequest(ctx context.Context, r *Request, start time.Time) (*
 	// slipped through in a different spelling.
 	h.Set("Content-Type", "application/json")
 	if h.Get("User-Agent") == "" {
-		h.Set("User-Agent", s.userAgent)
+		h.Set("User-Agent", userAgent)
 	}
 	h.Set(HeaderID, r.MsgID)
 	h.Set(HeaderTimestamp, strconv.FormatInt(ts.Unix(), 10))
@@ -363,7 +413,7 @@ func (s *Sender) newRequest(ctx context.Context, r *Request, start time.Time) (*
 	if r.SubscriptionID != "" {
 		h.Set("Herald-Subscription-Id", r.SubscriptionID)
 	}
-	return req, Result{}, true
+	return h, nil
 }
 
 // sentHeaders is what the attempt records of req's headers: those set on

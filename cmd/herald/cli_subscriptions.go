@@ -59,7 +59,7 @@ var destFlagFields = map[string]string{
 }
 
 func (f *destFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.typ, "destination-type", "", "webhook (default with --url), webpush, amqp, nats, redis or mqtt")
+	fs.StringVar(&f.typ, "destination-type", "", "webhook (default with --url), webpush, amqp, nats, redis, mqtt or listen")
 	fs.StringVar(&f.connection, "destination-connection", "", "amqp, nats, redis, mqtt: the connection's name (herald connections list)")
 	fs.StringVar(&f.exchange, "destination-exchange", "", "amqp: exchange (default: the default exchange)")
 	fs.StringVar(&f.routingKey, "destination-routing-key", "", "amqp: routing key (default: the event type)")

@@ -43,7 +43,7 @@ func (cmd command) path() string {
 // commandTable lists every client command. A function, not a variable:
 // completion reads the table, and a variable would refer to itself.
 func commandTable() []command {
-	return slices.Concat(subscriptionCommands(), connectionCommands(), sourceCommands(), eventTypeCommands(), eventCommands(), deliveryCommands(), tokenCommands(), portalCommands(), otherCommands())
+	return slices.Concat(subscriptionCommands(), connectionCommands(), sourceCommands(), eventTypeCommands(), eventCommands(), deliveryCommands(), tokenCommands(), portalCommands(), listenCommands(), otherCommands())
 }
 
 // isClientCommand reports whether name is the first word of a client

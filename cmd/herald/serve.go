@@ -278,7 +278,7 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 	guard := &webhook.Guard{AllowLoopback: c.Dev, AllowPrivate: c.AllowPrivate, Allow: c.allow}
 	userAgent := "herald/" + version
 	sender := webhook.NewSender(webhook.Config{Guard: guard, UserAgent: userAgent, StdTransport: c.WebhookStdTransport})
-	destinations := newDestinations(c, s, sender, logger)
+	destinations, listeners := newDestinations(c, s, sender, userAgent, logger)
 
 	committers := c.IngestWorkers
 	if committers <= 0 {
@@ -406,6 +406,7 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 		SecretGrace:    c.SecretGrace,
 		Push:           broadcaster,
 		WebPush:        webPushKeys(vapid),
+		Listen:         listeners,
 		History:        historyView{history},
 		UserAgent:      userAgent,
 		PublicURL:      publicURL(c, lns.api()),

@@ -754,6 +754,20 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
   assert(await page.locator('[data-verify]').count() === 0, 'a Web Push subscription has no signature to verify');
   await apiCall('DELETE', '/v1/subscriptions/' + pushSub.id);
 
+  begin('a listen subscription (herald listen) from the form');
+  await nav('Subscriptions').click();
+  await page.getByRole('link', { name: 'New subscription' }).click();
+  await page.getByLabel('Type', { exact: true }).selectOption('listen');
+  await page.locator('[data-dest=listen]').getByText('herald listen --subscription').waitFor();
+  assert(!(await page.locator('[data-dest=webhook]').isVisible()), 'no endpoint URL for a listen destination');
+  await page.getByLabel('Description').fill('My laptop');
+  await page.getByRole('button', { name: 'Create subscription' }).click();
+  await page.locator('.secret-box [data-secret]').waitFor();
+  const listenSub = await apiCall('GET', '/v1/subscriptions/' + decodeURIComponent(page.url().split('/').pop()));
+  assert(listenSub.destination.type === 'listen' && !listenSub.url, 'created as listen: ' + JSON.stringify(listenSub));
+  await page.locator('[data-verify=listen]').getByText('Verify the raw body before parsing it').waitFor();
+  await apiCall('DELETE', '/v1/subscriptions/' + listenSub.id);
+
   begin('overview with charts');
   await nav('Overview').click();
   await page.locator('svg.chart').nth(2).waitFor();

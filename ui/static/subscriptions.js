@@ -82,6 +82,7 @@ export function destText(s) {
     case 'nats': return 'nats ' + d.connection + ' → ' + (d.subject || '(subject from the event type)');
     case 'redis': return 'redis ' + d.connection + ' → ' + d.stream;
     case 'mqtt': return 'mqtt ' + d.connection + ' → ' + (d.topic || '(topic from the event type)');
+    case 'listen': return 'herald listen (a developer\'s machine)';
     default: return d.type;
   }
 }
@@ -353,6 +354,8 @@ function subscriptionForm(s, submit) {
     redis: h('div', { class: 'dest-group wide form-grid', 'data-dest': 'redis' }, field('Stream', stream), field('Max length', maxlen, 'Approximate trimming (XADD MAXLEN ~).')),
     mqtt: h('div', { class: 'dest-group wide form-grid', 'data-dest': 'mqtt' },
       h('div', { class: 'field' }, h('label', { class: 'check' }, retain, 'Retain'), h('small', { class: 'hint' }, 'QoS 1; the broker keeps the last message per topic.'))),
+    listen: h('div', { class: 'dest-group wide form-grid', 'data-dest': 'listen' },
+      h('small', { class: 'hint wide' }, 'Deliveries go to `herald listen --subscription ' + (s ? s.id : 'sub_…') + ' --forward http://localhost:3000/hook` on your machine; while none is connected, attempts fail and retry through the tiers.')),
   };
   let connsLoaded = null;
   const loadConns = async (type) => {
@@ -397,6 +400,7 @@ function subscriptionForm(s, submit) {
   const destOf = () => {
     const t = dtype.value;
     if (t === 'webhook') return null;
+    if (t === 'listen') return { type: t };
     if (t === 'webpush') {
       let sub;
       try { sub = JSON.parse(pushSub.value); } catch (e) { throw new APIError(0, 'invalid_field', 'the PushSubscription is not valid JSON: ' + e.message, 'destination.subscription'); }
@@ -517,6 +521,7 @@ const DEST_TYPES = [
   ['nats', 'NATS JetStream'],
   ['redis', 'Redis Streams'],
   ['mqtt', 'MQTT 5'],
+  ['listen', 'herald listen (local development)'],
 ];
 
 // filterTester asks POST /v1/filters/test whether the form's event types and

@@ -197,7 +197,9 @@ $event = $wh->verify($body, [
 export function verifyPanel(s) {
   const type = (s.destination && s.destination.type) || 'webhook';
   if (type === 'webpush') return null;
-  const broker = type !== 'webhook';
+  // A listen subscription's receiver gets the webhook's HTTP request
+  // (herald listen forwards it as it is).
+  const broker = type !== 'webhook' && type !== 'listen';
   const code = h('code', {});
   const pre = h('pre', { class: 'snippet', 'data-snippet': '' }, code);
   const install = h('code', { 'data-install': '' });
