@@ -3,6 +3,9 @@ package bench
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	crand "crypto/rand"
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
@@ -10,6 +13,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/gorilla/websocket"
 
 	"github.com/heraldhq/herald/client"
@@ -54,6 +59,62 @@ type PushConfig struct {
 	CeilingMax time.Duration
 	// Log gets the run's notices (the first failed connect).
 	Log io.Writer
+	// VAPID is how the rate and max senders identify themselves (RFC
+	// 8292): "" or "none" (no Authorization), "reuse" (one signed token
+	// for the whole run, as herald's own webpush destination and careful
+	// application servers do) or "per-message" (a new token each send, as
+	// several libraries do by default).
+	VAPID string
+}
+
+// VAPIDModes are PushConfig.VAPID's values.
+var VAPIDModes = []string{"none", "reuse", "per-message"}
+
+// benchVAPID signs the bench senders' VAPID tokens with one key.
+type benchVAPID struct {
+	key  *ecdsa.PrivateKey
+	pub  string // base64url of the uncompressed public key
+	mode string
+	tok  atomic.Pointer[string]
+}
+
+func newBenchVAPID(mode string) (*benchVAPID, error) {
+	if mode == "" || mode == "none" {
+		return nil, nil
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), crand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	pub, err := key.PublicKey.Bytes()
+	if err != nil {
+		return nil, err
+	}
+	return &benchVAPID{key: key, pub: base64.RawURLEncoding.EncodeToString(pub), mode: mode}, nil
+}
+
+// header is the Authorization value for a send to endpoint.
+func (v *benchVAPID) header(endpoint string) (string, error) {
+	if v.mode == "reuse" {
+		if t := v.tok.Load(); t != nil {
+			return *t, nil
+		}
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return "", err
+	}
+	tok, err := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{
+		"aud": u.Scheme + "://" + u.Host, "exp": time.Now().Add(12 * time.Hour).Unix(), "sub": "mailto:bench@example.invalid",
+	}).SignedString(v.key)
+	if err != nil {
+		return "", err
+	}
+	h := "vapid t=" + tok + ", k=" + v.pub
+	if v.mode == "reuse" {
+		v.tok.Store(&h)
+	}
+	return h, nil
 }
 
 // PushNode is the herald serve under load: its address, and its process,
@@ -144,7 +205,9 @@ type IdleResult struct {
 
 // RateResult is the rate or max scenario's figures.
 type RateResult struct {
-	UserAgents int     `json:"user_agents"`
+	UserAgents int `json:"user_agents"`
+	// VAPID is how the senders identified themselves (PushConfig.VAPID).
+	VAPID      string  `json:"vapid,omitempty"`
 	TargetRate int     `json:"target_rate,omitempty"`
 	Sent       int64   `json:"sent"`
 	Received   int64   `json:"received"`
@@ -347,6 +410,11 @@ func benchRate(ctx context.Context, c PushNode, f *PushConfig, rate int) (*RateR
 	}
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: f.UserAgents, Proxy: nil}, Timeout: 30 * time.Second}
 	body := make([]byte, f.Payload)
+	vapid, err := newBenchVAPID(f.VAPID)
+	if err != nil {
+		return nil, err
+	}
+	res.VAPID = f.VAPID
 	var sent atomic.Int64
 	// At a fixed rate each sender has its own schedule: sender i sends at
 	// start + i·gap + k·uas·gap, gap = 1s/rate. A sender that falls behind
@@ -379,6 +447,14 @@ func benchRate(ctx context.Context, c PushNode, f *PushConfig, rate int) (*RateR
 				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, ua.endpoint, bytes.NewReader(b))
 				req.Header.Set("TTL", "60")
 				req.Header.Set("Content-Encoding", "aes128gcm")
+				if vapid != nil {
+					h, err := vapid.header(ua.endpoint)
+					if err != nil {
+						errs.Add(1)
+						continue
+					}
+					req.Header.Set("Authorization", h)
+				}
 				resp, err := client.Do(req)
 				if err != nil {
 					errs.Add(1)
@@ -485,8 +561,12 @@ func WritePushReport(w io.Writer, r *PushResult) {
 		if x.r == nil {
 			continue
 		}
-		fmt.Fprintf(w, "%-10s %d user agents: %d messages in %.1fs = %.0f/s (target %d/s), %d errors; sender→UA p50 %.2f ms p99 %.2f ms max %.2f ms; node CPU %.0f µs/message\n",
-			x.name, x.r.UserAgents, x.r.Sent, x.r.Seconds, x.r.PerSecond, x.r.TargetRate, x.r.Errors, x.r.P50Ms, x.r.P99Ms, x.r.MaxMs, x.r.NodeCPUMicros)
+		vapid := ""
+		if x.r.VAPID != "" && x.r.VAPID != "none" {
+			vapid = " (VAPID " + x.r.VAPID + ")"
+		}
+		fmt.Fprintf(w, "%-10s %d user agents%s: %d messages in %.1fs = %.0f/s (target %d/s), %d errors; sender→UA p50 %.2f ms p99 %.2f ms max %.2f ms; node CPU %.0f µs/message\n",
+			x.name, x.r.UserAgents, vapid, x.r.Sent, x.r.Seconds, x.r.PerSecond, x.r.TargetRate, x.r.Errors, x.r.P50Ms, x.r.P99Ms, x.r.MaxMs, x.r.NodeCPUMicros)
 		if x.r.Ceiling != nil {
 			fmt.Fprintf(w, "           raw HTTP ceiling %.0f requests/s: messages/ceiling %.2f\n", x.r.Ceiling.PerSecond, x.r.CeilingRatio)
 		}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,6 +41,7 @@ type pushBenchFlags struct {
 	keep       bool
 	extraServe string
 	binary     string
+	vapid      string
 }
 
 func runBenchPush(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -53,6 +55,7 @@ func runBenchPush(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.IntVar(&f.rate, "rate", 1000, "rate: messages per second")
 	fs.DurationVar(&f.duration, "duration", 5*time.Second, "rate, max: how long to send")
 	fs.IntVar(&f.payload, "payload", 1024, "bytes of message body")
+	fs.StringVar(&f.vapid, "vapid", "none", "rate, max: how senders sign (RFC 8292): none, reuse (one token for the run, as herald's webpush destination does) or per-message (a new token each send)")
 	fs.IntVar(&f.drain, "drain", 150, "drain: stored messages the user agent reconnects to (at most --push-msg-limit, 150)")
 	fs.DurationVar(&f.ceilingMax, "ceiling-time", 5*time.Second, "max: longest raw HTTP ceiling run (0 skips it)")
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object instead of the report")
@@ -61,6 +64,9 @@ func runBenchPush(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.StringVar(&f.binary, "herald-binary", "", "herald binary to run as the child (default: this one)")
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
+	}
+	if !slices.Contains(bench.VAPIDModes, f.vapid) {
+		return fmt.Errorf("--vapid must be one of %s", strings.Join(bench.VAPIDModes, ", "))
 	}
 	if f.payload < 16 || f.payload > 4096 {
 		return errors.New("--payload must be 16..4096")
@@ -74,7 +80,7 @@ func runBenchPush(ctx context.Context, args []string, stdout, stderr io.Writer) 
 
 	res, err := bench.RunPush(ctx, bench.PushConfig{
 		Scenarios: f.scenarios, IdleConns: f.idleConns, Sources: f.sources, UserAgents: f.uas, Rate: f.rate,
-		Duration: f.duration, Payload: f.payload, Drain: f.drain, CeilingMax: f.ceilingMax, Log: stderr,
+		Duration: f.duration, Payload: f.payload, Drain: f.drain, CeilingMax: f.ceilingMax, Log: stderr, VAPID: f.vapid,
 	}, bench.PushNode{Addr: child.addr, Pid: child.cmd.Process.Pid})
 	if err != nil {
 		return err
