@@ -65,6 +65,10 @@ type Config struct {
 	// --batch run with few publishers compares fairly only with as many
 	// raw workers as the node has.
 	RawConcurrency int
+	// Burst, when > 0, publishes Burst events every BurstEvery to a
+	// subscription of their own while the load runs (burst.go).
+	Burst      int64
+	BurstEvery time.Duration
 	// PostgresCPU measures the CPU of this machine's PostgreSQL server
 	// processes per delivery (Result.DBCPUPerDeliveryUs): set it when the
 	// node runs on a local PostgreSQL.
@@ -202,6 +206,13 @@ func Run(ctx context.Context, cfg Config, start func(context.Context) (Node, fun
 	if err != nil {
 		return nil, fmt.Errorf("error reading stats: %w", err)
 	}
+	var bursts *burster
+	if cfg.Burst > 0 && cfg.BurstEvery > 0 {
+		if bursts, err = startBursts(ctx, api, eventType+".burst", cfg.Burst, cfg.BurstEvery); err != nil {
+			return nil, err
+		}
+		defer bursts.close()
+	}
 	p := &publisher{cfg: &cfg, api: api, eventType: eventType, pad: pad}
 	var stopProgress func()
 	if cfg.Progress != nil {
@@ -223,6 +234,9 @@ func Run(ctx context.Context, cfg Config, start func(context.Context) (Node, fun
 		stopSampling = sampleRun(cfg.Sample, began, p, out)
 	}
 	p.run(ctx, began)
+	if bursts != nil {
+		bursts.stopBursts()
+	}
 	published := time.Now()
 	res.Drain = cfg.Drain
 	deliverStart := began
@@ -236,7 +250,7 @@ func Run(ctx context.Context, cfg Config, start func(context.Context) (Node, fun
 	// their tiers), or --wait ends.
 	deadline := published.Add(cfg.Wait)
 	lastCheck := time.Now()
-	for ctx.Err() == nil && out.Delivered() < p.wanted.Load() && time.Now().Before(deadline) {
+	for ctx.Err() == nil && (out.Delivered() < p.wanted.Load() || (bursts != nil && !bursts.settled())) && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 		if time.Since(lastCheck) > 500*time.Millisecond {
 			lastCheck = time.Now()
@@ -296,6 +310,14 @@ func Run(ctx context.Context, cfg Config, start func(context.Context) (Node, fun
 		}
 	}
 	res.ClaimTxs, res.DirectDispatched = tx.claims, tx.direct
+	if bursts != nil {
+		res.Bursts = &BurstResult{
+			Size: cfg.Burst, EverySeconds: cfg.BurstEvery.Seconds(), Bursts: bursts.bursts.Load(),
+			Published: bursts.published.Load(), PublishErrors: bursts.errors.Load(),
+			DeliveriesExpected: bursts.wanted.Load(), Delivered: bursts.recv.Delivered(),
+		}
+	}
+	summarizeWindows(res)
 	if res.Delivered > 0 && dbCPU > 0 {
 		res.DBCPUPerDeliveryUs = dbCPU * 1e6 / float64(res.Delivered)
 	}

@@ -29,9 +29,13 @@ type Result struct {
 	// growing memory show up as trends.
 	Samples         []Sample `json:"samples,omitempty"`
 	BacklogAttempts int64    `json:"backlog_failed_attempts,omitempty"`
-	PayloadB        int      `json:"payload_bytes"`
-	FailRatio       float64  `json:"fail_ratio"`
-	DelayMs         float64  `json:"delay_ms"`
+	// Bursts is --burst's side load (nil without it).
+	Bursts *BurstResult `json:"bursts,omitempty"`
+	// Windows sums up the samples' p99 (nil without --sample).
+	Windows   *WindowSummary `json:"windows,omitempty"`
+	PayloadB  int            `json:"payload_bytes"`
+	FailRatio float64        `json:"fail_ratio"`
+	DelayMs   float64        `json:"delay_ms"`
 
 	Published        int64   `json:"published"`
 	PublishErrors    int64   `json:"publish_errors"`
@@ -137,6 +141,14 @@ func WriteReport(w io.Writer, r *Result) {
 				sm.AtS, sm.PublishedPerS, sm.DeliveredPerS, sm.Backlog, sm.LatencyP99Ms, sm.HeapMB, sm.RSSMB)
 		}
 	}
+	if r.Windows != nil {
+		fmt.Fprintf(w, "p99 per window      %d windows: median %.1f ms, worst %.1f ms; over 20 ms %d, over 50 ms %d, over 250 ms %d\n",
+			r.Windows.Windows, r.Windows.MedianMs, r.Windows.WorstMs, r.Windows.Over20, r.Windows.Over50, r.Windows.Over250)
+	}
+	if b := r.Bursts; b != nil {
+		fmt.Fprintf(w, "bursts              %d of %d events every %.0fs to a subscription of their own: %d published (%d errors), %d of %d delivered\n",
+			b.Bursts, b.Size, b.EverySeconds, b.Published, b.PublishErrors, b.Delivered, b.DeliveriesExpected)
+	}
 	if r.Backlog > 0 {
 		fmt.Fprintf(w, "backlog             %d events to an endpoint that always fails; %d failed attempts during the run\n",
 			r.Backlog, r.BacklogAttempts)
@@ -177,4 +189,56 @@ func writeBroker(w io.Writer, d *DestinationResult, remote bool) {
 	if d.Duplicates > 0 || d.Invalid > 0 {
 		fmt.Fprintf(w, "consumer            %d duplicates, %d without a readable stamp\n", d.Duplicates, d.Invalid)
 	}
+}
+
+// BurstResult is the side load of --burst.
+type BurstResult struct {
+	Size               int64   `json:"size"`
+	EverySeconds       float64 `json:"every_s"`
+	Bursts             int64   `json:"bursts"`
+	Published          int64   `json:"published"`
+	PublishErrors      int64   `json:"publish_errors"`
+	DeliveriesExpected int64   `json:"deliveries_expected"`
+	Delivered          int64   `json:"delivered"`
+}
+
+// WindowSummary is the p99 of the measured load per --sample window: how
+// many windows there were, their worst p99, and how many were over 20, 50
+// and 250 ms (issue 28's soak goals: ≤ 50 ms in 95% of windows on
+// PostgreSQL, never above 250 ms).
+type WindowSummary struct {
+	Windows  int     `json:"windows"`
+	WorstMs  float64 `json:"worst_p99_ms"`
+	MedianMs float64 `json:"median_p99_ms"`
+	Over20   int     `json:"over_20ms"`
+	Over50   int     `json:"over_50ms"`
+	Over250  int     `json:"over_250ms"`
+}
+
+// summarizeWindows fills r.Windows from r.Samples (windows that delivered
+// nothing are left out).
+func summarizeWindows(r *Result) {
+	var p99s []float64
+	w := &WindowSummary{}
+	for _, s := range r.Samples {
+		if s.DeliveredPerS == 0 {
+			continue
+		}
+		p99s = append(p99s, s.LatencyP99Ms)
+		w.WorstMs = max(w.WorstMs, s.LatencyP99Ms)
+		if s.LatencyP99Ms > 20 {
+			w.Over20++
+		}
+		if s.LatencyP99Ms > 50 {
+			w.Over50++
+		}
+		if s.LatencyP99Ms > 250 {
+			w.Over250++
+		}
+	}
+	if len(p99s) == 0 {
+		return
+	}
+	w.Windows, w.MedianMs = len(p99s), median(p99s)
+	r.Windows = w
 }

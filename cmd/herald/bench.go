@@ -31,7 +31,7 @@ import (
 // Bench limits: a run is bounded in size and time.
 const (
 	benchMaxCount       = 10_000_000
-	benchMaxDuration    = 10 * time.Minute
+	benchMaxDuration    = time.Hour
 	benchMaxConcurrency = 1024
 	benchMaxFanout      = 100
 	benchMaxPayload     = 256 << 10
@@ -70,6 +70,8 @@ type benchFlags struct {
 	prefetch                int
 	latencyCount            int64
 	phases                  int
+	burst                   int64
+	burstEvery              time.Duration
 	idle                    time.Duration
 	phaseCounts             string
 	observeDB               string
@@ -97,7 +99,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.BoolVar(&f.direct, "direct-dispatch", true, "in-process node: send fresh deliveries without a claim when workers are free")
 	fs.Float64Var(&f.rate, "rate", 0, "events per second to publish (0: as fast as possible)")
 	fs.Int64Var(&f.count, "count", 10000, "events to publish (with --duration: at most this many; default then 10,000,000)")
-	fs.DurationVar(&f.duration, "duration", 0, "publish for this long instead of a fixed count (at most 10m)")
+	fs.DurationVar(&f.duration, "duration", 0, "publish for this long instead of a fixed count (at most 1h)")
 	fs.IntVar(&f.payload, "payload", 1024, "bytes of event data")
 	fs.IntVar(&f.concurrency, "concurrency", 64, "concurrent publish calls (and connections of the raw HTTP ceiling run)")
 	fs.IntVar(&f.batch, "batch", 0, "publish through the batch API, N events per call (0: single publishes)")
@@ -115,7 +117,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&f.prefetch, "prefetch", 0, "--source: prefetch of the raw consumer and the source (0: herald's default, 256)")
 	fs.Int64Var(&f.latencyCount, "latency-count", 10000, "--source: messages of the latency phase (0 skips it)")
 	fs.IntVar(&f.phases, "phases", 0, "the after-load check, N runs (1..100): each run drives one node through 30,000 single publishes (64 publishers), 50,000 through the batch API (100 a call, 8 publishers) and 10,000 at 1,000/s, and prints each phase's figures and the spread over the runs; each run starts a fresh in-process node, or uses --target throughout")
-	fs.DurationVar(&f.idle, "idle", 0, "measure a node with no traffic for this long (1s..10m) instead: its CPU and, on PostgreSQL, the database's, as a share of one core")
+	fs.Int64Var(&f.burst, "burst", 0, "side load: every --burst-every, publish this many events (batch API, 100 a call, 8 publishers) to a subscription of their own while the measured load runs (0..1,000,000; the soak of issue 28: --duration 30m --rate 1000 --sample 30s --burst 20000 --burst-every 5m)")
+	fs.DurationVar(&f.burstEvery, "burst-every", 5*time.Minute, "--burst: the interval between bursts (1s..1h)")
+	fs.DurationVar(&f.idle, "idle", 0, "measure a node with no traffic for this long (1s..1h) instead: its CPU and, on PostgreSQL, the database's, as a share of one core")
 	fs.StringVar(&f.phaseCounts, "phase-counts", "30000,50000,10000", "--phases: events of the single, batch and rate phases (0 skips a phase)")
 	fs.StringVar(&f.observeDB, "observe-database", "", "a --target node's PostgreSQL URL (loopback): reports the CPU of this machine's PostgreSQL processes per delivery, and with --phases the checkpoints, autovacuum runs and wait events of each phase (an in-process PostgreSQL node is observed anyway)")
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object instead of the report")
@@ -172,6 +176,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Wait: f.wait, CeilingMax: f.ceilingMax, Sample: f.sample, Drain: f.drain,
 		Destination: f.destination, BrokerURL: f.brokerURL, RawConcurrency: f.rawConcurrency,
 		PostgresCPU: f.databaseURL != "" || f.observeDB != "",
+		Burst:       f.burst, BurstEvery: f.burstEvery,
 	}
 	if f.progress {
 		cfg.Progress = stderr
@@ -217,6 +222,15 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 func (f *benchFlags) validate() error {
 	if f.source != "" {
 		return nil // runBenchSource checks its own flags
+	}
+	if f.burst < 0 || f.burst > 1_000_000 {
+		return errors.New("--burst must be 0..1000000")
+	}
+	if f.burst > 0 && (f.burstEvery < time.Second || f.burstEvery > time.Hour) {
+		return errors.New("--burst-every must be 1s..1h")
+	}
+	if f.burst > 0 && f.destination != "webhook" {
+		return errors.New("--burst applies to --destination webhook only")
 	}
 	if f.idle != 0 && (f.idle < time.Second || f.idle > benchMaxDuration) {
 		return fmt.Errorf("--idle must be 1s..%s", benchMaxDuration)

@@ -144,6 +144,25 @@ func TestBenchSQLite(t *testing.T) {
 		}
 	})
 
+	t.Run("Bursts", func(t *testing.T) {
+		t.Parallel()
+		// Two bursts beside a paced load: every burst delivery arrives,
+		// on its own subscription (the measured load's counts are its
+		// own), and the windows are summed up.
+		res := runBenchJSON(t, "--duration", "3s", "--rate", "100", "--concurrency", "4", "--sample", "1s",
+			"--burst", "300", "--burst-every", "1s", "--ceiling-time", "1s")
+		require.NotNil(t, res.Bursts)
+		require.GreaterOrEqual(t, res.Bursts.Bursts, int64(2))
+		require.Equal(t, res.Bursts.Bursts*300, res.Bursts.Published)
+		require.Zero(t, res.Bursts.PublishErrors)
+		require.Equal(t, res.Bursts.Published, res.Bursts.DeliveriesExpected)
+		require.Equal(t, res.Bursts.DeliveriesExpected, res.Bursts.Delivered)
+		require.Equal(t, res.Published, res.DeliveriesWanted, "burst deliveries are not the measured load's")
+		require.NotNil(t, res.Windows)
+		require.Positive(t, res.Windows.Windows)
+		require.GreaterOrEqual(t, res.Windows.WorstMs, res.Windows.MedianMs)
+	})
+
 	t.Run("Drain", func(t *testing.T) {
 		t.Parallel()
 		res := runBenchJSON(t, "--count", "200", "--drain", "--ceiling-time", "1s")
@@ -160,7 +179,9 @@ func TestBenchRefusesNonLoopback(t *testing.T) {
 		{"--database-url", "postgres://db.example.com/herald"},
 		{"--target", "http://127.0.0.1:8080"}, // no token
 		{"--count", "0"},
-		{"--duration", "11m"},
+		{"--duration", "61m"},
+		{"--burst", "10", "--burst-every", "500ms"},
+		{"--burst", "-1"},
 		{"--target", "http://127.0.0.1:1", "--token", "x", "--drain"},
 	} {
 		var out, errOut bytes.Buffer
