@@ -150,36 +150,48 @@ func (b *eventBatch) read(br pgx.BatchResults, events []store.EventInsert) ([]st
 	if err != nil {
 		return nil, err
 	}
-	isNew := map[store.EventKey]bool{}
-	gone := map[string]bool{}
-	var newID, newTenant, goneID *string
-	if _, err := pgx.ForEachRow(rows, []any{&newID, &newTenant, &goneID}, func() error {
-		if newID != nil {
-			isNew[store.EventKey{ID: *newID, Tenant: *newTenant}] = true
-		}
-		if goneID != nil {
-			gone[*goneID] = true
-		}
-		return nil
-	}); err != nil {
+	ins, err := readInserted(rows)
+	if err != nil {
 		return nil, err
-	}
-	// kept returns how many of ds were stored and the ids of the others.
-	kept := func(ds []store.DeliveryInsert) (int, []string) {
-		if len(gone) == 0 {
-			return len(ds), nil
-		}
-		live := make(map[string]bool, len(ds))
-		for _, d := range ds {
-			live[d.SubscriptionID] = !gone[d.SubscriptionID]
-		}
-		dropped := store.DroppedDeliveries(ds, live)
-		return len(ds) - len(dropped), dropped
 	}
 	rows, err = br.Query()
 	if err != nil {
 		return nil, err
 	}
+	original, err := readOriginals(rows)
+	if err != nil {
+		return nil, err
+	}
+	return b.answer(events, ins, original)
+}
+
+// inserted is what insertEventsSQL answered: the events it inserted and
+// the named subscriptions that were gone.
+type inserted struct {
+	isNew map[store.EventKey]bool
+	gone  map[string]bool
+}
+
+func readInserted(rows pgx.Rows) (*inserted, error) {
+	ins := &inserted{isNew: map[store.EventKey]bool{}, gone: map[string]bool{}}
+	var newID, newTenant, goneID *string
+	if _, err := pgx.ForEachRow(rows, []any{&newID, &newTenant, &goneID}, func() error {
+		if newID != nil {
+			ins.isNew[store.EventKey{ID: *newID, Tenant: *newTenant}] = true
+		}
+		if goneID != nil {
+			ins.gone[*goneID] = true
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return ins, nil
+}
+
+// readOriginals reads a read-back: the delivery counts of events already
+// stored.
+func readOriginals(rows pgx.Rows) (map[store.EventKey]int, error) {
 	original := make(map[store.EventKey]int)
 	var k store.EventKey
 	var n int
@@ -189,15 +201,44 @@ func (b *eventBatch) read(br pgx.BatchResults, events []store.EventInsert) ([]st
 	}); err != nil {
 		return nil, err
 	}
+	return original, nil
+}
+
+// missing returns the keys of first occurrences the insert did not insert:
+// duplicates of events already stored.
+func (b *eventBatch) missing(ins *inserted) (ids, tenants []string) {
+	for i, id := range b.ids {
+		if !ins.isNew[store.EventKey{ID: id, Tenant: b.tenants[i]}] {
+			ids, tenants = append(ids, id), append(tenants, b.tenants[i])
+		}
+	}
+	return ids, tenants
+}
+
+// answer answers each input in order from what the insert and the
+// read-back said.
+func (b *eventBatch) answer(events []store.EventInsert, ins *inserted, original map[store.EventKey]int) ([]store.EventInsertResult, error) {
+	// kept returns how many of ds were stored and the ids of the others.
+	kept := func(ds []store.DeliveryInsert) (int, []string) {
+		if len(ins.gone) == 0 {
+			return len(ds), nil
+		}
+		live := make(map[string]bool, len(ds))
+		for _, d := range ds {
+			live[d.SubscriptionID] = !ins.gone[d.SubscriptionID]
+		}
+		dropped := store.DroppedDeliveries(ds, live)
+		return len(ds) - len(dropped), dropped
+	}
 	out := make([]store.EventInsertResult, len(events))
 	for i, in := range events {
 		id, k := in.Event.ID, store.EventKeyOf(in.Event)
 		f := b.first[i]
 		switch {
-		case isNew[k] && f == i:
+		case ins.isNew[k] && f == i:
 			n, dropped := kept(in.Deliveries)
 			out[i] = store.EventInsertResult{ID: id, DeliveryCount: n, Dropped: dropped}
-		case isNew[k]:
+		case ins.isNew[k]:
 			// Repeated inside this call: a duplicate of its first occurrence.
 			n, _ := kept(events[f].Deliveries)
 			out[i] = store.EventInsertResult{ID: id, Duplicate: true, DeliveryCount: n}
@@ -215,6 +256,12 @@ func (b *eventBatch) read(br pgx.BatchResults, events []store.EventInsert) ([]st
 	return out, nil
 }
 
+// duplicatesSQL reads the delivery counts of stored events, after the
+// insert that found them committed: EventInsertMany's read-back, run only
+// when the insert left some out.
+const duplicatesSQL = `SELECT id, tenant, delivery_count FROM events
+	WHERE (id, tenant) IN (SELECT * FROM unnest($1::text[], $2::text[]))`
+
 // EventInsertMany stores events and their deliveries: the insert and the
 // duplicate read-back go as one batch (one round trip), which PostgreSQL
 // runs as one implicit transaction.
@@ -228,25 +275,38 @@ func (s *Store) EventInsertMany(ctx context.Context, params *store.EventInsertMa
 		return nil, err
 	}
 	b := newEventBatch(params.Events, params.Now)
-	batch := &pgx.Batch{}
-	b.queue(batch)
-	// The batch is one implicit transaction: one that failed on a deadlock
-	// or a serialization failure (isRetryable) left nothing behind and
-	// runs again, like the other single-statement writes.
-	var res []store.EventInsertResult
-	tries := 0
+	// The insert alone, one statement in its own implicit transaction; a
+	// deadlock or a serialization failure (isRetryable) left nothing
+	// behind and it runs again, like the other single-statement writes.
+	// The read-back of duplicates follows only when there are any: a
+	// publish of new events (nearly all of them) costs one statement, not
+	// two (issue 26: every statement is planned anew, and at steady rates
+	// most commits hold one or two events). The originals it reads were
+	// committed before the insert's ON CONFLICT let it finish, so a
+	// statement after the commit sees them.
+	var ins *inserted
 	err = retryMoved(ctx, func() error {
-		if tries++; tries > 1 {
-			batch = rebatch(batch)
+		rows, err := db.Query(ctx, insertEventsSQL, b.args...)
+		if err != nil {
+			return err
 		}
-		br := db.SendBatch(ctx, batch)
-		var err error
-		res, err = b.read(br, params.Events)
-		if cerr := br.Close(); err == nil {
-			err = cerr
-		}
+		ins, err = readInserted(rows)
 		return err
 	})
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	var original map[store.EventKey]int
+	if ids, tenants := b.missing(ins); len(ids) > 0 {
+		rows, err := db.Query(ctx, duplicatesSQL, ids, tenants)
+		if err == nil {
+			original, err = readOriginals(rows)
+		}
+		if err != nil {
+			return nil, mapErr(op, err)
+		}
+	}
+	res, err := b.answer(params.Events, ins, original)
 	if err != nil {
 		return nil, mapErr(op, err)
 	}

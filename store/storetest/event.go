@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"encoding/json"
+	"sync"
 	"testing"
 	"time"
 
@@ -123,6 +124,52 @@ func testEvent(t *testing.T, newStore NewStoreFunc) {
 		require.NoError(t, err)
 		require.Equal(t, ev.Type, got.Event.Type, "the original is kept")
 		require.ElementsMatch(t, first, deliveryIDs(got.Deliveries))
+	})
+
+	t.Run("DuplicateConcurrent", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newStore)
+		sub := b.createSub(t)
+		// Eight calls publish the same event at once, each with a new
+		// event in the same call: exactly one stores it (with its two
+		// deliveries); the others are answered duplicates with the count
+		// of the one stored, and their own new events are stored.
+		id := herald.NewID(herald.PrefixEvent)
+		const calls = 8
+		results := make([][]store.EventInsertResult, calls)
+		errs := make([]error, calls)
+		var wg sync.WaitGroup
+		for i := range calls {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				results[i], errs[i] = b.store.EventInsertMany(b.ctx, &store.EventInsertManyParams{Now: now, Events: []store.EventInsert{
+					{Event: newEvent(func(e *herald.Event) { e.ID = id }), Deliveries: []store.DeliveryInsert{
+						{ID: herald.NewID(herald.PrefixDelivery), SubscriptionID: sub.ID, NextAttemptAt: now},
+						{ID: herald.NewID(herald.PrefixDelivery), SubscriptionID: sub.ID, NextAttemptAt: now},
+					}},
+					{Event: newEvent(), Deliveries: []store.DeliveryInsert{
+						{ID: herald.NewID(herald.PrefixDelivery), SubscriptionID: sub.ID, NextAttemptAt: now},
+					}},
+				}})
+			}()
+		}
+		wg.Wait()
+		stored := 0
+		for i := range calls {
+			require.NoError(t, errs[i])
+			require.Len(t, results[i], 2)
+			require.Equal(t, 2, results[i][0].DeliveryCount, "call %d", i)
+			if !results[i][0].Duplicate {
+				stored++
+			}
+			require.False(t, results[i][1].Duplicate)
+			require.Equal(t, 1, results[i][1].DeliveryCount)
+		}
+		require.Equal(t, 1, stored, "one call stored the event")
+		got, err := b.store.EventGet(b.ctx, &store.EventGetParams{ID: id})
+		require.NoError(t, err)
+		require.Len(t, got.Deliveries, 2)
 	})
 
 	t.Run("DuplicateWithinCall", func(t *testing.T) {
