@@ -58,6 +58,7 @@ func postgresCPU() float64 {
 
 // isPostgres reports whether process pid is named postgres.
 func isPostgres(pid string) bool {
-	b, err := os.ReadFile("/proc/" + pid + "/comm")
+	b, err := os.ReadFile("/proc/" + pid + "/comm") //nolint:gosec // pid is a ppid field of /proc/<n>/stat: digits
+
 	return err == nil && strings.TrimSpace(string(b)) == "postgres"
 }
