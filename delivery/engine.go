@@ -40,16 +40,17 @@ type Router interface {
 
 // Defaults.
 const (
-	DefaultWorkers           = 64
-	DefaultClaimBatch        = 100
-	DefaultLeaseMargin       = 30 * time.Second
-	DefaultPollInterval      = time.Second
-	DefaultRescueInterval    = 5 * time.Second
-	DefaultLivenessInterval  = time.Second
-	DefaultRebalanceInterval = time.Second
-	DefaultShutdownTimeout   = 10 * time.Second
-	DefaultCompleteBatch     = 500
-	DefaultCompleteWait      = 3 * time.Millisecond
+	DefaultWorkers            = 64
+	DefaultClaimBatch         = 100
+	DefaultLeaseMargin        = 30 * time.Second
+	DefaultPollInterval       = time.Second
+	DefaultRescueInterval     = 5 * time.Second
+	DefaultLivenessInterval   = time.Second
+	DefaultRebalanceInterval  = time.Second
+	DefaultShutdownTimeout    = 10 * time.Second
+	DefaultCompleteBatch      = 500
+	DefaultCompleteWait       = 3 * time.Millisecond
+	DefaultSteadyCompleteWait = 10 * time.Millisecond
 )
 
 // Config configures an Engine.
@@ -106,6 +107,12 @@ type Config struct {
 	// never). An outcome that frees an ordered key or a max_in_flight slot
 	// is written at once.
 	CompleteWait time.Duration
+	// SteadyCompleteWait is how long a completion transaction waits for
+	// more outcomes in a steady flow of them, even with no other request
+	// running (default 10ms; negative: never; completer.gather). Outcomes
+	// are written that much later — the deliveries were already made —
+	// and a crash in between repeats at most those deliveries.
+	SteadyCompleteWait time.Duration
 	// NodeID names this node's leases (default random).
 	NodeID string
 	Now    func() time.Time
@@ -248,6 +255,9 @@ func New(cfg Config) *Engine {
 	}
 	if cfg.CompleteWait == 0 {
 		cfg.CompleteWait = DefaultCompleteWait
+	}
+	if cfg.SteadyCompleteWait == 0 {
+		cfg.SteadyCompleteWait = DefaultSteadyCompleteWait
 	}
 	if cfg.NodeID == "" {
 		var b [6]byte

@@ -253,27 +253,32 @@ func TestCloseDrains(t *testing.T) {
 }
 
 // A group commit waits for more events only while publishers queue (the
-// group before it held at least busyGroup events), or always with
-// FlushInterval.
+// group before it held at least busyGroup events), while group commits
+// follow each other closely (SteadyWait), or always with FlushInterval.
 func TestGroupCommitWait(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name string
-		cfg  Config
-		last int
-		wait time.Duration
+		name  string
+		cfg   Config
+		last  int
+		close bool
+		wait  time.Duration
 	}{
-		{"lone publish", Config{}, 1, 0},
-		{"small group", Config{}, busyGroup - 1, 0},
-		{"publishers queue", Config{}, busyGroup, DefaultBusyWait},
-		{"custom busy wait", Config{BusyWait: 5 * time.Millisecond}, 100, 5 * time.Millisecond},
-		{"busy wait off", Config{BusyWait: -1}, 100, 0},
-		{"flush interval wins", Config{FlushInterval: 10 * time.Millisecond}, 0, 10 * time.Millisecond},
+		{"lone publish", Config{}, 1, false, 0},
+		{"small group", Config{}, busyGroup - 1, false, 0},
+		{"publishers queue", Config{}, busyGroup, false, DefaultBusyWait},
+		{"custom busy wait", Config{BusyWait: 5 * time.Millisecond}, 100, false, 5 * time.Millisecond},
+		{"busy wait off", Config{BusyWait: -1}, 100, false, 0},
+		{"flush interval wins", Config{FlushInterval: 10 * time.Millisecond}, 0, true, 10 * time.Millisecond},
+		{"steady flow of small groups", Config{}, 1, true, DefaultSteadyWait},
+		{"busy wait before steady wait", Config{}, busyGroup, true, DefaultBusyWait},
+		{"custom steady wait", Config{SteadyWait: 3 * time.Millisecond}, 1, true, 3 * time.Millisecond},
+		{"steady wait off", Config{SteadyWait: -1}, 1, true, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			tc.cfg.Store = testdb.SQLite(t)
-			require.Equal(t, tc.wait, New(tc.cfg).wait(tc.last))
+			require.Equal(t, tc.wait, New(tc.cfg).wait(tc.last, tc.close))
 		})
 	}
 }
