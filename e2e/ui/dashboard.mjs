@@ -933,6 +933,31 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
   assert(!(await apiCall('GET', '/v1/sources')).data.some((x) => x.name === 'phone-src'), 'nothing created without a connection');
   await shot(page, '40-phone-source-field-error');
 
+  // Issue 24's done-when: items 3, 5 and 8 at phone width too.
+  begin('390×844: a CEL error in words, a save confirmed, a revealed secret, no-data on the overview');
+  await page.goto(BASE + '/ui/subscriptions/new');
+  await page.getByLabel('Language').selectOption('cel');
+  await page.getByLabel('Expression').fill('data.total >');
+  await page.locator('textarea[name=test_event]').fill('{"type": "order.created", "data": {"total": 120}}');
+  await page.getByRole('button', { name: 'Test filter' }).click();
+  await page.locator('.filter-result .error').getByText('line 1, column 13: syntax error: the expression ends too early').waitFor();
+  await fits('a CEL error at 390 px');
+  await page.locator('.filter-result').scrollIntoViewIfNeeded();
+  await shot(page, '43-phone-cel-error');
+  await page.goto(BASE + '/ui/subscriptions/' + encodeURIComponent(subID));
+  await page.getByRole('button', { name: 'Save changes' }).click();
+  await page.locator('form .notice').getByText('Saved.').waitFor();
+  await page.getByRole('button', { name: 'Reveal secret' }).click();
+  await page.locator('.secret-box').getByText('shows it again').waitFor();
+  assert(!(await page.locator('.secret-box').textContent()).includes('available later only'), 'a revealed secret says it is available only later (390 px)');
+  await fits('a saved subscription with its secret at 390 px');
+  await shot(page, '44-phone-subscription-saved-revealed');
+  await page.goto(BASE + '/ui/');
+  await page.getByRole('button', { name: '1 hour', exact: true }).click();
+  await page.locator('svg.chart [data-nodata]').first().waitFor();
+  await fits('the overview\'s 1 hour charts at 390 px');
+  await shot(page, '45-phone-overview-1h');
+
   begin('sources: clean up the test\'s streams');
   await apiCall('DELETE', '/v1/sources/parcels');
   spawnSync('redis-cli', ['-u', redisURL, 'DEL', srcStream, srcStream + ':rejected', srcStream + '-doomed']);

@@ -9,7 +9,9 @@
 //
 // Prints "OK <n> screenshots" on success.
 
-import { env, assert, begin, until, api, screenshots, launch, runFlow, fitsOn } from './lib.mjs';
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { env, log, assert, begin, until, api, screenshots, launch, runFlow, fitsOn } from './lib.mjs';
 
 const BASE = env('HERALD_URL');
 const TOKEN = env('HERALD_TOKEN');
@@ -26,6 +28,16 @@ page.on('pageerror', (e) => problems.push('page error: ' + e.message));
 // The refused example and the refused publish are 422s on purpose.
 page.on('console', (m) => { if (m.type() === 'error' && !m.text().includes('422')) problems.push('console error: ' + m.text()); });
 const nav = (name) => page.locator('header nav').getByRole('link', { name, exact: true });
+
+// unbroken checks that no type name or button wraps onto a second line: a
+// squeezed column broke "order.placed" and "Delete" mid-word (td's
+// overflow-wrap: anywhere).
+async function unbroken() {
+  for (const el of await page.locator('tbody code[data-event-type], tbody button').all()) {
+    const bb = await el.boundingBox();
+    assert(bb.height < 34, `"${await el.textContent()}" wraps onto two lines at 1280 px: ${bb.height}px high`);
+  }
+}
 
 const SCHEMA = '{"type": "object", "required": ["amount"], "properties": {"amount": {"type": "number"}, "currency": {"type": "string"}}}';
 
@@ -61,6 +73,7 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
   await page.locator('code[data-event-type="order.placed"]').waitFor();
   await page.getByText('Event type order.placed created.').waitFor();
   await fitsOn(page, 'the Event types page at 1280 px');
+  await unbroken();
   await shot(page, '02-event-types-list');
 
   begin('a publish that does not conform is refused');
@@ -133,9 +146,19 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
   await page.getByText('Event type order.placed saved.').waitFor();
   await until('the new description', async () => (await page.locator('tbody').textContent()).includes('An order was placed and paid.'));
   await fitsOn(page, 'the Event types page with its edit form at 1280 px');
+  await unbroken();
   const saved = await apiCall('GET', '/v1/event-types/order.placed');
   assert(saved.description === 'An order was placed and paid.' && saved.validate === true, 'saved: ' + JSON.stringify(saved));
   await shot(page, '05-event-type-edited');
+  if (process.env.EVENT_TYPES_SHOT) {
+    // The README's picture of the catalog (1280 px window, not the full page).
+    await page.goto(BASE + '/ui/event-types');
+    await page.locator('code[data-event-type="order.placed"]').waitFor();
+    mkdirSync(dirname(process.env.EVENT_TYPES_SHOT), { recursive: true });
+    await page.setViewportSize({ width: 1280, height: 640 });
+    await page.screenshot({ path: process.env.EVENT_TYPES_SHOT });
+    log('event types screenshot for the README:', process.env.EVENT_TYPES_SHOT);
+  }
 
   // Issue 24's done-when: items 1 and 16 at phone width too.
   begin('390×844: the Event types page and its edit form fit a phone');
