@@ -957,6 +957,24 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
   await page.locator('svg.chart [data-nodata]').first().waitFor();
   await fits('the overview\'s 1 hour charts at 390 px');
   await shot(page, '45-phone-overview-1h');
+  const pendingExtra = await page.locator('.card', { hasText: 'Pending' }).locator('.card-extra').textContent();
+  assert(pendingExtra === 'none' || pendingExtra.startsWith('oldest due ') || pendingExtra.startsWith('none due'), 'the Pending card at 390 px: ' + pendingExtra);
+  await page.goto(BASE + '/ui/tokens');
+  await page.locator('input[name=token_name]').fill('phone-bad');
+  await page.locator('input[name=scope][value=admin]').check();
+  await page.locator('input[name=token_tenant]').fill('acme');
+  await page.getByRole('button', { name: 'Create token' }).click();
+  await page.locator('form .error').getByText('admin cannot be confined to a tenant').waitFor();
+  await fits('a Tokens error at 390 px');
+  await page.locator('input[name=scope][value=admin]').uncheck();
+  await page.locator('input[name=token_tenant]').fill('');
+  await page.locator('input[name=token_name]').fill('phone-ok');
+  await page.locator('input[name=scope][value="events:read"]').check();
+  await page.getByRole('button', { name: 'Create token' }).click();
+  await page.locator('.secret-box [data-secret]').waitFor();
+  assert(await page.locator('main .error').count() === 0, 'the Tokens error stays after a later success at 390 px');
+  await fits('a new token at 390 px');
+  await shot(page, '46-phone-token-created');
 
   begin('sources: clean up the test\'s streams');
   await apiCall('DELETE', '/v1/sources/parcels');
