@@ -78,7 +78,11 @@ func TestDashboardSystemEvents(t *testing.T) {
 // TestDashboardEventTypes drives e2e/ui/event_types.mjs on both stores:
 // a type created on the Event types page (a bad example refused at its
 // field) is offered with its description by the subscription form, the
-// portal's too, and its example by the filter tester.
+// portal's too, and its example by the filter tester; then the page, the
+// form's picker and the portal's at 390 px.
+//
+// HERALD_UI_EVENT_TYPES_SHOT also saves the SQLite run's Event types page
+// there (how docs/dashboard-event-types.png is made).
 func TestDashboardEventTypes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and runs a browser")
@@ -87,7 +91,11 @@ func TestDashboardEventTypes(t *testing.T) {
 	b := newBrowserRun(t)
 	for _, backend := range []string{"sqlite", "postgres"} {
 		t.Run(backend, func(t *testing.T) {
-			b.run(t, backend, "event_types.mjs", "ui-event-types-"+backend, nil)
+			var env []string
+			if p := os.Getenv("HERALD_UI_EVENT_TYPES_SHOT"); p != "" && backend == "sqlite" {
+				env = append(env, "EVENT_TYPES_SHOT="+p)
+			}
+			b.run(t, backend, "event_types.mjs", "ui-event-types-"+backend, nil, env...)
 		})
 	}
 }

@@ -9,7 +9,9 @@
 //
 // Prints "OK <n> screenshots" on success.
 
-import { env, assert, begin, until, api, screenshots, launch, runFlow } from './lib.mjs';
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { env, log, assert, begin, until, api, screenshots, launch, runFlow, fitsOn } from './lib.mjs';
 
 const BASE = env('HERALD_URL');
 const TOKEN = env('HERALD_TOKEN');
@@ -26,6 +28,16 @@ page.on('pageerror', (e) => problems.push('page error: ' + e.message));
 // The refused example and the refused publish are 422s on purpose.
 page.on('console', (m) => { if (m.type() === 'error' && !m.text().includes('422')) problems.push('console error: ' + m.text()); });
 const nav = (name) => page.locator('header nav').getByRole('link', { name, exact: true });
+
+// unbroken checks that no type name or button wraps onto a second line: a
+// squeezed column broke "order.placed" and "Delete" mid-word (td's
+// overflow-wrap: anywhere).
+async function unbroken() {
+  for (const el of await page.locator('tbody code[data-event-type], tbody button').all()) {
+    const bb = await el.boundingBox();
+    assert(bb.height < 34, `"${await el.textContent()}" wraps onto two lines at 1280 px: ${bb.height}px high`);
+  }
+}
 
 const SCHEMA = '{"type": "object", "required": ["amount"], "properties": {"amount": {"type": "number"}, "currency": {"type": "string"}}}';
 
@@ -60,6 +72,8 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
   await form.getByRole('button', { name: 'Create event type' }).click();
   await page.locator('code[data-event-type="order.placed"]').waitFor();
   await page.getByText('Event type order.placed created.').waitFor();
+  await fitsOn(page, 'the Event types page at 1280 px');
+  await unbroken();
   await shot(page, '02-event-types-list');
 
   begin('a publish that does not conform is refused');
@@ -94,6 +108,7 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
   await page.locator('textarea[name=filter]').fill('data.amount > 10.0');
   await page.getByRole('button', { name: 'Test filter' }).click();
   await page.locator('[data-matched=true]').waitFor();
+  await fitsOn(page, 'the subscription form at 1280 px');
   await shot(page, '03-subscription-form-catalog');
 
   begin('a deprecated type is no longer offered');
@@ -130,7 +145,56 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
   await edit.getByRole('button', { name: 'Save event type' }).click();
   await page.getByText('Event type order.placed saved.').waitFor();
   await until('the new description', async () => (await page.locator('tbody').textContent()).includes('An order was placed and paid.'));
+  await fitsOn(page, 'the Event types page with its edit form at 1280 px');
+  await unbroken();
   const saved = await apiCall('GET', '/v1/event-types/order.placed');
   assert(saved.description === 'An order was placed and paid.' && saved.validate === true, 'saved: ' + JSON.stringify(saved));
   await shot(page, '05-event-type-edited');
+  if (process.env.EVENT_TYPES_SHOT) {
+    // The README's picture of the catalog (1280 px window, not the full page).
+    await page.goto(BASE + '/ui/event-types');
+    await page.locator('code[data-event-type="order.placed"]').waitFor();
+    mkdirSync(dirname(process.env.EVENT_TYPES_SHOT), { recursive: true });
+    await page.setViewportSize({ width: 1280, height: 640 });
+    await page.screenshot({ path: process.env.EVENT_TYPES_SHOT });
+    log('event types screenshot for the README:', process.env.EVENT_TYPES_SHOT);
+  }
+
+  // Issue 24's done-when: items 1 and 16 at phone width too.
+  begin('390×844: the Event types page and its edit form fit a phone');
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.goto(BASE + '/ui/event-types');
+  await page.locator('code[data-event-type="order.placed"]').waitFor();
+  await fitsOn(page, 'the Event types page at 390 px');
+  await shot(page, '06-phone-event-types');
+  await page.locator('button[data-edit="order.placed"]').click();
+  await page.locator('form[data-event-type-form=edit]').waitFor();
+  await fitsOn(page, 'the event type edit form at 390 px');
+
+  begin('390×844: the subscription form\'s picker, and an expression without a language refused at its field');
+  await page.goto(BASE + '/ui/subscriptions/new');
+  await page.getByRole('heading', { name: 'New subscription' }).waitFor();
+  await until('the catalog picker at 390 px', async () => (await pick.locator('option').allTextContents())
+    .some((o) => o === 'order.placed — An order was placed and paid.'));
+  await pick.selectOption('order.placed');
+  await page.locator('[data-catalog-description]').getByText('An order was placed and paid.').waitFor();
+  await page.getByLabel('Endpoint URL').fill('http://127.0.0.1:9/hook');
+  await page.getByLabel('Expression').fill('data.amount > 10.0');
+  await page.getByRole('button', { name: 'Create subscription' }).click();
+  await page.locator('.field-error').getByText('choose the filter\'s language').waitFor();
+  assert((await apiCall('GET', '/v1/subscriptions')).data.length === 0, 'created with a dropped filter at 390 px');
+  await fitsOn(page, 'the subscription form with its picker at 390 px');
+  await shot(page, '07-phone-subscription-form-catalog');
+
+  begin('390×844: the portal\'s form picker, opened in a new tab (the session cookie)');
+  const phonePortal = await context.newPage();
+  phonePortal.on('pageerror', (e) => problems.push('portal page error: ' + e.message));
+  await phonePortal.setViewportSize({ width: 390, height: 844 });
+  await phonePortal.goto(BASE + '/portal/subscriptions/new');
+  await phonePortal.getByRole('heading', { name: 'New subscription' }).waitFor();
+  await until('the portal picker at 390 px', async () => (await phonePortal.locator('select[name=catalog_type]').locator('option').allTextContents())
+    .some((o) => o === 'order.placed — An order was placed and paid.'));
+  await fitsOn(phonePortal, 'the portal subscription form at 390 px');
+  await shot(phonePortal, '08-phone-portal-subscription-form-catalog');
+  await phonePortal.close();
 });

@@ -100,3 +100,15 @@ export async function runFlow({ context, page, shot, shots, problems, dir }, flo
   }
   await context.close();
 }
+
+// fitsOn checks that page, its header tabs and every table fit the window
+// without sideways scrolling (as dashboard.mjs's fits: a table's own
+// scrollbar hides its last columns).
+export async function fitsOn(page, what) {
+  const r = await page.evaluate(() => ({
+    page: [document.documentElement.scrollWidth, window.innerWidth],
+    boxes: [...document.querySelectorAll('header nav, .table-wrap')].map((t) => [t.className || t.tagName, t.scrollWidth, t.clientWidth]),
+  }));
+  assert(r.page[0] <= r.page[1] + 1, `${what} is ${r.page[0]}px wide at ${r.page[1]}px`);
+  for (const [n, sw, cw] of r.boxes) assert(sw <= cw + 1, `${what}: ${n} is ${sw}px in ${cw}px`);
+}

@@ -22,7 +22,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { env, log, assert, begin, until, api, receiverSwitch, screenshots, launch, runFlow } from './lib.mjs';
+import { env, log, assert, begin, until, api, receiverSwitch, screenshots, launch, runFlow, fitsOn } from './lib.mjs';
 
 const BASE = env('HERALD_URL');
 const TOKEN = env('HERALD_TOKEN');
@@ -45,7 +45,7 @@ function herald(...args) {
 
 const work = mkdtempSync(join(tmpdir(), 'herald-portal-'));
 const logoFile = join(work, 'logo.svg');
-writeFileSync(logoFile, '<svg xmlns="http://www.w3.org/2000/svg" width="96" height="24" viewBox="0 0 96 24"><rect width="24" height="24" rx="6" fill="#b3261e"/><text x="30" y="18" font-size="16" font-family="sans-serif">Example</text></svg>');
+writeFileSync(logoFile, '<svg xmlns="http://www.w3.org/2000/svg" width="112" height="24" viewBox="0 0 112 24"><rect width="24" height="24" rx="6" fill="#b3261e"/><text x="30" y="18" font-size="16" font-family="sans-serif">Example</text></svg>');
 const ACCENT = '#b3261e';
 const portalLink = (...extra) => herald('portal', 'create', '--tenant', 'acme', '--name', 'Example Corp', '--accent', ACCENT, '--logo', logoFile, ...extra);
 
@@ -166,6 +166,13 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
   assert(accent2.toLowerCase() === ACCENT, 'new tab accent ' + accent2);
   assert(await tab2.title() === 'Subscriptions · Example Corp', 'new tab title: ' + await tab2.title());
   await shot(tab2, '01a-portal-new-tab');
+  // Issue 24's done-when: the new tab at phone width too.
+  await tab2.setViewportSize({ width: 390, height: 844 });
+  await tab2.reload();
+  await tab2.getByText('Acme orders').waitFor();
+  assert(!(await tab2.locator('main').textContent()).includes('null'), 'a literal "null" in the new tab at 390 px');
+  await fitsOn(tab2, 'the portal in a new tab at 390 px');
+  await shot(tab2, '01c-phone-portal-new-tab');
   // A middle click on a link inside the portal opens a working tab too.
   const [tab3] = await Promise.all([context.waitForEvent('page'), nav(page, 'Deliveries').click({ button: 'middle' })]);
   watch(tab3);
@@ -269,16 +276,20 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
     assert(r.page[0] <= r.page[1] + 1, `${what} is ${r.page[0]}px wide at ${r.page[1]}px`);
     for (const [n, sw, cw] of r.boxes) assert(sw <= cw + 1, `${what}: ${n} is ${sw}px in ${cw}px`);
   };
-  for (const path of ['subscriptions', 'deliveries', 'events']) {
+  for (const path of ['subscriptions', 'deliveries', 'events', 'dead-letters']) {
     await page.goto(BASE + '/portal/' + path);
     await page.locator('tbody tr').first().waitFor();
     await fits('/portal/' + path + ' at 1280 px');
+    // Element.append(null) prints "null" (issue 24 item 2, then Dead letters).
+    assert(!(await page.locator('main').textContent()).includes('null'), 'a literal "null" on /portal/' + path);
   }
   await page.setViewportSize({ width: 390, height: 844 });
-  for (const [path, name] of [['subscriptions', '10-phone-portal-subscriptions'], ['deliveries', '11-phone-portal-deliveries'], ['events', '12-phone-portal-events'], ['subscriptions/' + subID, '13-phone-portal-subscription']]) {
+  for (const [path, name] of [['subscriptions', '10-phone-portal-subscriptions'], ['deliveries', '11-phone-portal-deliveries'], ['events', '12-phone-portal-events'], ['subscriptions/' + subID, '13-phone-portal-subscription'],
+    ['dead-letters', '14-phone-portal-dead-letters'], ['deliveries/' + dead1.id, '15-phone-portal-delivery'], ['subscriptions/new', '16-phone-portal-subscription-new']]) {
     await page.goto(BASE + '/portal/' + path);
-    await page.locator('tbody tr, form').first().waitFor();
+    await page.locator('tbody tr, form, .attempt').first().waitFor();
     await fits('/portal/' + path + ' at 390 px');
+    if (!path.includes('/')) assert(!(await page.locator('main').textContent()).includes('null'), 'a literal "null" on /portal/' + path + ' at 390 px');
     await shot(page, name);
   }
   await page.setViewportSize({ width: 1280, height: 900 });

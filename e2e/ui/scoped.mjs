@@ -9,7 +9,7 @@
 //
 // Prints "OK <n> screenshots" on success.
 
-import { env, assert, begin, api, screenshots, launch, runFlow } from './lib.mjs';
+import { env, assert, begin, api, screenshots, launch, runFlow, fitsOn } from './lib.mjs';
 
 const BASE = env('HERALD_URL');
 const TOKEN = env('HERALD_TOKEN');
@@ -62,6 +62,7 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
     assert(await page.getByRole('link', { name: 'New subscription' }).count() === 0, 'New subscription offered to a read-only token');
     await page.locator('[data-read-only="subscriptions:write"]').first().waitFor();
     assert(await page.locator('[data-tenant-banner]').count() === 0, 'a tenant banner for an unconfined token');
+    await fitsOn(page, `01-readonly-list at ${size}`);
     await shot(page, `${size}-01-readonly-list`);
 
     begin(`${size}: a read-only token's subscription page has no write button`);
@@ -72,12 +73,14 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
     }
     await page.locator('[data-settings-view]').waitFor();
     await page.locator('[data-read-only]').first().waitFor();
+    await fitsOn(page, `02-readonly-detail at ${size}`);
     await shot(page, `${size}-02-readonly-detail`);
 
     begin(`${size}: the Tokens page by address says the token is not allowed`);
     await page.goto(BASE + '/ui/tokens');
     await page.locator('[data-forbidden]').waitFor();
     assert((await page.locator('[data-forbidden]').textContent()).includes('Not allowed with this token'), 'the 403 message');
+    await fitsOn(page, `03-readonly-tokens at ${size}`);
     await shot(page, `${size}-03-readonly-tokens`);
 
     begin(`${size}: the new-subscription page by address offers no form`);
@@ -94,6 +97,7 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
     assert(!(await navLinks()).includes('Tokens'), 'Tokens in a tenant token\'s nav');
     await page.getByRole('link', { name: 'New subscription' }).waitFor();
     assert(await page.locator('input[name=tenant]').count() === 0, 'a tenant filter for a tenant token');
+    await fitsOn(page, `04-tenant-list at ${size}`);
     await shot(page, `${size}-04-tenant-list`);
 
     begin(`${size}: a 403 from the API (another tenant's list) is a clear message, not a broken page`);
@@ -101,6 +105,7 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
     await page.locator('[data-forbidden]').waitFor();
     assert((await page.locator('[data-forbidden]').textContent()).includes('Not allowed with this token'), 'the 403 message');
     await page.locator('header nav').waitFor();
+    await fitsOn(page, `04b-tenant-forbidden at ${size}`);
     await shot(page, `${size}-04b-tenant-forbidden`);
 
     begin(`${size}: the tenant token may change its subscription, not make portal links`);
@@ -108,6 +113,7 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
     await page.getByRole('button', { name: 'Delete', exact: true }).waitFor();
     assert(await page.getByRole('button', { name: 'Portal link' }).count() === 0, 'Portal link offered to a tenant token');
     assert(await page.getByRole('button', { name: 'Replay…' }).count() === 0, 'Replay offered without deliveries:write');
+    await fitsOn(page, `05-tenant-detail at ${size}`);
     await shot(page, `${size}-05-tenant-detail`);
   }
 

@@ -8,7 +8,7 @@
 //
 // Prints "OK <n> screenshots" on success.
 
-import { env, assert, begin, until, api, receiverSwitch, screenshots, launch, runFlow } from './lib.mjs';
+import { env, assert, begin, until, api, receiverSwitch, screenshots, launch, runFlow, fitsOn } from './lib.mjs';
 
 const BASE = env('HERALD_URL');
 const TOKEN = env('HERALD_TOKEN');
@@ -57,7 +57,21 @@ await runFlow({ context, page, shot, shots, problems, dir: SHOTS }, async () => 
   await until('the alert row', async () => page.url().includes('system=1') && (await rowsText()).includes('herald.delivery.dead'));
   assert((await rowsText()).includes(ev.id), 'the order event still listed');
   assert(await page.getByLabel('herald.* alerts').isChecked(), 'the box stays ticked');
+  await fitsOn(page, 'the Events page with alerts at 1280 px');
   await shot(page, '02-events-with-alerts');
+
+  // Issue 24's done-when: item 6 at phone width too.
+  begin('390×844: the Events page leaves herald.* out, the box shows them, and it fits');
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.goto(BASE + '/ui/events');
+  await page.getByText(ev.id).first().waitFor();
+  assert(!(await rowsText()).includes('herald.delivery.dead'), 'herald.* listed by default at 390 px:\n' + await rowsText());
+  await page.getByLabel('herald.* alerts').check();
+  await page.getByRole('button', { name: 'Search' }).click();
+  await until('the alert row at 390 px', async () => (await rowsText()).includes('herald.delivery.dead'));
+  await fitsOn(page, 'the Events page with alerts at 390 px');
+  await shot(page, '02b-phone-events-with-alerts');
+  await page.setViewportSize({ width: 1280, height: 900 });
 
   begin('searching a herald.* type shows them without the box');
   await page.goto(BASE + '/ui/events?type=herald.delivery.dead');

@@ -12,9 +12,10 @@ const STEP = 100;
 export async function render(main) {
   const groupsSlot = h('div', {}, h('p', { class: 'muted' }, 'Loading…'));
   const panel = h('div');
-  main.append(h('div', { class: 'page-head' }, h('h1', {}, 'Dead letters')),
+  // Element.append prints a null as "null": leave the note out instead.
+  main.append(...[h('div', { class: 'page-head' }, h('h1', {}, 'Dead letters')),
     h('p', { class: 'muted' }, 'Deliveries that failed on every retry tier. Fix the endpoint, then send them again.'),
-    can('deliveries:write') ? null : readOnly('deliveries:write'), panel, groupsSlot);
+    can('deliveries:write') ? null : readOnly('deliveries:write'), panel, groupsSlot].filter(Boolean));
   let subs = [];
   const load = async () => {
     try {

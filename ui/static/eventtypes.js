@@ -52,11 +52,11 @@ export async function render(main) {
       const rows = await listEventTypes(true);
       replace(listErr);
       replace(list, table([
-        { title: 'Name', cell: (t) => h('code', { 'data-event-type': t.name }, t.name) },
+        { title: 'Name', class: 'name', cell: (t) => h('code', { 'data-event-type': t.name }, t.name) },
         { title: 'Description', cell: (t) => t.description || h('span', { class: 'muted' }, '—') },
-        { title: 'Schema', cell: (t) => t.schema === null ? h('span', { class: 'muted' }, 'none') : (t.validate ? 'validated' : 'documented') },
+        { title: 'Schema', class: 'word', cell: (t) => t.schema === null ? h('span', { class: 'muted' }, 'none') : (t.validate ? 'validated' : 'documented') },
         { title: 'Example', cell: (t) => t.example === null ? h('span', { class: 'muted' }, 'none') : h('code', { class: 'clip' }, JSON.stringify(t.example)) },
-        { title: 'Status', cell: (t) => t.deprecated ? h('span', { class: 'badge warn' }, 'deprecated') : 'current' },
+        { title: 'Status', class: 'word', cell: (t) => t.deprecated ? h('span', { class: 'badge warn' }, 'deprecated') : 'current' },
         { title: 'Updated', cell: (t) => fmtTime(t.updated_at) },
         writable() ? {
           title: '', cell: (t) => h('span', { class: 'row-actions' },
