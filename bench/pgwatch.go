@@ -207,8 +207,11 @@ func (w *PGWatch) Mark() PGMark {
 
 // Since is what happened from mark to now.
 func (w *PGWatch) Since(mark PGMark) DBObservation {
-	// The statistics collector publishes table counters with a delay of up
-	// to PGSTAT_MIN_INTERVAL (1 s); a phase is longer than that.
+	// One sample at the end, so a span shorter than the sampling interval
+	// has one too. (The statistics collector publishes table counters
+	// with a delay of up to PGSTAT_MIN_INTERVAL, 1 s: a shorter span may
+	// miss an autovacuum run that ended in it.)
+	w.sample()
 	now := w.Mark()
 	o := DBObservation{
 		Checkpoints: now.checkpoints - mark.checkpoints, CheckpointBuffers: now.ckptBuffers - mark.ckptBuffers,

@@ -374,7 +374,7 @@ func TestBenchIdle(t *testing.T) {
 	require.GreaterOrEqual(t, res.NodeCorePct, 0.0)
 	require.Equal(t, "process", res.NodeScope)
 	require.False(t, res.DBMeasured)
-	for _, bad := range []string{"500ms", "11m"} {
+	for _, bad := range []string{"500ms", "61m"} {
 		out.Reset()
 		require.Error(t, runBench(t.Context(), []string{"--idle", bad}, &out, &errOut))
 		require.Empty(t, out.String())
