@@ -153,3 +153,42 @@ func TestQueueVacuum(t *testing.T) {
 		require.Equal(t, []string{"deliveries_done", "attempts", "events"}, res.Tables)
 	}
 }
+
+// TestQueueVacuumKeepsPages: vacuuming the queue never truncates its
+// tables (migration 021 and QueueVacuum's TRUNCATE false): truncation
+// takes an ACCESS EXCLUSIVE lock every claim and publish queues behind,
+// and a queue empties after every burst (issue 28).
+func TestQueueVacuumKeepsPages(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	schema := testdb.PostgresSchema(t)
+	s := testdb.OpenPostgres(t, schema)
+	conn := schemaConn(ctx, t, schema)
+	for _, table := range []string{"deliveries_active", "delivery_keys", "throttle_starts", "delivered_counter"} {
+		var opts []string
+		require.NoError(t, conn.QueryRow(ctx, `SELECT coalesce(reloptions, '{}') FROM pg_class c
+			JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2`, schema, table).Scan(&opts))
+		require.Contains(t, opts, "vacuum_truncate=false", table)
+	}
+
+	// A burst worked off: 2,000 deliveries leave the active partition,
+	// whose pages are then all empty — what a truncating VACUUM gives
+	// back.
+	createSub(ctx, t, s, "sub_v")
+	insertEvents(ctx, t, s, "v", 2000, t0, "sub_v")
+	_, err := conn.Exec(ctx, "UPDATE deliveries SET state = 'cancelled' WHERE state = 'pending'")
+	require.NoError(t, err)
+	size := func() (n int64) {
+		require.NoError(t, conn.QueryRow(ctx, "SELECT pg_relation_size('deliveries_active')").Scan(&n))
+		return n
+	}
+	before := size()
+	require.Positive(t, before)
+	_, err = s.(store.Vacuumer).QueueVacuum(ctx, &store.QueueVacuumParams{})
+	require.NoError(t, err)
+	require.Equal(t, before, size(), "the active partition kept its pages")
+	// The server's own VACUUM follows the table option too.
+	_, err = conn.Exec(ctx, "VACUUM deliveries_active")
+	require.NoError(t, err)
+	require.Equal(t, before, size())
+}

@@ -1,0 +1,5 @@
+-- 021: nothing to do on SQLite. PostgreSQL's 021 stops VACUUM from
+-- truncating the queue tables (an ACCESS EXCLUSIVE lock every claim and
+-- publish waited behind). The file exists so that a version names the
+-- same step in both stores and the versions run without a gap
+-- (store/migrate.go).
