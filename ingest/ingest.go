@@ -424,7 +424,7 @@ func claimedDirect(ev *herald.Event, d *store.DeliveryInsert, cs *compiledSub, n
 func (i *Ingester) committer() {
 	defer i.wg.Done()
 	g := &group{max: i.cfg.MaxBatch}
-	last := 0 // events in the previous group commit
+	last := 0          // events in the previous group commit
 	var prev time.Time // when the previous group's first event came
 	for {
 		g.reset()
