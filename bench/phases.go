@@ -107,15 +107,10 @@ type PhaseSummary struct {
 	CheckpointsDuring int64   `json:"checkpoints_during,omitempty"`
 }
 
-// RunPhases runs the phases once against the node start returns (called
-// once; its stop is called after the last phase). watch, when not nil,
-// observes the node's PostgreSQL during each phase.
-func RunPhases(ctx context.Context, phases []Phase, start func(context.Context) (Node, func(), error), watch *PGWatch, progress io.Writer) ([]PhaseResult, error) {
-	node, stop, err := start(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer stop()
+// RunPhases runs the phases once against node, which the caller started
+// and stops. watch, when not nil, observes the node's PostgreSQL during
+// each phase.
+func RunPhases(ctx context.Context, phases []Phase, node Node, watch *PGWatch, progress io.Writer) ([]PhaseResult, error) {
 	// Each phase reuses the node: its own stop must not stop it.
 	same := func(context.Context) (Node, func(), error) { return node, func() {}, nil }
 	api := client.New(node.URL, node.Token)

@@ -73,13 +73,18 @@ func runBenchPhases(ctx context.Context, f *benchFlags, stdout, stderr io.Writer
 			}
 			return bench.Node{URL: n.URL(), Token: n.cfg.APIToken}, cleanup, nil
 		}
-		// The watch starts with the node, inside RunPhases: hand it over
-		// through a start that records it.
 		phases := bench.DefaultPhases(counts, f.payload)
 		for i := range phases {
 			phases[i].PostgresCPU = f.databaseURL != "" || f.observeDB != ""
 		}
-		out, err := runPhasesWatched(ctx, phases, start, &watch, progress)
+		// The node (and its database watch) first, so the watch exists
+		// before the first phase's mark.
+		node, stop, err := start(ctx)
+		if err != nil {
+			return err
+		}
+		out, err := bench.RunPhases(ctx, phases, node, watch, progress)
+		stop()
 		if watch != nil {
 			watch.Close()
 		}
@@ -96,18 +101,6 @@ func runBenchPhases(ctx context.Context, f *benchFlags, stdout, stderr io.Writer
 	}
 	bench.WritePhasesReport(stdout, res)
 	return ctx.Err()
-}
-
-// runPhasesWatched starts the node first, so the database watch it opens
-// exists before the first phase's mark.
-func runPhasesWatched(ctx context.Context, phases []bench.Phase, start func(context.Context) (bench.Node, func(), error),
-	watch **bench.PGWatch, progress io.Writer) ([]bench.PhaseResult, error) {
-	node, stop, err := start(ctx)
-	if err != nil {
-		return nil, err
-	}
-	started := func(context.Context) (bench.Node, func(), error) { return node, stop, nil }
-	return bench.RunPhases(ctx, phases, started, *watch, progress)
 }
 
 // parsePhaseCounts reads --phase-counts: three counts, each 0..1,000,000,
