@@ -179,7 +179,7 @@ type tierRunner struct {
 	// freed worker starts the next delivery without a claim.
 	mu      sync.Mutex
 	running int64 // worker goroutines
-	urgent  []job // rate-limited deliveries: started first (lateStartLimit)
+	urgent  []job // deliveries whose start is bounded: started first (startBound)
 	queue   []job
 }
 

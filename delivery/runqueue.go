@@ -20,8 +20,9 @@ import (
 // is as long as the tier's worker count, so a queued delivery waits for at
 // most one request of each worker ahead of it; one whose lease would no
 // longer cover its request when a worker takes it is given back unsent
-// (staleLease), and a rate-limited one is queued ahead of the others and
-// given back when it could not start within lateStartLimit (releaseLate).
+// (staleLease), and one whose start is bounded (rate limit, key interval:
+// startBound) is queued ahead of the others and given back when it could
+// not start within lateStartLimit (releaseLate).
 // Stop gives back whatever is still queued.
 
 // job is a claimed (or directly dispatched) delivery and when it was
@@ -42,7 +43,7 @@ func (e *Engine) start(t *tierRunner, jobs []job) {
 			go e.run(t, j)
 			continue
 		}
-		if j.c.Subscription != nil && j.c.Subscription.RateLimit != nil {
+		if startBound(j.c) {
 			t.urgent = append(t.urgent, j)
 		} else {
 			t.queue = append(t.queue, j)

@@ -120,6 +120,11 @@ type countingStore struct {
 	store.Store
 	claims atomic.Int64
 	delay  time.Duration
+	// stallOnce, if set, is how long the first claim that takes anything
+	// stalls after the store returned (after its clock was read), as an
+	// overloaded process does between a claim and its requests.
+	stallOnce time.Duration
+	stalled   atomic.Bool
 }
 
 // claimStarts holds, for every delivery a test node claimed, the start its
@@ -152,6 +157,9 @@ func (c *countingStore) DeliveryClaim(ctx context.Context, p *store.DeliveryClai
 		}
 	}
 	claimed, err := c.Store.DeliveryClaim(ctx, &q)
+	if c.stallOnce > 0 && len(claimed) > 0 && c.stalled.CompareAndSwap(false, true) {
+		time.Sleep(c.stallOnce)
+	}
 	if start.Before(p.Now) {
 		start = p.Now // the store counts an earlier clock as Now
 	}
@@ -449,5 +457,52 @@ func TestThrottleDoesNotDelayOthers(t *testing.T) {
 		require.Less(t, took, 5*time.Second)
 		require.LessOrEqual(t, len(slowRecv.times()), 2, "still throttled")
 		require.EqualValues(t, 500-len(slowRecv.times()), throttled())
+	})
+}
+
+// A keyed delivery of a subscription with a key interval whose request
+// could not start soon after its claim is given back, not sent: the claim
+// recorded its start as the key's last send, from which the key's next
+// send may start one interval later. Sent late, the two would be closer
+// than the interval (TestSourceGovUK saw 887 ms under a 1 s interval). It
+// is sent by a later claim, which waits out the interval from the
+// recorded start.
+func TestKeyIntervalLateStartGivenBack(t *testing.T) {
+	t.Parallel()
+	testdb.ForEach(t, func(t *testing.T, s store.Store) {
+		recv := newArrivals(t, nil)
+		const interval = 300 * time.Millisecond
+		sub := createOrderedSub(t, s, recv.srv.URL, herald.OrderingLatest, interval.Milliseconds())
+		n := &node{store: &countingStore{Store: s, stallOnce: 2 * store.ThrottleMargin}}
+		n.engine = delivery.New(delivery.Config{
+			Store: n.store, Sender: webhook.NewSender(webhook.Config{Guard: &webhook.Guard{AllowLoopback: true}}),
+			Tiers: delivery.Tiers{0, 100 * time.Millisecond, time.Second}, Workers: 4, LeaseMargin: 5 * time.Second,
+			PollInterval: 20 * time.Millisecond,
+		})
+		n.ing = ingest.New(ingest.Config{Store: s, OnCommit: n.engine.Notify, Dispatcher: n.engine})
+		n.ing.Start()
+		n.engine.Start()
+		t.Cleanup(func() {
+			n.ing.Close()
+			n.engine.Stop()
+		})
+
+		version := int64(1)
+		publishKeyed(t, n.ing, keyedEvent{key: "doc-1", version: &version})
+		got := finished(t, s, sub.ID, 1)
+		require.Len(t, got, 1)
+		var id string
+		for _, d := range got {
+			require.Equal(t, herald.DeliveryDelivered, d.State)
+			id = d.ID
+		}
+		recv.mu.Lock()
+		arrived, ok := recv.byDelivery[id]
+		recv.mu.Unlock()
+		require.True(t, ok, "delivered")
+		start, claims := claimedStart(id)
+		require.Equal(t, 2, claims, "the stalled claim gave the delivery back; a later claim sent it")
+		require.False(t, arrived.Before(start), "arrived before its recorded start")
+		require.Less(t, arrived.Sub(start), store.ThrottleMargin, "the request started soon after the start its claim recorded")
 	})
 }

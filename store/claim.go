@@ -41,16 +41,22 @@ type DeliveryClaimParams struct {
 	// caller took Now, for what serializes it with other claims (SQLite's
 	// writer, PostgreSQL's throttle row locks); the backend reads Clock at
 	// most once inside the claim transaction, after it holds those locks
-	// and before it commits (PostgreSQL: only when it claimed rate-limited
-	// deliveries), and records the request starts of throttled
+	// and before it commits (PostgreSQL: only when it takes a key or
+	// claimed rate-limited deliveries), and records the request starts of throttled
 	// subscriptions (the rate window, store/throttle.go) at that value
 	// rather than at Now, so a slow claim neither starts requests long
 	// after their recorded start nor has them given back as late. A value
 	// before Now counts as Now. nil means Now (tests stay deterministic).
 	// Due times and leases still use Now; a key's last send is recorded at
 	// the claim's start (KeySentAt). It is called before DeliveryClaim
-	// returns, on the caller's goroutine. See ClaimStart.
+	// returns, on the caller's goroutine, at most once. See ClaimStart.
 	Clock func() time.Time
+
+	// start is Clock's value once ClaimStart read it: one value per
+	// claim, so a key's last send, the throttle's recorded start and the
+	// caller's lateness check agree (see ClaimStart).
+	start     time.Time
+	startRead bool
 }
 
 // LeaseFor is the lease a claim grants a delivery of sub: the later of
@@ -67,13 +73,23 @@ func (p *DeliveryClaimParams) LeaseFor(sub *herald.Subscription) time.Time {
 
 // ClaimStart is the claim's start for its rate window (backend helper):
 // Clock's value, or Now when Clock is nil or says earlier. Backends call
-// it once per claim transaction, once the claim holds its locks.
+// it once the claim holds its locks. Clock is read on the first call only;
+// later calls in the same claim return that value, so every key a claim
+// takes and every throttled start it records carry the one start the
+// caller measures lateness from. (PostgreSQL once read it per key chunk
+// and again for the throttle: a key's send was recorded up to a busy
+// transaction's length before the start the engine bounded, and two sends
+// of a key started 887 ms apart under a 1 s interval, TestSourceGovUK.)
+// A params value is for one DeliveryClaim call.
 func (p *DeliveryClaimParams) ClaimStart() time.Time {
 	if p.Clock == nil {
 		return p.Now
 	}
-	if t := p.Clock(); t.After(p.Now) {
-		return t
+	if !p.startRead {
+		p.start, p.startRead = p.Clock(), true
+	}
+	if p.start.After(p.Now) {
+		return p.start
 	}
 	return p.Now
 }
