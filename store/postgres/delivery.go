@@ -260,6 +260,7 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, params *store.Delivery
 	}
 	now := ms(params.Now)
 	batch := &pgx.Batch{}
+	batch.Queue(genericPlansSQL) // claim.go
 	// Rounds never repeat a delivery id (see store.OutcomeChunks); almost
 	// always there is one.
 	rounds := store.OutcomeChunks(params.Outcomes, 0)
@@ -302,7 +303,7 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, params *store.Delivery
 		events.queue(batch)
 	}
 	res := &store.DeliveryCompleteManyResult{Stale: []string{}}
-	if batch.Len() == 0 {
+	if batch.Len() == 1 { // genericPlansSQL alone
 		return res, nil
 	}
 	// The batch is one implicit transaction: when a row it waited for
@@ -341,6 +342,9 @@ func rebatch(b *pgx.Batch) *pgx.Batch {
 // completeRead reads the answers of DeliveryCompleteMany's batch.
 func completeRead(br pgx.BatchResults, rounds [][]store.DeliveryOutcome, res *store.DeliveryCompleteManyResult,
 	health, disables, paused bool, events *eventBatch, evs []store.EventInsert) error {
+	if _, err := br.Exec(); err != nil { // genericPlansSQL
+		return err
+	}
 	for _, round := range rounds {
 		if _, err := br.Exec(); err != nil {
 			return err

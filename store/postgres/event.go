@@ -275,23 +275,33 @@ func (s *Store) EventInsertMany(ctx context.Context, params *store.EventInsertMa
 		return nil, err
 	}
 	b := newEventBatch(params.Events, params.Now)
-	// The insert alone, one statement in its own implicit transaction; a
-	// deadlock or a serialization failure (isRetryable) left nothing
-	// behind and it runs again, like the other single-statement writes.
-	// The read-back of duplicates follows only when there are any: a
-	// publish of new events (nearly all of them) costs one statement, not
-	// two (issue 26: every statement is planned anew, and at steady rates
-	// most commits hold one or two events). The originals it reads were
-	// committed before the insert's ON CONFLICT let it finish, so a
-	// statement after the commit sees them.
+	// The insert alone (after genericPlansSQL, in the same round trip),
+	// one implicit transaction; a deadlock or a serialization failure
+	// (isRetryable) left nothing behind and it runs again, like the other
+	// single-statement writes. The read-back of duplicates follows only
+	// when there are any: a publish of new events (nearly all of them)
+	// costs one statement, not two (issue 26: at steady rates most commits
+	// hold one or two events). The originals it reads were committed
+	// before the insert's ON CONFLICT let it finish, so a statement after
+	// the commit sees them.
 	var ins *inserted
 	err = retryMoved(ctx, func() error {
-		rows, err := db.Query(ctx, insertEventsSQL, b.args...)
+		batch := &pgx.Batch{}
+		batch.Queue(genericPlansSQL)
+		batch.Queue(insertEventsSQL, b.args...)
+		br := db.SendBatch(ctx, batch)
+		defer br.Close()
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+		rows, err := br.Query()
 		if err != nil {
 			return err
 		}
-		ins, err = readInserted(rows)
-		return err
+		if ins, err = readInserted(rows); err != nil {
+			return err
+		}
+		return br.Close()
 	})
 	if err != nil {
 		return nil, mapErr(op, err)

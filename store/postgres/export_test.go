@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -87,4 +88,33 @@ func (s *Store) SourceRejectsStored(ctx context.Context, source string) (int64, 
 	var n int64
 	err := s.pool.QueryRow(ctx, `SELECT COUNT(*) FROM source_rejects WHERE source = $1`, source).Scan(&n)
 	return n, err
+}
+
+// PreparedPlans reads pg_prepared_statements on one of the pool's
+// connections: for each prepared statement whose text contains one of
+// marks, how many generic and custom plans it ran with. With MaxConns 1
+// that is the connection every call used.
+func (s *Store) PreparedPlans(ctx context.Context, marks ...string) (map[string][2]int64, error) {
+	rows, err := s.pool.Query(ctx, `SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string][2]int64{}
+	for rows.Next() {
+		var (
+			stmt            string
+			generic, custom int64
+		)
+		if err := rows.Scan(&stmt, &generic, &custom); err != nil {
+			return nil, err
+		}
+		for _, m := range marks {
+			if strings.Contains(stmt, m) {
+				p := out[m]
+				out[m] = [2]int64{p[0] + generic, p[1] + custom}
+			}
+		}
+	}
+	return out, rows.Err()
 }
