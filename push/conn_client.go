@@ -1,7 +1,7 @@
 package push
 
-// This file holds the client messages of an identified session: the read
-// loop and the handlers of register, unregister, ack, nack,
+// This file holds the client messages of an identified session: the
+// handlers of register, unregister, ack, nack,
 // broadcast_subscribe and the protocol ping.
 
 import (
@@ -11,47 +11,23 @@ import (
 	"slices"
 	"time"
 
-	"github.com/gorilla/websocket"
-
 	"github.com/heraldhq/herald/store"
 )
 
-// readLoop handles client frames until the socket fails or closes.
-func (c *conn) readLoop() error {
-	for {
-		mt, data, err := c.ws.ReadMessage()
-		if err != nil {
-			return err
-		}
-		if mt != websocket.TextMessage {
-			return c.fail(&frameError{Code: closeUnsupported, Reason: "expected text", Err: errBinaryFrame})
-		}
-		msg, err := decodeClientMessage(data)
-		if err != nil {
-			return c.fail(err)
-		}
-		if err := c.handle(msg); err != nil {
-			return c.fail(err)
-		}
-	}
-}
-
 // pauseReads stops reading this session's frames for d (at most
-// maxRefusedPause, until the hub closes): after a refused register the
-// next one could only be refused too, and a client that sends it at once
-// anyway would make the node answer as fast as the round trip allows
+// maxRefusedPause, or until the session closes): after a refused register
+// the next one could only be refused too, and a client that sends it at
+// once anyway would make the node answer as fast as the round trip allows
 // (measured: 12,000 refusals in 5 s from four sessions, the largest share
 // of the node's CPU under TestResourceExhaustion's attack). Unread frames
-// wait in the socket's buffers, and a client that fills them blocks on its
-// own writes. Deliveries to the session are written by other goroutines
-// and do not wait; its acks wait with its other frames.
+// wait in the socket's buffers (the poller is not asked for readiness
+// until dlResume), and a client that fills them blocks on its own writes.
+// Deliveries to the session are written by other goroutines and do not
+// wait; its acks wait with its other frames. No worker waits out the
+// pause.
 func (c *conn) pauseReads(d time.Duration) {
-	t := time.NewTimer(min(d, maxRefusedPause))
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-c.h.stop:
-	}
+	c.paused = true
+	sessions().timers.arm(c, dlResume, min(d, maxRefusedPause))
 }
 
 func (c *conn) handle(msg *clientMessage) error {
