@@ -20,10 +20,10 @@ import (
 // Events a session is scheduled for (conn.events). evQueued marks a
 // session that is queued or running: it is run by one worker at a time.
 const (
-	evRead  uint32 = 1 << iota // the socket is readable (or its reader has bytes)
-	evTimer                    // one of its deadlines passed
-	evWake                     // its state changed from elsewhere (closing): look again
-	evAbort                    // a write failed: end the socket
+	evRead   uint32 = 1 << iota // the socket is readable (or its reader has bytes)
+	evTimer                     // one of its deadlines passed
+	evWake                      // its state changed from elsewhere (closing): look again
+	evAbort                     // a write failed: end the socket
 	evQueued uint32 = 1 << 31
 )
 
