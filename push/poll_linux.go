@@ -73,11 +73,7 @@ type pollFD struct {
 // attach makes c's socket polled when it has a file descriptor; false
 // when it has none.
 func (p *poller) attach(c *conn) bool {
-	sc, ok := c.nc.(syscall.Conn)
-	if !ok {
-		return false
-	}
-	rc, err := sc.SyscallConn()
+	rc, err := SyscallConn(c.nc)
 	if err != nil {
 		return false
 	}
