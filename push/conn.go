@@ -42,26 +42,30 @@ type conn struct {
 	uaid        string
 	connectedAt int64 // ms, the router record's optimistic lock
 
-	// Touched by run only (one worker at a time).
-	newUser  bool      // not in the store until the first register
-	lastPing time.Time // last protocol ping answered
-	rd       frameReader
-	pfd      pollFD          // the polled socket (poll_linux.go)
-	br       *blockingReader // or its reader goroutine, when not polled
+	// Touched by run only (one worker at a time). The fields are laid
+	// out so the struct fits the 320-byte size class (ADR 0027).
+	lastPing int64 // last protocol ping answered, Unix ns (0: none)
+	// rd is the frame reader's state while a frame or message is
+	// incomplete; nil between frames.
+	rd  *frameReader
+	pfd pollFD          // the polled socket (poll_linux.go)
+	br  *blockingReader // or its reader goroutine, when not polled
 	// read is where the reading side is (readState).
-	read readState
+	read    readState
+	newUser bool // not in the store until the first register
 	// paused: reads wait for dlResume (pauseReads); armed: a readiness
 	// event is asked for; frameDue: dlFrame is set.
 	paused, armed, frameDue bool
-	drained                 int // bytes discarded while draining
+	drained                 int32 // bytes discarded while draining
 
 	// events are the events the session is scheduled for (readiness.go).
 	events atomic.Uint32
-	// Guarded by the timer heap's lock: the deadlines, the earliest of
-	// them (tAt) and the session's place on the heap (-1: not on it).
-	deadlines [numDeadlines]int64
-	tAt       int64
+	// Guarded by the timer heap's lock: the session's place on the heap
+	// (-1: not on it), the earliest of its deadlines (tAt) and the
+	// deadlines.
 	tIdx      int32
+	tAt       int64
+	deadlines [numDeadlines]int64
 
 	mu sync.Mutex // guards everything below
 	// state is the session's lifecycle (conn_state.go): whether hello was
@@ -96,9 +100,9 @@ type conn struct {
 	// channels is the channel cache the endpoint routes by
 	// (channelcache.go).
 	channels channelCache
-	// touched is when the router record was last written (hello, then
-	// every routerRefresh on a ping tick).
-	touched time.Time
+	// touched is when the router record was last written, Unix ns (hello,
+	// then every routerRefresh on a ping tick).
+	touched int64
 }
 
 // readState is where a session's reading is.
@@ -175,13 +179,15 @@ func (c *conn) onTimers() {
 		c.end()
 		return
 	}
+	// dlHandshake is dlKeepalive's slot: hello ends the one and starts
+	// the other.
 	if due&(1<<dlHandshake) != 0 && c.read == readHello {
 		c.closeWith(closeError, "handshake timeout")
 		c.drain()
 	}
 	if due&(1<<dlFrame) != 0 {
 		c.frameDue = false
-		if c.read == readMessages && !c.paused && c.rd.pending() {
+		if c.read == readMessages && !c.paused && c.rd != nil {
 			c.closeWith(closeError, "frame timeout")
 			c.drain()
 		}
@@ -219,7 +225,7 @@ func (c *conn) onReadable() {
 // consume reads the frames in data (after what was kept incomplete).
 func (c *conn) consume(data []byte) {
 	if c.read == readDraining {
-		c.drained += len(data)
+		c.drained += int32(len(data))
 		if c.drained > closeDrainBytes {
 			c.end()
 		}
@@ -228,18 +234,33 @@ func (c *conn) consume(data []byte) {
 	if c.read == readEnded {
 		return
 	}
-	if err := c.rd.feed(data, maxFrameBytes, c.onFrame); err != nil {
+	// The reader's state lives on the stack while it reads, and on the
+	// heap only while something is incomplete.
+	var rd frameReader
+	if c.rd != nil {
+		rd = *c.rd
+	}
+	if err := rd.feed(data, maxFrameBytes, c.onFrame); err != nil {
 		_ = c.fail(err)
 		c.drain()
 	}
 	if c.read != readMessages && c.read != readHello {
-		c.rd.reset()
+		c.rd = nil
 		return
+	}
+	switch {
+	case !rd.pending():
+		c.rd = nil
+	default:
+		if c.rd == nil {
+			c.rd = new(frameReader)
+		}
+		*c.rd = rd
 	}
 	// A frame begun must be complete within HandshakeTimeout (before
 	// hello, the handshake deadline bounds it): a client trickling a frame
 	// in holds the partial frame's buffer only that long.
-	pending := c.read == readMessages && !c.paused && c.rd.pending()
+	pending := c.read == readMessages && !c.paused && c.rd != nil
 	switch {
 	case pending && !c.frameDue:
 		c.frameDue = true
@@ -310,7 +331,7 @@ func (c *conn) drain() {
 	}
 	c.read = readDraining
 	c.paused = false
-	c.rd.reset()
+	c.rd = nil
 }
 
 // end closes the socket and ends the session: torn down if hello was
@@ -326,7 +347,7 @@ func (c *conn) end() {
 	} else {
 		sessions().poll.detach(c)
 	}
-	c.rd.reset()
+	c.rd = nil
 	_ = c.nc.Close()
 	c.mu.Lock()
 	answered := c.state.answered()

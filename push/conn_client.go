@@ -76,8 +76,8 @@ func metricCode(code, lo, hi, def int) int {
 var errExcessivePing = errors.New("push: client pings too often")
 
 func (c *conn) ping() error {
-	now := c.h.now()
-	if !c.lastPing.IsZero() && now.Sub(c.lastPing) < c.h.minPingInterval {
+	now := c.h.now().UnixNano()
+	if c.lastPing != 0 && time.Duration(now-c.lastPing) < c.h.minPingInterval {
 		return &frameError{Code: closeError, Reason: "excessive ping", Err: errExcessivePing}
 	}
 	c.lastPing = now

@@ -50,7 +50,7 @@ func (c *conn) hello(msg *clientMessage) error {
 	now := h.now()
 	c.connectedAt = now.UnixMilli()
 	c.mu.Lock()
-	c.touched = now
+	c.touched = now.UnixNano()
 	c.mu.Unlock()
 	existing := false
 	if uaid, ok := normalizeUAID(msg.UAID); ok {

@@ -42,8 +42,8 @@ func (c *conn) tick() {
 		c.mu.Unlock()
 		return
 	}
-	if now := c.h.now(); now.Sub(c.touched) >= c.h.routerRefresh {
-		c.touched = now
+	if now := c.h.now(); time.Duration(now.UnixNano()-c.touched) >= c.h.routerRefresh {
+		c.touched = now.UnixNano()
 		go c.refreshLastConnect(now)
 	}
 	if c.awaitingPong {

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"io"
 	"sync"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -63,8 +62,9 @@ func (p *poller) wait(ep int) {
 }
 
 // pollFD is how a session reads a socket the poller watches.
+// The descriptor is read directly: only the session's run reads it, and
+// only its end closes the socket, so no read can meet a reused descriptor.
 type pollFD struct {
-	rc    syscall.RawConn
 	fd    int32
 	ep    int32
 	added bool
@@ -89,7 +89,7 @@ func (p *poller) attach(c *conn) bool {
 	}
 	p.fds[fd] = c
 	p.mu.Unlock()
-	c.pfd = pollFD{rc: rc, fd: int32(fd), ep: int32(p.eps[fd%len(p.eps)])}
+	c.pfd = pollFD{fd: int32(fd), ep: int32(p.eps[fd%len(p.eps)])}
 	return true
 }
 
@@ -110,19 +110,11 @@ func (p *poller) arm(c *conn) error {
 // read reads what c's socket holds without waiting: (0, nil) when
 // nothing, io.EOF when the peer closed.
 func (p *poller) read(c *conn, b []byte) (int, error) {
-	var n int
-	var rerr error
-	err := c.pfd.rc.Read(func(fd uintptr) bool {
-		for {
-			n, rerr = unix.Read(int(fd), b)
-			if rerr != unix.EINTR {
-				return true
-			}
-		}
-	})
+	n, rerr := unix.Read(int(c.pfd.fd), b)
+	for rerr == unix.EINTR {
+		n, rerr = unix.Read(int(c.pfd.fd), b)
+	}
 	switch {
-	case err != nil:
-		return 0, err
 	case errors.Is(rerr, unix.EAGAIN):
 		return 0, nil
 	case rerr != nil:

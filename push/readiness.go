@@ -151,12 +151,15 @@ func (p *workerPool) work() {
 // Deadline kinds of a session (conn.deadlines). Each is a point on the
 // timer heap's clock, 0 when not set.
 const (
-	dlHandshake = iota // hello must be answered by then (HandshakeTimeout)
-	dlKeepalive        // next ping tick, or the pong deadline
+	dlKeepalive = iota // next ping tick, or the pong deadline
 	dlFrame            // an incomplete frame or message must be complete by then
 	dlGrace            // a closing session's socket is dropped then (closeGrace)
 	dlResume           // a paused session reads again then (pauseReads)
 	numDeadlines
+	// dlHandshake (hello must be answered by then, HandshakeTimeout)
+	// shares dlKeepalive's slot: the keepalive starts once hello is
+	// answered.
+	dlHandshake = dlKeepalive
 )
 
 // timerHeap holds the sessions with a deadline, earliest first: one
