@@ -20,6 +20,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 )
@@ -253,42 +254,43 @@ func closePayload(code int, reason string) []byte {
 	return p
 }
 
-// writeFrame writes one unmasked, final server frame to w with a deadline.
+// writeFrame writes one unmasked, final server frame to nc with a
+// deadline, in one write from a pooled buffer.
 func writeFrame(nc net.Conn, op byte, payload []byte, deadline time.Time) error {
-	var hdr [10]byte
-	hdr[0] = finBit | op
-	n := 2
+	bp := frameBufferPool.Get().(*[]byte)
+	defer frameBufferPool.Put(bp)
+	b := append((*bp)[:0], finBit|op)
 	switch l := len(payload); {
 	case l < 126:
-		hdr[1] = byte(l)
+		b = append(b, byte(l))
 	case l <= 0xffff:
-		hdr[1] = 126
-		binary.BigEndian.PutUint16(hdr[2:], uint16(l))
-		n = 4
+		b = append(b, 126)
+		b = binary.BigEndian.AppendUint16(b, uint16(l))
 	default:
-		hdr[1] = 127
-		binary.BigEndian.PutUint64(hdr[2:], uint64(l))
-		n = 10
+		b = append(b, 127)
+		b = binary.BigEndian.AppendUint64(b, uint64(l))
+	}
+	b = append(b, payload...)
+	if cap(b) <= frameBufferSize {
+		*bp = b
 	}
 	if err := nc.SetWriteDeadline(deadline); err != nil {
 		return err
 	}
-	if len(payload) <= writeCopyMax {
-		// One write, one TCP segment: copied into a stack buffer.
-		var b [writeCopyMax + 10]byte
-		m := copy(b[:], hdr[:n])
-		m += copy(b[m:], payload)
-		_, err := nc.Write(b[:m])
-		return err
-	}
-	bufs := net.Buffers{hdr[:n], payload}
-	_, err := bufs.WriteTo(nc)
+	_, err := nc.Write(b)
 	return err
 }
 
-// writeCopyMax is the largest payload writeFrame copies behind its header
-// for one write; a larger one goes out with writev (net.Buffers).
-const writeCopyMax = 512
+// frameBufferSize is the size of the pooled buffers frames are written
+// from: a notification of the largest body (MaxBodyBytes, base64url) with
+// its headers fits in one. A larger frame grows its buffer, which is not
+// kept. A session holds none between writes.
+const frameBufferSize = 16 << 10
+
+var frameBufferPool = sync.Pool{New: func() any {
+	b := make([]byte, 0, frameBufferSize)
+	return &b
+}}
 
 // errCloseSent is a write after the session's close frame.
 var errCloseSent = errors.New("push: websocket: close sent")
