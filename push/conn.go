@@ -34,9 +34,9 @@ type conn struct {
 	addr netip.Addr
 
 	wmu sync.Mutex // serialises frames
-	// werr is the first write error (errCloseSent once the close frame
-	// went out): every later write fails with it at once. Under wmu.
-	werr error
+	// wdone: the close frame went out (wdoneClose) or a write failed
+	// (wdoneFailed); every later write fails at once. Under wmu.
+	wdone uint8
 
 	// Set by hello, then read-only.
 	uaid        string
@@ -61,10 +61,8 @@ type conn struct {
 	// events are the events the session is scheduled for (readiness.go).
 	events atomic.Uint32
 	// Guarded by the timer heap's lock: the session's place on the heap
-	// (-1: not on it), the earliest of its deadlines (tAt) and the
-	// deadlines.
+	// (-1: not on it) and its deadlines.
 	tIdx      int32
-	tAt       int64
 	deadlines [numDeadlines]int64
 
 	mu sync.Mutex // guards everything below
@@ -83,12 +81,9 @@ type conn struct {
 	// what arrived meanwhile): more than MsgLimit resets the uaid. A
 	// message stored while the session runs (unacked within AckWait) is
 	// not backlog, so a connected, acking user agent is never reset.
-	backlogRead int
-	// direct are the written, unacked direct messages (TTL > 0).
-	direct []*pendingDirect
-	// batch is the storage batch in flight: the next is read once all of
-	// it is acked.
-	batch []*storedEntry
+	backlogRead int32
+	// inflight is what the session awaits acks for (conn_notify.go).
+	inflight *inflight
 	// awaitingPong is the keepalive's two-state machine (dlKeepalive is
 	// the next ping tick, or the pong deadline while it is set): it is read
 	// only while the session is not closing.
@@ -401,13 +396,16 @@ func (c *conn) write(frame []byte) error {
 func (c *conn) writeFrame(op byte, payload []byte, deadline time.Time) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	if c.werr != nil {
-		return c.werr
+	switch c.wdone {
+	case wdoneClose:
+		return errCloseSent
+	case wdoneFailed:
+		return errWriteFailed
 	}
 	err := writeFrame(c.nc, op, payload, deadline)
 	switch {
 	case err != nil:
-		c.werr = err
+		c.wdone = wdoneFailed
 		if c.br != nil {
 			// Its reader goroutine sees the socket fail.
 			_ = c.nc.Close()
@@ -415,10 +413,19 @@ func (c *conn) writeFrame(op byte, payload []byte, deadline time.Time) error {
 			c.schedule(evAbort)
 		}
 	case op == opClose:
-		c.werr = errCloseSent
+		c.wdone = wdoneClose
 	}
 	return err
 }
+
+// Values of conn.wdone.
+const (
+	wdoneClose  = 1
+	wdoneFailed = 2
+)
+
+// errWriteFailed is a write after a failed one.
+var errWriteFailed = errors.New("push: websocket: an earlier write failed")
 
 // closeWith starts closing the session from any goroutine: the close frame
 // is sent and the user agent is given closeGrace to answer it. Only the
@@ -448,19 +455,22 @@ func (c *conn) teardown() {
 		return
 	}
 	var save []*pendingDirect
-	for _, pd := range c.direct {
-		if pd.state == directPending {
-			pd.state = directClosing
-			save = append(save, pd)
-		}
-	}
 	var acked []string
-	for _, e := range c.batch {
-		if e.acked && e.topic == "" {
-			acked = append(acked, e.id)
+	if fl := c.inflight; fl != nil {
+		for _, pd := range fl.direct {
+			if pd.state == directPending {
+				pd.state = directClosing
+				save = append(save, pd)
+			}
 		}
+		for _, e := range fl.batch {
+			if e.acked && e.topic == "" {
+				acked = append(acked, e.id)
+			}
+		}
+		fl.batch = nil
+		c.trimInflight()
 	}
-	c.batch = nil
 	reset := c.reset
 	c.mu.Unlock()
 	h.unregister(c)

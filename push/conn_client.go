@@ -182,14 +182,15 @@ func (c *conn) unregisterChannel(msg *clientMessage) error {
 	}
 	if status == 200 {
 		c.mu.Lock()
-		for _, e := range c.batch {
+		for _, e := range c.fl().batch {
 			if e.chid == chid {
 				e.acked = true
 			}
 		}
-		c.direct = slices.DeleteFunc(c.direct, func(pd *pendingDirect) bool {
+		c.fl().direct = slices.DeleteFunc(c.fl().direct, func(pd *pendingDirect) bool {
 			return pd.m.ChannelID == chid && pd.state == directStored
 		})
+		c.trimInflight()
 		c.mu.Unlock()
 	}
 	if err := c.write(encodeUnregister(chid, status)); err != nil {
@@ -206,23 +207,23 @@ func (c *conn) ack(updates []ackUpdate) error {
 	var del []string
 	c.mu.Lock()
 	for _, u := range updates {
-		if i := slices.IndexFunc(c.direct, func(pd *pendingDirect) bool {
+		if i := slices.IndexFunc(c.fl().direct, func(pd *pendingDirect) bool {
 			return pd.version == u.Version && pd.m.ChannelID == u.ChannelID
 		}); i >= 0 {
-			pd := c.direct[i]
+			pd := c.fl().direct[i]
 			switch pd.state {
 			case directPending:
-				c.direct = slices.Delete(c.direct, i, i+1)
+				c.fl().direct = slices.Delete(c.fl().direct, i, i+1)
 				pd.state, pd.outcome = directAcked, Delivered
 				close(pd.done)
 			case directSaving:
 				pd.ackedWhileSaving = true
 			case directStored:
-				c.direct = slices.Delete(c.direct, i, i+1)
+				c.fl().direct = slices.Delete(c.fl().direct, i, i+1)
 				del = append(del, pd.m.ID)
 			}
 		}
-		for _, e := range c.batch {
+		for _, e := range c.fl().batch {
 			if !e.acked && e.version == u.Version && e.chid == u.ChannelID {
 				e.acked = true
 				if e.topic != "" {
@@ -232,6 +233,7 @@ func (c *conn) ack(updates []ackUpdate) error {
 		}
 		c.h.obs.ObserveAck(metricCode(u.Code, 100, 102, 100))
 	}
+	c.trimInflight()
 	c.mu.Unlock()
 	if len(del) > 0 {
 		if err := c.deleteMessages(del); err != nil {

@@ -178,7 +178,19 @@ type timerHeap struct {
 type timerItems []*conn
 
 func (t timerItems) Len() int           { return len(t) }
-func (t timerItems) Less(i, j int) bool { return t[i].tAt < t[j].tAt }
+func (t timerItems) Less(i, j int) bool { return t[i].earliest() < t[j].earliest() }
+
+// earliest is c's earliest deadline, 0 when none. Called with the heap's
+// lock held.
+func (c *conn) earliest() int64 {
+	var at int64
+	for _, d := range c.deadlines {
+		if d != 0 && (at == 0 || d < at) {
+			at = d
+		}
+	}
+	return at
+}
 func (t timerItems) Swap(i, j int) {
 	t[i], t[j] = t[j], t[i]
 	t[i].tIdx, t[j].tIdx = int32(i), int32(j)
@@ -251,24 +263,15 @@ func (t *timerHeap) expired(c *conn) uint32 {
 // fix puts c on the heap at its earliest deadline, or takes it off.
 // Called with mu held.
 func (t *timerHeap) fix(c *conn) {
-	var at int64
-	for _, d := range c.deadlines {
-		if d != 0 && (at == 0 || d < at) {
-			at = d
-		}
-	}
 	switch {
-	case at == 0:
+	case c.earliest() == 0:
 		if c.tIdx >= 0 {
 			heap.Remove(&t.items, int(c.tIdx))
 		}
-		c.tAt = 0
 		return
 	case c.tIdx >= 0:
-		c.tAt = at
 		heap.Fix(&t.items, int(c.tIdx))
 	default:
-		c.tAt = at
 		heap.Push(&t.items, c)
 	}
 	if t.items[0] == c {
@@ -285,14 +288,12 @@ func (t *timerHeap) loop() {
 		t.mu.Lock()
 		now := t.now()
 		var due []*conn
-		for len(t.items) > 0 && t.items[0].tAt <= now {
-			c := heap.Pop(&t.items).(*conn)
-			c.tAt = 0
-			due = append(due, c)
+		for len(t.items) > 0 && t.items[0].earliest() <= now {
+			due = append(due, heap.Pop(&t.items).(*conn))
 		}
 		wait := time.Hour
 		if len(t.items) > 0 {
-			wait = time.Duration(t.items[0].tAt - now)
+			wait = time.Duration(t.items[0].earliest() - now)
 		}
 		t.mu.Unlock()
 		for _, c := range due {
