@@ -40,9 +40,6 @@ const (
 	maskBit = 0x80
 	// maxControlPayload is the largest control frame payload (§5.5).
 	maxControlPayload = 125
-	// maxFrameHeader is the longest frame header: 2 bytes, an 8-byte
-	// length and a 4-byte mask key.
-	maxFrameHeader = 14
 	// closeNoStatus is the code a close frame without a payload stands
 	// for (§7.1.5); it is never sent.
 	closeNoStatus = 1005
