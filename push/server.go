@@ -60,7 +60,7 @@ type Config struct {
 	MsgLimit int
 	// AckWait is how long a direct delivery waits for the user agent's ack
 	// before storing the message (and then answering the sender).
-	AckWait          time.Duration
+	AckWait      time.Duration
 	PingInterval time.Duration
 	PingTimeout  time.Duration
 	// HandshakeTimeout bounds the time to hello, and, after it, the time
