@@ -278,14 +278,14 @@ func writeFrame(nc net.Conn, op byte, payload []byte, deadline time.Time) error 
 	return err
 }
 
-// frameBufferSize is the size of the pooled buffers frames are written
-// from: a notification of the largest body (MaxBodyBytes, base64url) with
-// its headers fits in one. A larger frame grows its buffer, which is not
-// kept. A session holds none between writes.
+// frameBufferSize bounds the pooled buffers frames are written from: a
+// buffer grows to the frame it holds, and is kept for the next frame up
+// to this size (a notification of the largest body, MaxBodyBytes
+// base64url, with its headers). A session holds none between writes.
 const frameBufferSize = 16 << 10
 
 var frameBufferPool = sync.Pool{New: func() any {
-	b := make([]byte, 0, frameBufferSize)
+	b := make([]byte, 0, 512)
 	return &b
 }}
 

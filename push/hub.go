@@ -55,9 +55,11 @@ const (
 	// usual one or two ids well under 1 KB.
 	maxFrameBytes = 8 << 10
 	// readBufferSize is the size of the pooled buffers a readable socket
-	// is read into (readBufferPool): a frame of the largest size and its
-	// header fit in one. A session holds none between reads.
-	readBufferSize = 16 << 10
+	// is read into (readBufferPool): client frames are small (a hello, an
+	// ack of a full batch about 2 KB); a larger one is read in several
+	// fills, its start kept by the frame reader. A session holds none
+	// between reads, and the pool holds about one per running worker.
+	readBufferSize = 4 << 10
 	// upgradeBufferSize is the read buffer gorilla's upgrader gives the
 	// Conn it returns, which is dropped at once (ADR 0027).
 	upgradeBufferSize = 512
