@@ -81,6 +81,9 @@ func (p *poller) attach(c *conn) bool {
 	if err := rc.Control(func(s uintptr) { fd = int(s) }); err != nil || fd < 0 {
 		return false
 	}
+	// Set before c is in the table: a stale event for the descriptor's
+	// previous socket may schedule c at once.
+	c.pfd = pollFD{fd: int32(fd), ep: int32(p.eps[fd%len(p.eps)])}
 	p.mu.Lock()
 	if fd >= len(p.fds) {
 		grown := make([]*conn, max(fd+1, 2*len(p.fds), 1024))
@@ -89,7 +92,6 @@ func (p *poller) attach(c *conn) bool {
 	}
 	p.fds[fd] = c
 	p.mu.Unlock()
-	c.pfd = pollFD{fd: int32(fd), ep: int32(p.eps[fd%len(p.eps)])}
 	return true
 }
 
