@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/url"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,6 +60,9 @@ type pushClient struct {
 	jitter  atomic.Int64 // ns
 	dialers []*websocket.Dialer
 	closing atomic.Bool
+	// failures counts failed reconnect attempts; the first few are
+	// written to stderr.
+	failures atomic.Int64
 	mu      sync.Mutex
 	conns   map[int]*websocket.Conn
 	wg      sync.WaitGroup
@@ -128,7 +132,7 @@ func (c *pushClient) setSources(sources []string) {
 	}
 	c.dialers = c.dialers[:0]
 	for _, s := range sources {
-		nd := &net.Dialer{Timeout: 10 * time.Second}
+		nd := &net.Dialer{Timeout: 10 * time.Second, Control: bindNoPort}
 		if s != "" {
 			nd.LocalAddr = &net.TCPAddr{IP: net.ParseIP(s)}
 		}
@@ -217,19 +221,26 @@ func (c *pushClient) reconnect(ctx context.Context, i int, uaid string) *websock
 		if c.closing.Load() {
 			return nil
 		}
+		// One attempt is each target once, in a random order, as a load
+		// balancer tries its backends: a node at its session cap answers
+		// 503 at once and the next one is asked.
 		targets := *c.targets.Load()
-		if len(targets) > 0 {
-			ua, err := dialBenchUA(ctx, targets[rand.IntN(len(targets))], uaid, false, c.dialers[i%len(c.dialers)])
-			if err == nil {
-				if ua.uaid != uaid {
-					c.emit("lostuaid %d", i)
+		for _, t := range rand.Perm(len(targets)) {
+			ua, err := dialBenchUA(ctx, targets[t], uaid, false, c.dialers[i%len(c.dialers)])
+			if err != nil {
+				if c.failures.Add(1) <= 3 {
+					fmt.Fprintf(os.Stderr, "bench push-client: reconnect to %s: %v\n", targets[t], err)
 				}
-				c.mu.Lock()
-				c.conns[i] = ua.ws
-				c.mu.Unlock()
-				c.emit("re %d", i)
-				return ua.ws
+				continue
 			}
+			if ua.uaid != uaid {
+				c.emit("lostuaid %d", i)
+			}
+			c.mu.Lock()
+			c.conns[i] = ua.ws
+			c.mu.Unlock()
+			c.emit("re %d", i)
+			return ua.ws
 		}
 		wait = backoff + time.Duration(rand.Int64N(int64(backoff)))
 		backoff = min(2*backoff, 4*time.Second)

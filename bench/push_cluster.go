@@ -152,7 +152,7 @@ type clusterRun struct {
 	up      chan [3]int64 // client, connected, failed
 
 	mu       sync.Mutex
-	accepted map[uint64]bool
+	accepted map[uint64]sendInfo
 	received map[uint64]int
 
 	killAt    atomic.Int64 // unix ns of the kill (max until then)
@@ -173,7 +173,7 @@ func RunPushCluster(ctx context.Context, cfg PushClusterConfig, env PushClusterE
 	if n < 2 || len(env.Clients) != n {
 		return nil, fmt.Errorf("cluster: %d nodes and %d client processes (need 2 or more, one each)", n, len(env.Clients))
 	}
-	r := &clusterRun{cfg: cfg, env: env, up: make(chan [3]int64, n), accepted: map[uint64]bool{}, received: map[uint64]int{}}
+	r := &clusterRun{cfg: cfg, env: env, up: make(chan [3]int64, n), accepted: map[uint64]sendInfo{}, received: map[uint64]int{}}
 	r.killAt.Store(1<<63 - 1)
 	per := make([]int, n)
 	for i := range per {
@@ -268,8 +268,12 @@ func RunPushCluster(ctx context.Context, cfg PushClusterConfig, env PushClusterE
 	if cfg.Replace {
 		targets = append(targets, env.ReplacementAddr)
 	}
-	if err := sendClientCmd(env.Clients[k].In, pushClientCmd{Op: "targets", Targets: targets, JitterMs: int(cfg.Jitter / time.Millisecond)}); err != nil {
-		return nil, err
+	// Every client learns where to go: the killed node's user agents, and
+	// any other whose socket drops meanwhile.
+	for _, p := range env.Clients {
+		if err := sendClientCmd(p.In, pushClientCmd{Op: "targets", Targets: targets, JitterMs: int(cfg.Jitter / time.Millisecond)}); err != nil {
+			return nil, err
+		}
 	}
 	okBefore, errsBefore := s.ok.Load(), s.errs.Load()
 	st2, err := readPGStats(ctx, db)
@@ -323,10 +327,14 @@ func RunPushCluster(ctx context.Context, cfg PushClusterConfig, env PushClusterE
 		time.Sleep(20 * time.Millisecond)
 	}
 	r.mu.Lock()
-	for seq := range r.accepted {
+	for seq, si := range r.accepted {
 		switch c := r.received[seq]; {
 		case c == 0:
 			res.Lost++
+			if res.Lost <= 10 {
+				fmt.Fprintf(cfg.Log, "bench push: lost message %d: user agent %d (node %d at the send), sent through node %d at kill%+.3fs\n",
+					seq, si.ua, si.uaNode, si.node, time.Unix(0, si.at).Sub(killedAt).Seconds())
+			}
 		case c > 1:
 			res.Duplicates++
 		}
@@ -427,6 +435,13 @@ func (r *clusterRun) readClient(c int, out io.Reader) {
 	}
 }
 
+// sendInfo is what the log says of a lost message.
+type sendInfo struct {
+	ua, node int
+	uaNode   int32
+	at       int64
+}
+
 // missing is the accepted messages not yet received.
 func (r *clusterRun) missing() int {
 	r.mu.Lock()
@@ -511,7 +526,8 @@ func (r *clusterRun) startSender(ctx context.Context, live []bool) *clusterSende
 
 func (s *clusterSender) send(ctx context.Context, client *http.Client, seq uint64) {
 	r := s.r
-	ua := r.uas[rand.IntN(len(r.uas))]
+	uaIdx := rand.IntN(len(r.uas))
+	ua := r.uas[uaIdx]
 	live := *s.live.Load()
 	if ua.path == "" || len(live) == 0 {
 		s.errs.Add(1)
@@ -519,7 +535,8 @@ func (s *clusterSender) send(ctx context.Context, client *http.Client, seq uint6
 	}
 	node := live[rand.IntN(len(live))]
 	s.count.Add(1)
-	if int32(node) != ua.node.Load() {
+	uaNode := ua.node.Load()
+	if int32(node) != uaNode {
 		s.handed.Add(1)
 	}
 	body := make([]byte, max(r.cfg.Payload, 16))
@@ -531,7 +548,7 @@ func (s *clusterSender) send(ctx context.Context, client *http.Client, seq uint6
 	// Accepted before the request: the user agent may receive it before
 	// the 201 is read; a send that is not answered 201 is taken back.
 	r.mu.Lock()
-	r.accepted[seq] = true
+	r.accepted[seq] = sendInfo{ua: uaIdx, uaNode: uaNode, node: node, at: time.Now().UnixNano()}
 	r.mu.Unlock()
 	resp, err := client.Do(req)
 	if err == nil {
