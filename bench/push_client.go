@@ -63,9 +63,9 @@ type pushClient struct {
 	// failures counts failed reconnect attempts; the first few are
 	// written to stderr.
 	failures atomic.Int64
-	mu      sync.Mutex
-	conns   map[int]*websocket.Conn
-	wg      sync.WaitGroup
+	mu       sync.Mutex
+	conns    map[int]*websocket.Conn
+	wg       sync.WaitGroup
 }
 
 func (c *pushClient) emit(format string, args ...any) {
