@@ -54,12 +54,13 @@ type pushClientCmd struct {
 
 // pushClient is the state of one client process.
 type pushClient struct {
-	out     *bufio.Writer
-	outMu   sync.Mutex
-	targets atomic.Pointer[[]string]
-	jitter  atomic.Int64 // ns
-	dialers []*websocket.Dialer
-	closing atomic.Bool
+	out       *bufio.Writer
+	outMu     sync.Mutex
+	targets   atomic.Pointer[[]string]
+	jitter    atomic.Int64 // ns
+	dialers   []*websocket.Dialer
+	redialers []*websocket.Dialer
+	closing   atomic.Bool
 	// failures counts failed reconnect attempts; the first few are
 	// written to stderr.
 	failures atomic.Int64
@@ -130,13 +131,18 @@ func (c *pushClient) setSources(sources []string) {
 	if len(sources) == 0 {
 		sources = []string{""}
 	}
-	c.dialers = c.dialers[:0]
+	c.dialers, c.redialers = c.dialers[:0], c.redialers[:0]
 	for _, s := range sources {
 		nd := &net.Dialer{Timeout: 10 * time.Second, Control: bindNoPort}
 		if s != "" {
 			nd.LocalAddr = &net.TCPAddr{IP: net.ParseIP(s)}
 		}
 		c.dialers = append(c.dialers, &websocket.Dialer{NetDialContext: nd.DialContext, HandshakeTimeout: 30 * time.Second, ReadBufferSize: 256, WriteBufferSize: 256})
+		// A reconnect gives a node 5 s, then asks the next (a load
+		// balancer's connect timeout).
+		rd := *nd
+		rd.Timeout = 5 * time.Second
+		c.redialers = append(c.redialers, &websocket.Dialer{NetDialContext: rd.DialContext, HandshakeTimeout: 5 * time.Second, ReadBufferSize: 256, WriteBufferSize: 256})
 	}
 }
 
@@ -226,7 +232,7 @@ func (c *pushClient) reconnect(ctx context.Context, i int, uaid string) *websock
 		// 503 at once and the next one is asked.
 		targets := *c.targets.Load()
 		for _, t := range rand.Perm(len(targets)) {
-			ua, err := dialBenchUA(ctx, targets[t], uaid, false, c.dialers[i%len(c.dialers)])
+			ua, err := dialBenchUA(ctx, targets[t], uaid, false, c.redialers[i%len(c.redialers)])
 			if err != nil {
 				if c.failures.Add(1) <= 3 {
 					fmt.Fprintf(os.Stderr, "bench push-client: reconnect to %s: %v\n", targets[t], err)

@@ -88,6 +88,10 @@ type ClusterResult struct {
 	ConnectRouterPerSec  float64 `json:"connect_router_writes_per_second"`
 	ConnectChannelPerSec float64 `json:"connect_channel_writes_per_second"`
 	ConnectDBCorePct     float64 `json:"connect_db_core_pct"`
+	// DBConnections is the nodes' PostgreSQL connections together, read
+	// after the connect storm (pg_stat_activity): what max_connections
+	// must hold per node.
+	DBConnections int64 `json:"db_connections"`
 	// The steady phase: messages at TargetRate to random user agents
 	// through random nodes; HandedOff is the share sent to a node that did
 	// not hold the user agent.
@@ -238,6 +242,7 @@ func RunPushCluster(ctx context.Context, cfg PushClusterConfig, env PushClusterE
 	res.ConnectRouterPerSec = float64(st1.users-st0.users) / res.ConnectSeconds
 	res.ConnectChannelPerSec = float64(st1.channels-st0.channels) / res.ConnectSeconds
 	res.ConnectDBCorePct = 100 * (cpu1 - cpu0) / res.ConnectSeconds
+	res.DBConnections = st1.conns
 	for _, nd := range env.Nodes {
 		res.NodeRSSMB = append(res.NodeRSSMB, nd.rssBytes()/(1<<20))
 	}
@@ -488,7 +493,12 @@ func (r *clusterRun) startSender(ctx context.Context, live []bool) *clusterSende
 		}
 	}
 	s.live.Store(&ids)
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, Proxy: nil}, Timeout: 60 * time.Second}
+	// At most 64 connections to a node: the senders must not take the
+	// public connections a node keeps beside its push sessions (its
+	// --max-conns less --push-max-conns, 512 by default), or a node at its
+	// push cap holds new sessions in its listener's backlog instead of
+	// answering them 503.
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, MaxConnsPerHost: 64, Proxy: nil}, Timeout: 60 * time.Second}
 	jobs := make(chan uint64, 1<<16)
 	for range 256 {
 		s.wg.Add(1)
@@ -572,6 +582,8 @@ func (s *clusterSender) stop() {
 
 type pgStats struct {
 	xact, users, channels, messages, messageBytes int64
+	// conns is the database's server connections, this one excepted.
+	conns int64
 }
 
 // readPGStats reads the database's commits, the push tables' rows
@@ -583,8 +595,9 @@ func readPGStats(ctx context.Context, db *pgx.Conn) (pgStats, error) {
 		coalesce((SELECT sum(n_tup_ins + n_tup_upd) FROM pg_stat_user_tables WHERE relname = 'push_users'), 0)::bigint,
 		coalesce((SELECT sum(n_tup_ins) FROM pg_stat_user_tables WHERE relname = 'push_channels'), 0)::bigint,
 		coalesce((SELECT sum(n_tup_ins) FROM pg_stat_user_tables WHERE relname = 'push_messages'), 0)::bigint,
-		coalesce((SELECT sum(pg_total_relation_size(relid)) FROM pg_stat_user_tables WHERE relname = 'push_messages'), 0)::bigint`).
-		Scan(&s.xact, &s.users, &s.channels, &s.messages, &s.messageBytes)
+		coalesce((SELECT sum(pg_total_relation_size(relid)) FROM pg_stat_user_tables WHERE relname = 'push_messages'), 0)::bigint,
+		(SELECT count(*) - 1 FROM pg_stat_activity WHERE datname = current_database())`).
+		Scan(&s.xact, &s.users, &s.channels, &s.messages, &s.messageBytes, &s.conns)
 	if err != nil {
 		return s, fmt.Errorf("cluster: database statistics: %w", err)
 	}
@@ -597,7 +610,7 @@ func WriteClusterReport(w io.Writer, r *ClusterResult) {
 		r.Nodes, r.Connections, r.ConnectSeconds, r.ConnectPerSec, r.FailedConnects, r.ConnectXactPerSec, r.ConnectRouterPerSec, r.ConnectChannelPerSec, r.ConnectDBCorePct)
 	fmt.Fprintf(w, "           %d messages at %d/s through random nodes (%.0f%% handed between nodes), %d errors; sender→UA p50 %.2f ms p99 %.2f ms max %.2f ms\n",
 		r.Sent, r.TargetRate, 100*r.HandedOff, r.Errors, r.P50Ms, r.P99Ms, r.MaxMs)
-	fmt.Fprintf(w, "           node RSS MB %s with the user agents on\n", fmtMBs(r.NodeRSSMB))
+	fmt.Fprintf(w, "           node RSS MB %s with the user agents on; %d PostgreSQL connections\n", fmtMBs(r.NodeRSSMB), r.DBConnections)
 	repl := ""
 	if r.Replacement {
 		repl = " (and a replacement node)"
