@@ -44,10 +44,11 @@ type pushClientCmd struct {
 	Addr    string   `json:"addr,omitempty"`
 	Count   int      `json:"count,omitempty"`
 	Sources []string `json:"sources,omitempty"`
-	// targets: the nodes a user agent whose socket dropped reconnects to
-	// (a random one each attempt), after a random wait of up to JitterMs
-	// (the storm's spread), then backing off from 250 ms to 4 s while
-	// attempts fail, as a browser does.
+	// targets: the nodes a user agent whose socket dropped reconnects to,
+	// after a random wait of up to JitterMs (the storm's spread); while
+	// attempts fail it backs off as Firefox does (dom.push.retryBaseInterval:
+	// 5 s, doubling), capped at 60 s, each wait ±50% at random so the
+	// retries do not come back in step.
 	Targets  []string `json:"targets,omitempty"`
 	JitterMs int      `json:"jitter_ms,omitempty"`
 }
@@ -86,7 +87,7 @@ func (c *pushClient) flush() {
 func RunPushClient(ctx context.Context, in io.Reader, out io.Writer) error {
 	c := &pushClient{out: bufio.NewWriterSize(out, 64<<10), conns: map[int]*websocket.Conn{}}
 	c.targets.Store(&[]string{})
-	c.jitter.Store(int64(time.Second))
+	c.jitter.Store(int64(5 * time.Second))
 	// Events are flushed every 5 ms: the parent only counts them (the
 	// latency is taken here, on receipt).
 	tick := time.NewTicker(5 * time.Millisecond)
@@ -217,7 +218,7 @@ func (c *pushClient) serve(ctx context.Context, i int, uaid string, ws *websocke
 
 func (c *pushClient) reconnect(ctx context.Context, i int, uaid string) *websocket.Conn {
 	wait := time.Duration(rand.Int64N(max(c.jitter.Load(), 1)))
-	backoff := 250 * time.Millisecond
+	backoff := 5 * time.Second
 	for {
 		select {
 		case <-ctx.Done():
@@ -248,8 +249,8 @@ func (c *pushClient) reconnect(ctx context.Context, i int, uaid string) *websock
 			c.emit("re %d", i)
 			return ua.ws
 		}
-		wait = backoff + time.Duration(rand.Int64N(int64(backoff)))
-		backoff = min(2*backoff, 4*time.Second)
+		wait = backoff/2 + time.Duration(rand.Int64N(int64(backoff)))
+		backoff = min(2*backoff, time.Minute)
 	}
 }
 
