@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -14,6 +15,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -30,8 +32,9 @@ import (
 //	                       "up <connected> <failed>" when a connect is done,
 //	                       "r <seq> <latency ns>" per notification (acked at once),
 //	                       "down <i>", "re <i>" when a user agent lost its socket and
-//	                       reconnected (hello with its uaid), "lostuaid <i>" when the
-//	                       node answered the hello with another uaid.
+//	                       reconnected (hello with its uaid), "fail <kind>" per failed
+//	                       reconnect attempt, "lostuaid <i>" when the node answered
+//	                       the hello with another uaid.
 //
 // Sender and user agent share the machine's clock, so the latency is the
 // receive time minus the send time the sender wrote into the body.
@@ -235,6 +238,7 @@ func (c *pushClient) reconnect(ctx context.Context, i int, uaid string) *websock
 		for _, t := range rand.Perm(len(targets)) {
 			ua, err := dialBenchUA(ctx, targets[t], uaid, false, c.redialers[i%len(c.redialers)])
 			if err != nil {
+				c.emit("fail %s", failKind(err))
 				if c.failures.Add(1) <= 3 {
 					fmt.Fprintf(os.Stderr, "bench push-client: reconnect to %s: %v\n", targets[t], err)
 				}
@@ -251,6 +255,21 @@ func (c *pushClient) reconnect(ctx context.Context, i int, uaid string) *websock
 		}
 		wait = backoff/2 + time.Duration(rand.Int64N(int64(backoff)))
 		backoff = min(2*backoff, time.Minute)
+	}
+}
+
+// failKind names why a reconnect attempt failed, for the report.
+func failKind(err error) string {
+	var ne net.Error
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "refused"
+	case errors.Is(err, websocket.ErrBadHandshake):
+		return "rejected" // a node at its session cap answers 503
+	case errors.As(err, &ne) && ne.Timeout():
+		return "timeout"
+	default:
+		return "other"
 	}
 }
 

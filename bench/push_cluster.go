@@ -8,8 +8,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,8 +44,8 @@ type PushClusterConfig struct {
 	// Jitter spreads the reconnects of the killed node's user agents: each
 	// waits a random time up to it before its first attempt.
 	Jitter time.Duration
-	// Settle bounds the wait for the reconnects and for every accepted
-	// message to arrive after the kill.
+	// Settle bounds the wait for the reconnects after the kill (then up
+	// to a minute more for every accepted message to arrive).
 	Settle time.Duration
 	// Replace starts a node in place of the killed one (as an orchestrator
 	// would) before the reconnects, for when the survivors cannot hold
@@ -128,11 +130,22 @@ type ClusterResult struct {
 	// displaced user agent and drained when it reconnected.
 	KillP99Ms float64 `json:"kill_p99_ms"`
 	KillMaxMs float64 `json:"kill_max_ms"`
+	// ReconnectFailures counts failed reconnect attempts by cause:
+	// refused (the replacement not yet listening), rejected (a node at its
+	// session cap answered 503), timeout (no hello answer in time), other.
+	ReconnectFailures map[string]int64 `json:"reconnect_failures,omitempty"`
 	// Lost is the messages answered 201 (steady and kill phases) that
-	// never arrived; Duplicates those that arrived more than once (at
-	// least once delivery around the kill).
-	Lost       int64 `json:"lost"`
-	Duplicates int64 `json:"duplicates"`
+	// never arrived at a user agent connected at the end; Duplicates
+	// those that arrived more than once (at least once delivery around
+	// the kill). UndeliveredAway is the messages not arrived for user
+	// agents still away at the end (AwayAtEnd of them: not reconnected
+	// within --cluster-settle); StoredAtEnd the messages in
+	// push_messages then, which holds them.
+	Lost            int64 `json:"lost"`
+	Duplicates      int64 `json:"duplicates"`
+	UndeliveredAway int64 `json:"undelivered_away"`
+	AwayAtEnd       int64 `json:"away_at_end"`
+	StoredAtEnd     int64 `json:"stored_at_end"`
 	// Database work of the kill phase: router writes per second of the
 	// storm, messages stored (push_messages inserts) and their on-disk
 	// cost (table, TOAST and indexes grown, per message stored).
@@ -145,6 +158,8 @@ type ClusterResult struct {
 type clusterUA struct {
 	path string
 	node atomic.Int32
+	// away: its socket dropped and it has not said hello again yet.
+	away atomic.Bool
 }
 
 type clusterRun struct {
@@ -158,6 +173,8 @@ type clusterRun struct {
 	mu       sync.Mutex
 	accepted map[uint64]sendInfo
 	received map[uint64]int
+	// failKinds counts failed reconnect attempts by cause.
+	failKinds map[string]int64
 
 	killAt    atomic.Int64 // unix ns of the kill (max until then)
 	steady    Recorder     // received before the kill
@@ -177,7 +194,7 @@ func RunPushCluster(ctx context.Context, cfg PushClusterConfig, env PushClusterE
 	if n < 2 || len(env.Clients) != n {
 		return nil, fmt.Errorf("cluster: %d nodes and %d client processes (need 2 or more, one each)", n, len(env.Clients))
 	}
-	r := &clusterRun{cfg: cfg, env: env, up: make(chan [3]int64, n), accepted: map[uint64]sendInfo{}, received: map[uint64]int{}}
+	r := &clusterRun{cfg: cfg, env: env, up: make(chan [3]int64, n), accepted: map[uint64]sendInfo{}, received: map[uint64]int{}, failKinds: map[string]int64{}}
 	r.killAt.Store(1<<63 - 1)
 	per := make([]int, n)
 	for i := range per {
@@ -321,12 +338,15 @@ func RunPushCluster(ctx context.Context, cfg PushClusterConfig, env PushClusterE
 	sleepCtx(ctx, 2*time.Second)
 	s.stop()
 	res.KillSent, res.KillErrors = s.ok.Load()-okBefore, s.errs.Load()-errsBefore
+	// Stored messages drain in seconds once their user agent is back: a
+	// minute more at most.
+	drainBy := time.Now().Add(time.Minute)
 	for {
 		missing := r.missing()
 		if missing == 0 {
 			break
 		}
-		if time.Now().After(deadline.Add(cfg.Settle)) || ctx.Err() != nil {
+		if time.Now().After(drainBy) || ctx.Err() != nil {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -334,6 +354,8 @@ func RunPushCluster(ctx context.Context, cfg PushClusterConfig, env PushClusterE
 	r.mu.Lock()
 	for seq, si := range r.accepted {
 		switch c := r.received[seq]; {
+		case c == 0 && r.uas[si.ua].away.Load():
+			res.UndeliveredAway++
 		case c == 0:
 			res.Lost++
 			if res.Lost <= 10 {
@@ -344,7 +366,13 @@ func RunPushCluster(ctx context.Context, cfg PushClusterConfig, env PushClusterE
 			res.Duplicates++
 		}
 	}
+	res.ReconnectFailures = maps.Clone(r.failKinds)
 	r.mu.Unlock()
+	for _, ua := range r.uas {
+		if ua.away.Load() {
+			res.AwayAtEnd++
+		}
+	}
 	q := r.steady.Quantiles(0.5, 0.99, 1)
 	res.P50Ms, res.P99Ms, res.MaxMs = q[0], q[1], q[2]
 	q = r.afterKill.Quantiles(0.99, 1)
@@ -358,6 +386,9 @@ func RunPushCluster(ctx context.Context, cfg PushClusterConfig, env PushClusterE
 		res.ReconnectRouterPerSec = float64(st3.users-st2.users) / res.SettleSeconds
 	}
 	res.Stored = st3.messages - st2.messages
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM push_messages`).Scan(&res.StoredAtEnd); err != nil {
+		return nil, fmt.Errorf("cluster: stored messages: %w", err)
+	}
 	if res.Stored > 0 {
 		res.StoredBytesPerMessage = float64(st3.messageBytes-st2.messageBytes) / float64(res.Stored)
 	}
@@ -428,12 +459,18 @@ func (r *clusterRun) readClient(c int, out io.Reader) {
 			}
 		case "down":
 			r.down.Add(1)
+			r.uas[r.offsets[c]+int(a)].away.Store(true)
+		case "fail":
+			r.mu.Lock()
+			r.failKinds[f[1]]++
+			r.mu.Unlock()
 		case "re":
 			r.re.Add(1)
 			r.lastRe.Store(time.Now().UnixNano())
 			// The user agent now sits on a survivor or the replacement:
 			// none of the first nodes' senders count as its own.
 			r.uas[r.offsets[c]+int(a)].node.Store(-1)
+			r.uas[r.offsets[c]+int(a)].away.Store(false)
 		case "lostuaid":
 			r.lostUAID.Add(1)
 		}
@@ -619,7 +656,16 @@ func WriteClusterReport(w io.Writer, r *ClusterResult) {
 		r.KilledNode, r.Reconnected, r.Displaced, repl, r.LostUAID, r.SettleSeconds, r.ReconnectPerSec, r.ReconnectRouterPerSec)
 	fmt.Fprintf(w, "           %d messages answered 201 from the kill on (%d errors), sender→UA p99 %.2f ms max %.2f ms then; %d stored (%.0f bytes each on disk)\n",
 		r.KillSent, r.KillErrors, r.KillP99Ms, r.KillMaxMs, r.Stored, r.StoredBytesPerMessage)
-	fmt.Fprintf(w, "           lost %d, duplicates %d; node RSS MB %s after the storm\n", r.Lost, r.Duplicates, fmtMBs(r.NodeRSSAfterMB))
+	if len(r.ReconnectFailures) > 0 {
+		kinds := slices.Sorted(maps.Keys(r.ReconnectFailures))
+		parts := make([]string, len(kinds))
+		for i, k := range kinds {
+			parts[i] = fmt.Sprintf("%s %d", k, r.ReconnectFailures[k])
+		}
+		fmt.Fprintf(w, "           failed reconnect attempts: %s\n", strings.Join(parts, ", "))
+	}
+	fmt.Fprintf(w, "           lost %d, duplicates %d; %d user agents still away at the end with %d messages not yet delivered (%d stored then); node RSS MB %s after the storm\n",
+		r.Lost, r.Duplicates, r.AwayAtEnd, r.UndeliveredAway, r.StoredAtEnd, fmtMBs(r.NodeRSSAfterMB))
 }
 
 func fmtMBs(v []float64) string {

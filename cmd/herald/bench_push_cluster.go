@@ -45,7 +45,7 @@ func (c *pushClusterFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.databaseURL, "database-url", "", "cluster: PostgreSQL server (loopback) for the nodes; the run creates a fresh database herald_bench_<pid> on it and drops it afterwards")
 	fs.IntVar(&c.uas, "cluster-uas", 95_000, "cluster: idle user agents spread over the nodes (one client process per node holds its share: at most the open-file limit less 64 each)")
 	fs.DurationVar(&c.jitter, "cluster-jitter", 5*time.Second, "cluster: the killed node's user agents each wait a random time up to this before reconnecting (the storm's spread; Firefox first retries 5 s after a drop), then back off from 5 s, doubling, as Firefox does")
-	fs.DurationVar(&c.settle, "cluster-settle", 2*time.Minute, "cluster: longest wait for the reconnects, and again for every accepted message, after the kill")
+	fs.DurationVar(&c.settle, "cluster-settle", 5*time.Minute, "cluster: longest wait for the reconnects after the kill (then up to a minute more for every accepted message)")
 	fs.StringVar(&c.replace, "cluster-replace", "auto", "cluster: start a node in place of the killed one: auto (when the survivors' --push-max-conns cannot hold its user agents), always or never")
 }
 
