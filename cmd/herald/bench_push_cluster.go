@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -38,6 +39,7 @@ type pushClusterFlags struct {
 	jitter      time.Duration
 	settle      time.Duration
 	replace     string
+	dbPool      int
 }
 
 func (c *pushClusterFlags) register(fs *flag.FlagSet) {
@@ -46,6 +48,7 @@ func (c *pushClusterFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.uas, "cluster-uas", 95_000, "cluster: idle user agents spread over the nodes (one client process per node holds its share: at most the open-file limit less 64 each)")
 	fs.DurationVar(&c.jitter, "cluster-jitter", 5*time.Second, "cluster: the killed node's user agents each wait a random time up to this before reconnecting (the storm's spread; Firefox first retries 5 s after a drop), then back off from 5 s, doubling, as Firefox does")
 	fs.DurationVar(&c.settle, "cluster-settle", 5*time.Minute, "cluster: longest wait for the reconnects after the kill (then up to a minute more for every accepted message)")
+	fs.IntVar(&c.dbPool, "cluster-db-pool", 0, "cluster: each node's PostgreSQL pool (pool_max_conns in its --database-url; 0: herald's default, max(4, CPUs))")
 	fs.StringVar(&c.replace, "cluster-replace", "auto", "cluster: start a node in place of the killed one: auto (when the survivors' --push-max-conns cannot hold its user agents), always or never")
 }
 
@@ -67,6 +70,9 @@ func (c *pushClusterFlags) check() error {
 	}
 	if per := (c.uas + c.nodes - 1) / c.nodes; per > clusterFileLimit()-clusterHeadroom {
 		return fmt.Errorf("--cluster-uas %d over %d nodes is %d user agents a client process, over the open-file limit %d less %d: add nodes", c.uas, c.nodes, per, clusterFileLimit(), clusterHeadroom)
+	}
+	if c.dbPool < 0 || c.dbPool > 64 {
+		return errors.New("--cluster-db-pool must be 0..64")
 	}
 	if c.replace != "auto" && c.replace != "always" && c.replace != "never" {
 		return errors.New("--cluster-replace must be auto, always or never")
@@ -117,6 +123,14 @@ func runPushCluster(ctx context.Context, f *pushBenchFlags, stderr io.Writer) (*
 		return nil, err
 	}
 	defer drop()
+	nodeURL := dbURL
+	if c.dbPool > 0 {
+		u, _ := url.Parse(dbURL)
+		q := u.Query()
+		q.Set("pool_max_conns", strconv.Itoa(c.dbPool))
+		u.RawQuery = q.Encode()
+		nodeURL = u.String()
+	}
 	keys := push.GenerateKey()
 	var nodes []*pushChild
 	defer func() {
@@ -125,7 +139,7 @@ func runPushCluster(ctx context.Context, f *pushBenchFlags, stderr io.Writer) (*
 		}
 	}()
 	start := func(ctx context.Context, addr string) (*pushChild, error) {
-		n, err := startPushChildAt(ctx, f, stderr, addr, "--database-url", dbURL, "--push-crypto-keys", keys, "--internal-listen", freeLoopbackAddr())
+		n, err := startPushChildAt(ctx, f, stderr, addr, "--database-url", nodeURL, "--push-crypto-keys", keys, "--internal-listen", freeLoopbackAddr())
 		if err == nil {
 			nodes = append(nodes, n)
 		}
