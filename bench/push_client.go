@@ -68,9 +68,12 @@ type pushClient struct {
 	// failures counts failed reconnect attempts; the first few are
 	// written to stderr.
 	failures atomic.Int64
-	mu       sync.Mutex
-	conns    map[int]*websocket.Conn
-	wg       sync.WaitGroup
+	// full: target address → unix ns until which it is skipped (it
+	// answered 503: at its session cap).
+	full  sync.Map
+	mu    sync.Mutex
+	conns map[int]*websocket.Conn
+	wg    sync.WaitGroup
 }
 
 func (c *pushClient) emit(format string, args ...any) {
@@ -233,12 +236,29 @@ func (c *pushClient) reconnect(ctx context.Context, i int, uaid string) *websock
 		}
 		// One attempt is each target once, in a random order, as a load
 		// balancer tries its backends: a node at its session cap answers
-		// 503 at once and the next one is asked.
+		// 503 at once and the next one is asked; as a balancer with a
+		// connection cap per backend would, the process then skips that
+		// node for fullFor (unless every node is marked full).
 		targets := *c.targets.Load()
-		for _, t := range rand.Perm(len(targets)) {
+		order := rand.Perm(len(targets))
+		now := time.Now().UnixNano()
+		open := order[:0:0]
+		for _, t := range order {
+			if until, ok := c.full.Load(targets[t]); !ok || until.(int64) < now {
+				open = append(open, t)
+			}
+		}
+		if len(open) == 0 {
+			open = order
+		}
+		for _, t := range open {
 			ua, err := dialBenchUA(ctx, targets[t], uaid, false, c.redialers[i%len(c.redialers)])
 			if err != nil {
-				c.emit("fail %s", failKind(err))
+				kind := failKind(err)
+				if kind == "rejected" {
+					c.full.Store(targets[t], time.Now().Add(fullFor).UnixNano())
+				}
+				c.emit("fail %s", kind)
 				if c.failures.Add(1) <= 3 {
 					fmt.Fprintf(os.Stderr, "bench push-client: reconnect to %s: %v\n", targets[t], err)
 				}
@@ -257,6 +277,10 @@ func (c *pushClient) reconnect(ctx context.Context, i int, uaid string) *websock
 		backoff = min(2*backoff, time.Minute)
 	}
 }
+
+// fullFor is how long a client process skips a node that answered a
+// reconnect 503.
+const fullFor = 10 * time.Second
 
 // failKind names why a reconnect attempt failed, for the report.
 func failKind(err error) string {
