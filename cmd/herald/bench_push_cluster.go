@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -111,6 +112,9 @@ func (c *pushClusterFlags) needsReplacement() bool {
 // runPushCluster runs the cluster scenario and returns its figures.
 func runPushCluster(ctx context.Context, f *pushBenchFlags, stderr io.Writer) (*bench.ClusterResult, error) {
 	c := &f.cluster
+	// The client processes' stderr and the run's notices share stderr:
+	// one writer at a time.
+	stderr = &lockedWriter{w: stderr}
 	exe := f.binary
 	if exe == "" {
 		var err error
@@ -221,6 +225,18 @@ func createBenchDatabase(ctx context.Context, raw string) (string, func(), error
 		_ = admin.Close(ctx)
 	}
 	return u.String(), drop, nil
+}
+
+// lockedWriter serialises writes to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 type pushClientChild struct {
