@@ -246,7 +246,7 @@ type pushClientChild struct {
 }
 
 func startPushClient(ctx context.Context, exe string, stderr io.Writer) (*pushClientChild, error) {
-	cmd := exec.CommandContext(ctx, exe, "bench", "push-client") //nolint:gosec // G204: herald's own binary
+	cmd := exec.CommandContext(ctx, exe, "bench", "push-client")
 	cmd.Stderr = stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {
