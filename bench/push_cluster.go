@@ -182,7 +182,6 @@ type clusterRun struct {
 	down, re  atomic.Int64
 	lostUAID  atomic.Int64
 	lastRe    atomic.Int64 // unix ns
-	readersWG sync.WaitGroup
 }
 
 // RunPushCluster runs the cluster scenario on env.
@@ -209,8 +208,8 @@ func RunPushCluster(ctx context.Context, cfg PushClusterConfig, env PushClusterE
 			r.uas = append(r.uas, ua)
 		}
 	}
+	// The readers end when the client processes do (their stdout closes).
 	for c, p := range env.Clients {
-		r.readersWG.Add(1)
 		go r.readClient(c, p.Out)
 	}
 	db, err := pgx.Connect(ctx, env.DatabaseURL)
@@ -426,7 +425,6 @@ func sendClientCmd(w io.Writer, cmd pushClientCmd) error {
 
 // readClient takes client c's events.
 func (r *clusterRun) readClient(c int, out io.Reader) {
-	defer r.readersWG.Done()
 	sc := bufio.NewScanner(out)
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())

@@ -150,7 +150,8 @@ func runPushCluster(ctx context.Context, f *pushBenchFlags, stderr io.Writer) (*
 		return n, err
 	}
 	env := bench.PushClusterEnv{DatabaseURL: dbURL}
-	// The first node migrates the database; the others then start at once.
+	// One node after another, each ready before the next: the first
+	// migrates the database.
 	for i := range c.nodes {
 		n, err := start(ctx, freeLoopbackAddr())
 		if err != nil {
@@ -174,8 +175,17 @@ func runPushCluster(ctx context.Context, f *pushBenchFlags, stderr io.Writer) (*
 		_ = n.cmd.Wait()
 		return nil
 	}
-	env.ReplacementAddr = freeLoopbackAddr()
+	// The replacement's port is held until it starts: the run's own
+	// outbound connections from 127.0.0.1 could take a port that is
+	// merely remembered.
+	reserve, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	defer reserve.Close()
+	env.ReplacementAddr = reserve.Addr().String()
 	env.StartReplacement = func(ctx context.Context) (bench.PushNode, error) {
+		_ = reserve.Close()
 		n, err := start(ctx, env.ReplacementAddr)
 		if err != nil {
 			return bench.PushNode{}, err
