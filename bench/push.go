@@ -182,6 +182,8 @@ type PushResult struct {
 	Rate  *RateResult  `json:"rate,omitempty"`
 	Max   *RateResult  `json:"max,omitempty"`
 	Drain *DrainResult `json:"drain,omitempty"`
+	// Cluster is `herald bench push --nodes`'s scenario (push_cluster.go).
+	Cluster *ClusterResult `json:"cluster,omitempty"`
 }
 
 // IdleResult is the idle scenario's figures.
@@ -573,5 +575,8 @@ func WritePushReport(w io.Writer, r *PushResult) {
 	}
 	if r.Drain != nil {
 		fmt.Fprintf(w, "drain      %d stored messages received in %.1f ms\n", r.Drain.Received, r.Drain.Ms)
+	}
+	if r.Cluster != nil {
+		WriteClusterReport(w, r.Cluster)
 	}
 }

@@ -85,6 +85,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(args) > 0 && args[0] == "push" {
 		return runBenchPush(ctx, args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "push-client" {
+		return runBenchPushClient(ctx, stdout)
+	}
 	var f benchFlags
 	fs := flag.NewFlagSet("herald bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)

@@ -42,6 +42,7 @@ type pushBenchFlags struct {
 	extraServe string
 	binary     string
 	vapid      string
+	cluster    pushClusterFlags
 }
 
 func runBenchPush(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -61,7 +62,8 @@ func runBenchPush(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object instead of the report")
 	fs.BoolVar(&f.keep, "keep", false, "keep the child's data directory")
 	fs.StringVar(&f.extraServe, "serve-flags", "", "extra flags for the child herald serve, space-separated")
-	fs.StringVar(&f.binary, "herald-binary", "", "herald binary to run as the child (default: this one)")
+	fs.StringVar(&f.binary, "herald-binary", "", "herald binary to run as the child, the cluster's nodes and client processes (default: this one)")
+	f.cluster.register(fs)
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
@@ -72,18 +74,30 @@ func runBenchPush(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return errors.New("--payload must be 16..4096")
 	}
 	raiseNoFile()
-	child, err := startPushChild(ctx, &f, stderr)
-	if err != nil {
+	if err := f.cluster.check(); err != nil {
 		return err
 	}
-	defer child.stop()
-
-	res, err := bench.RunPush(ctx, bench.PushConfig{
-		Scenarios: f.scenarios, IdleConns: f.idleConns, Sources: f.sources, UserAgents: f.uas, Rate: f.rate,
-		Duration: f.duration, Payload: f.payload, Drain: f.drain, CeilingMax: f.ceilingMax, Log: stderr, VAPID: f.vapid,
-	}, bench.PushNode{Addr: child.addr, Pid: child.cmd.Process.Pid})
-	if err != nil {
-		return err
+	res := &bench.PushResult{}
+	if strings.TrimSpace(f.scenarios) != "" {
+		child, err := startPushChild(ctx, &f, stderr)
+		if err != nil {
+			return err
+		}
+		res, err = bench.RunPush(ctx, bench.PushConfig{
+			Scenarios: f.scenarios, IdleConns: f.idleConns, Sources: f.sources, UserAgents: f.uas, Rate: f.rate,
+			Duration: f.duration, Payload: f.payload, Drain: f.drain, CeilingMax: f.ceilingMax, Log: stderr, VAPID: f.vapid,
+		}, bench.PushNode{Addr: child.addr, Pid: child.cmd.Process.Pid})
+		child.stop()
+		if err != nil {
+			return err
+		}
+	}
+	if f.cluster.nodes > 0 {
+		c, err := runPushCluster(ctx, &f, stderr)
+		if err != nil {
+			return fmt.Errorf("cluster: %w", err)
+		}
+		res.Cluster = c
 	}
 	if f.jsonOut {
 		enc := json.NewEncoder(stdout)
@@ -119,6 +133,18 @@ type pushChild struct {
 }
 
 func startPushChild(ctx context.Context, f *pushBenchFlags, stderr io.Writer) (*pushChild, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	return startPushChildAt(ctx, f, stderr, addr)
+}
+
+// startPushChildAt starts a herald serve on addr with the bench's flags
+// and extra (before --serve-flags), and waits until it is ready.
+func startPushChildAt(ctx context.Context, f *pushBenchFlags, stderr io.Writer, addr string, extra ...string) (*pushChild, error) {
 	exe := f.binary
 	if exe == "" {
 		var err error
@@ -130,12 +156,6 @@ func startPushChild(ctx context.Context, f *pushBenchFlags, stderr io.Writer) (*
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
 	// The bench's clients come from eight loopback addresses (no
 	// per-address session cap), register all at once (no per-address or
 	// node register limit), drive one endpoint far beyond a fair sender's
@@ -144,6 +164,7 @@ func startPushChild(ctx context.Context, f *pushBenchFlags, stderr io.Writer) (*
 	args := []string{"serve", "--listen", addr, "--data-dir", filepath.Join(dir, "data"), "--dev", "--api-token", "bench-token", "--log-level", "warn",
 		"--push-max-conns-per-ip", "0", "--push-register-ip-rate", "0", "--push-register-node-rate", "0",
 		"--push-send-rate", "0", "--push-max-messages-per-channel", "0", "--push-max-messages-per-uaid", "0"}
+	args = append(args, extra...)
 	if f.extraServe != "" {
 		args = append(args, strings.Fields(f.extraServe)...)
 	}
