@@ -260,7 +260,10 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, params *store.Delivery
 	}
 	now := ms(params.Now)
 	batch := &pgx.Batch{}
-	batch.Queue(genericPlansSQL) // claim.go
+	generic := genericPlans(len(params.Outcomes), len(params.Events)) // claim.go
+	if generic {
+		batch.Queue(genericPlansSQL)
+	}
 	// Rounds never repeat a delivery id (see store.OutcomeChunks); almost
 	// always there is one.
 	rounds := store.OutcomeChunks(params.Outcomes, 0)
@@ -303,7 +306,7 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, params *store.Delivery
 		events.queue(batch)
 	}
 	res := &store.DeliveryCompleteManyResult{Stale: []string{}}
-	if batch.Len() == 1 { // genericPlansSQL alone
+	if generic && batch.Len() == 1 || batch.Len() == 0 { // genericPlansSQL alone, or nothing
 		return res, nil
 	}
 	// The batch is one implicit transaction: when a row it waited for
@@ -315,7 +318,7 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, params *store.Delivery
 			batch = rebatch(batch)
 		}
 		br := db.SendBatch(ctx, batch)
-		err := completeRead(br, rounds, res, health, len(params.DisableSubscriptions) > 0, paused, events, params.Events)
+		err := completeRead(br, generic, rounds, res, health, len(params.DisableSubscriptions) > 0, paused, events, params.Events)
 		if cerr := br.Close(); err == nil {
 			err = cerr
 		}
@@ -340,10 +343,12 @@ func rebatch(b *pgx.Batch) *pgx.Batch {
 }
 
 // completeRead reads the answers of DeliveryCompleteMany's batch.
-func completeRead(br pgx.BatchResults, rounds [][]store.DeliveryOutcome, res *store.DeliveryCompleteManyResult,
+func completeRead(br pgx.BatchResults, generic bool, rounds [][]store.DeliveryOutcome, res *store.DeliveryCompleteManyResult,
 	health, disables, paused bool, events *eventBatch, evs []store.EventInsert) error {
-	if _, err := br.Exec(); err != nil { // genericPlansSQL
-		return err
+	if generic {
+		if _, err := br.Exec(); err != nil { // genericPlansSQL
+			return err
+		}
 	}
 	for _, round := range rounds {
 		if _, err := br.Exec(); err != nil {

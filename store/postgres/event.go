@@ -76,6 +76,8 @@ type eventBatch struct {
 	// (the same slices args passes to the insert).
 	ids, tenants []string
 	args         []any
+	// deliveries is how many delivery rows the insert carries.
+	deliveries int
 }
 
 func newEventBatch(events []store.EventInsert, now time.Time) *eventBatch {
@@ -124,6 +126,7 @@ func newEventBatch(events []store.EventInsert, now time.Time) *eventBatch {
 		}
 	}
 	b.ids, b.tenants = ids, tenants
+	b.deliveries = len(dIDs)
 	b.args = []any{ids, types, keys, versions, datas, created, dIDs, dEvents, dSubs, ms(now), dNext,
 		dOwners, dUntil, tenants, dTenants}
 	return b
@@ -275,7 +278,8 @@ func (s *Store) EventInsertMany(ctx context.Context, params *store.EventInsertMa
 		return nil, err
 	}
 	b := newEventBatch(params.Events, params.Now)
-	// The insert alone (after genericPlansSQL, in the same round trip),
+	// The insert alone (after genericPlansSQL for a small batch, in the
+	// same round trip),
 	// one implicit transaction; a deadlock or a serialization failure
 	// (isRetryable) left nothing behind and it runs again, like the other
 	// single-statement writes. The read-back of duplicates follows only
@@ -287,12 +291,17 @@ func (s *Store) EventInsertMany(ctx context.Context, params *store.EventInsertMa
 	var ins *inserted
 	err = retryMoved(ctx, func() error {
 		batch := &pgx.Batch{}
-		batch.Queue(genericPlansSQL)
+		generic := genericPlans(len(b.ids), b.deliveries) // claim.go
+		if generic {
+			batch.Queue(genericPlansSQL)
+		}
 		batch.Queue(insertEventsSQL, b.args...)
 		br := db.SendBatch(ctx, batch)
 		defer br.Close()
-		if _, err := br.Exec(); err != nil {
-			return err
+		if generic {
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
 		}
 		rows, err := br.Query()
 		if err != nil {

@@ -14,10 +14,10 @@ import (
 	"github.com/heraldhq/herald/store/postgres"
 )
 
-// TestHotWritesUseGenericPlans: the event insert and the completion run
-// with one generic plan per connection (genericPlansSQL), not planned at
-// every execution as the connection's other statements are; claims still
-// plan for their parameters. One pooled connection, so every call uses the
+// TestHotWritesUseGenericPlans: a small event insert and a small
+// completion run with one generic plan per connection (genericPlansSQL),
+// not planned at every execution as the connection's other statements
+// are; a large batch and claims still plan for their parameters. One pooled connection, so every call uses the
 // session whose prepared statements are read.
 func TestHotWritesUseGenericPlans(t *testing.T) {
 	t.Parallel()
@@ -57,4 +57,10 @@ func TestHotWritesUseGenericPlans(t *testing.T) {
 	claims := plans["WITH ranked AS"]
 	require.Zero(t, claims[0], "claims never run a generic plan")
 	require.Positive(t, claims[1], "claims plan for their parameters")
+
+	// A large batch is planned for its size.
+	insertEvents(ctx, t, s, "big", 100, t0, "sub_p")
+	plans, err = s.PreparedPlans(ctx, "INSERT INTO events")
+	require.NoError(t, err)
+	require.Equal(t, [2]int64{n, 1}, plans["INSERT INTO events"], "a 100-event insert runs a custom plan")
 }
