@@ -41,7 +41,8 @@ func startBound(c *store.ClaimedDelivery) bool {
 	if sub.RateLimit != nil {
 		return true
 	}
-	return sub.KeyIntervalMS > 0 && sub.Ordering != herald.OrderingNone && sub.Ordering != "" && c.Delivery.EventKey != ""
+	ordered := sub.Ordering == herald.OrderingFIFO || sub.Ordering == herald.OrderingLatest
+	return ordered && sub.KeyIntervalMS > 0 && c.Delivery.EventKey != ""
 }
 
 // releaseLate gives back a delivery whose start is bounded (startBound)

@@ -196,17 +196,25 @@ func startNode(t *testing.T, s store.Store, workers int) *node {
 // engine took their Now (countingStore).
 func startNodeWith(t *testing.T, s store.Store, workers int, claimDelay time.Duration) *node {
 	t.Helper()
-	n := &node{store: &countingStore{Store: s, delay: claimDelay}}
+	// The default poll (1s): waking when budget returns must come from
+	// DeliveryNextDue, not from polling.
+	return startCountingNode(t, &countingStore{Store: s, delay: claimDelay}, workers, 0)
+}
+
+// startCountingNode starts an engine and ingester on cs (poll 0: the
+// engine's default).
+func startCountingNode(t *testing.T, cs *countingStore, workers int, poll time.Duration) *node {
+	t.Helper()
+	n := &node{store: cs}
 	n.engine = delivery.New(delivery.Config{
-		Store:       n.store,
-		Sender:      webhook.NewSender(webhook.Config{Guard: &webhook.Guard{AllowLoopback: true}}),
-		Tiers:       delivery.Tiers{0, 100 * time.Millisecond, time.Second},
-		Workers:     workers,
-		LeaseMargin: 5 * time.Second,
-		// The default poll (1s): waking when budget returns must come from
-		// DeliveryNextDue, not from polling.
+		Store:        n.store,
+		Sender:       webhook.NewSender(webhook.Config{Guard: &webhook.Guard{AllowLoopback: true}}),
+		Tiers:        delivery.Tiers{0, 100 * time.Millisecond, time.Second},
+		Workers:      workers,
+		LeaseMargin:  5 * time.Second,
+		PollInterval: poll,
 	})
-	n.ing = ingest.New(ingest.Config{Store: s, OnCommit: n.engine.Notify, Dispatcher: n.engine})
+	n.ing = ingest.New(ingest.Config{Store: cs.Store, OnCommit: n.engine.Notify, Dispatcher: n.engine})
 	n.ing.Start()
 	n.engine.Start()
 	t.Cleanup(func() {
@@ -473,19 +481,7 @@ func TestKeyIntervalLateStartGivenBack(t *testing.T) {
 		recv := newArrivals(t, nil)
 		const interval = 300 * time.Millisecond
 		sub := createOrderedSub(t, s, recv.srv.URL, herald.OrderingLatest, interval.Milliseconds())
-		n := &node{store: &countingStore{Store: s, stallOnce: 2 * store.ThrottleMargin}}
-		n.engine = delivery.New(delivery.Config{
-			Store: n.store, Sender: webhook.NewSender(webhook.Config{Guard: &webhook.Guard{AllowLoopback: true}}),
-			Tiers: delivery.Tiers{0, 100 * time.Millisecond, time.Second}, Workers: 4, LeaseMargin: 5 * time.Second,
-			PollInterval: 20 * time.Millisecond,
-		})
-		n.ing = ingest.New(ingest.Config{Store: s, OnCommit: n.engine.Notify, Dispatcher: n.engine})
-		n.ing.Start()
-		n.engine.Start()
-		t.Cleanup(func() {
-			n.ing.Close()
-			n.engine.Stop()
-		})
+		n := startCountingNode(t, &countingStore{Store: s, stallOnce: 2 * store.ThrottleMargin}, 4, 20*time.Millisecond)
 
 		version := int64(1)
 		publishKeyed(t, n.ing, keyedEvent{key: "doc-1", version: &version})

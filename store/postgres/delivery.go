@@ -264,6 +264,7 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, params *store.Delivery
 	if generic {
 		batch.Queue(genericPlansSQL)
 	}
+	settings := batch.Len() // statements before the work
 	// Rounds never repeat a delivery id (see store.OutcomeChunks); almost
 	// always there is one.
 	rounds := store.OutcomeChunks(params.Outcomes, 0)
@@ -306,7 +307,7 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, params *store.Delivery
 		events.queue(batch)
 	}
 	res := &store.DeliveryCompleteManyResult{Stale: []string{}}
-	if generic && batch.Len() == 1 || batch.Len() == 0 { // genericPlansSQL alone, or nothing
+	if batch.Len() == settings { // nothing to do
 		return res, nil
 	}
 	// The batch is one implicit transaction: when a row it waited for
