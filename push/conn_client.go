@@ -1,7 +1,7 @@
 package push
 
-// This file holds the client messages of an identified session: the read
-// loop and the handlers of register, unregister, ack, nack,
+// This file holds the client messages of an identified session: the
+// handlers of register, unregister, ack, nack,
 // broadcast_subscribe and the protocol ping.
 
 import (
@@ -11,47 +11,23 @@ import (
 	"slices"
 	"time"
 
-	"github.com/gorilla/websocket"
-
 	"github.com/heraldhq/herald/store"
 )
 
-// readLoop handles client frames until the socket fails or closes.
-func (c *conn) readLoop() error {
-	for {
-		mt, data, err := c.ws.ReadMessage()
-		if err != nil {
-			return err
-		}
-		if mt != websocket.TextMessage {
-			return c.fail(&frameError{Code: closeUnsupported, Reason: "expected text", Err: errBinaryFrame})
-		}
-		msg, err := decodeClientMessage(data)
-		if err != nil {
-			return c.fail(err)
-		}
-		if err := c.handle(msg); err != nil {
-			return c.fail(err)
-		}
-	}
-}
-
 // pauseReads stops reading this session's frames for d (at most
-// maxRefusedPause, until the hub closes): after a refused register the
-// next one could only be refused too, and a client that sends it at once
-// anyway would make the node answer as fast as the round trip allows
+// maxRefusedPause, or until the session closes): after a refused register
+// the next one could only be refused too, and a client that sends it at
+// once anyway would make the node answer as fast as the round trip allows
 // (measured: 12,000 refusals in 5 s from four sessions, the largest share
 // of the node's CPU under TestResourceExhaustion's attack). Unread frames
-// wait in the socket's buffers, and a client that fills them blocks on its
-// own writes. Deliveries to the session are written by other goroutines
-// and do not wait; its acks wait with its other frames.
+// wait in the socket's buffers (the poller is not asked for readiness
+// until dlResume), and a client that fills them blocks on its own writes.
+// Deliveries to the session are written by other goroutines and do not
+// wait; its acks wait with its other frames. No worker waits out the
+// pause.
 func (c *conn) pauseReads(d time.Duration) {
-	t := time.NewTimer(min(d, maxRefusedPause))
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-c.h.stop:
-	}
+	c.paused = true
+	sessions().timers.arm(c, dlResume, min(d, maxRefusedPause))
 }
 
 func (c *conn) handle(msg *clientMessage) error {
@@ -100,8 +76,8 @@ func metricCode(code, lo, hi, def int) int {
 var errExcessivePing = errors.New("push: client pings too often")
 
 func (c *conn) ping() error {
-	now := c.h.now()
-	if !c.lastPing.IsZero() && now.Sub(c.lastPing) < c.h.minPingInterval {
+	now := c.h.now().UnixNano()
+	if c.lastPing != 0 && time.Duration(now-c.lastPing) < c.h.minPingInterval {
 		return &frameError{Code: closeError, Reason: "excessive ping", Err: errExcessivePing}
 	}
 	c.lastPing = now
@@ -206,14 +182,15 @@ func (c *conn) unregisterChannel(msg *clientMessage) error {
 	}
 	if status == 200 {
 		c.mu.Lock()
-		for _, e := range c.batch {
+		for _, e := range c.fl().batch {
 			if e.chid == chid {
 				e.acked = true
 			}
 		}
-		c.direct = slices.DeleteFunc(c.direct, func(pd *pendingDirect) bool {
+		c.fl().direct = slices.DeleteFunc(c.fl().direct, func(pd *pendingDirect) bool {
 			return pd.m.ChannelID == chid && pd.state == directStored
 		})
+		c.trimInflight()
 		c.mu.Unlock()
 	}
 	if err := c.write(encodeUnregister(chid, status)); err != nil {
@@ -230,23 +207,23 @@ func (c *conn) ack(updates []ackUpdate) error {
 	var del []string
 	c.mu.Lock()
 	for _, u := range updates {
-		if i := slices.IndexFunc(c.direct, func(pd *pendingDirect) bool {
+		if i := slices.IndexFunc(c.fl().direct, func(pd *pendingDirect) bool {
 			return pd.version == u.Version && pd.m.ChannelID == u.ChannelID
 		}); i >= 0 {
-			pd := c.direct[i]
+			pd := c.fl().direct[i]
 			switch pd.state {
 			case directPending:
-				c.direct = slices.Delete(c.direct, i, i+1)
+				c.fl().direct = slices.Delete(c.fl().direct, i, i+1)
 				pd.state, pd.outcome = directAcked, Delivered
 				close(pd.done)
 			case directSaving:
 				pd.ackedWhileSaving = true
 			case directStored:
-				c.direct = slices.Delete(c.direct, i, i+1)
+				c.fl().direct = slices.Delete(c.fl().direct, i, i+1)
 				del = append(del, pd.m.ID)
 			}
 		}
-		for _, e := range c.batch {
+		for _, e := range c.fl().batch {
 			if !e.acked && e.version == u.Version && e.chid == u.ChannelID {
 				e.acked = true
 				if e.topic != "" {
@@ -256,6 +233,7 @@ func (c *conn) ack(updates []ackUpdate) error {
 		}
 		c.h.obs.ObserveAck(metricCode(u.Code, 100, 102, 100))
 	}
+	c.trimInflight()
 	c.mu.Unlock()
 	if len(del) > 0 {
 		if err := c.deleteMessages(del); err != nil {

@@ -8,47 +8,34 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"net"
 	"time"
-
-	"github.com/gorilla/websocket"
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/store"
 )
 
-// handshake reads and answers hello. On failure the socket is closed and
-// false returned.
-func (c *conn) handshake() bool {
-	_ = c.ws.SetReadDeadline(time.Now().Add(c.h.handshakeTimeout))
-	mt, data, err := c.ws.ReadMessage()
+// handshake answers the first frame, which must be hello; then the
+// session's keepalive and first storage check start. An error closes the
+// session.
+func (c *conn) handshake(op byte, data []byte) error {
+	if op != opText {
+		return &frameError{Code: closeUnsupported, Reason: "expected text", Err: errBinaryFrame}
+	}
+	msg, err := decodeClientMessage(data)
 	if err != nil {
-		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() {
-			c.closeWith(closeError, "handshake timeout")
-		}
-		c.finish(err)
-		return false
+		return err
 	}
-	if mt != websocket.TextMessage {
-		err = &frameError{Code: closeUnsupported, Reason: "expected text", Err: errBinaryFrame}
-	} else {
-		var msg *clientMessage
-		msg, err = decodeClientMessage(data)
-		switch {
-		case err != nil:
-		case msg.Type != msgHello:
-			err = protocolError(`expected messageType "hello"`, nil)
-		default:
-			_ = c.ws.SetReadDeadline(time.Time{})
-			err = c.hello(msg)
-		}
+	if msg.Type != msgHello {
+		return protocolError(`expected messageType "hello"`, nil)
 	}
-	if err != nil {
-		c.finish(c.fail(err))
-		return false
+	sessions().timers.disarm(c, dlHandshake)
+	if err := c.hello(msg); err != nil {
+		return err
 	}
-	return true
+	c.read = readMessages
+	c.startKeepalive()
+	c.checkLoop()
+	return nil
 }
 
 // errAlreadyConnected: a newer connection of the uaid exists elsewhere.
@@ -63,7 +50,7 @@ func (c *conn) hello(msg *clientMessage) error {
 	now := h.now()
 	c.connectedAt = now.UnixMilli()
 	c.mu.Lock()
-	c.touched = now
+	c.touched = now.UnixNano()
 	c.mu.Unlock()
 	existing := false
 	if uaid, ok := normalizeUAID(msg.UAID); ok {

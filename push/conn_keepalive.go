@@ -1,6 +1,6 @@
 package push
 
-// This file holds a session's keepalive: the WebSocket ping timer, the
+// This file holds a session's keepalive: the WebSocket ping tick, the
 // pong deadline, pending broadcast deltas sent in a ping's place, and the
 // periodic refresh of the router record.
 
@@ -8,40 +8,42 @@ import (
 	"errors"
 	"time"
 
-	"github.com/gorilla/websocket"
-
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/store"
 )
 
-// startKeepalive arms the ping timer. A pong re-arms it for the next
-// interval; a tick with a pending broadcast delta sends the delta instead
-// of a ping (autopush's rule), and a tick while a pong is awaited closes.
+// startKeepalive arms the ping tick (dlKeepalive). A pong re-arms it for
+// the next interval; a tick with a pending broadcast delta sends the delta
+// instead of a ping (autopush's rule), and a tick while a pong is awaited
+// closes.
 func (c *conn) startKeepalive() {
-	c.ws.SetPongHandler(func(string) error {
-		c.mu.Lock()
-		if c.awaitingPong && !c.state.closing() {
-			c.awaitingPong = false
-			c.timer.Reset(c.h.pingInterval)
-		}
-		c.mu.Unlock()
-		return nil
-	})
 	c.mu.Lock()
 	if !c.state.closing() {
-		c.timer = time.AfterFunc(c.h.pingInterval, c.tick)
+		sessions().timers.arm(c, dlKeepalive, c.h.pingInterval)
 	}
 	c.mu.Unlock()
 }
 
+// onPong handles the user agent's pong.
+func (c *conn) onPong() {
+	c.mu.Lock()
+	if c.awaitingPong && !c.state.closing() {
+		c.awaitingPong = false
+		sessions().timers.arm(c, dlKeepalive, c.h.pingInterval)
+	}
+	c.mu.Unlock()
+}
+
+// tick is the keepalive deadline: a ping (or a broadcast delta), or the
+// close when the last ping's pong did not come.
 func (c *conn) tick() {
 	c.mu.Lock()
 	if c.state.closing() {
 		c.mu.Unlock()
 		return
 	}
-	if now := c.h.now(); now.Sub(c.touched) >= c.h.routerRefresh {
-		c.touched = now
+	if now := c.h.now(); time.Duration(now.UnixNano()-c.touched) >= c.h.routerRefresh {
+		c.touched = now.UnixNano()
 		go c.refreshLastConnect(now)
 	}
 	if c.awaitingPong {
@@ -51,17 +53,17 @@ func (c *conn) tick() {
 	}
 	delta := c.h.bc.delta(c.subs, &c.bgen)
 	if delta != nil {
-		c.timer.Reset(c.h.pingInterval)
+		sessions().timers.arm(c, dlKeepalive, c.h.pingInterval)
 	} else {
 		c.awaitingPong = true
-		c.timer.Reset(c.h.pingTimeout)
+		sessions().timers.arm(c, dlKeepalive, c.h.pingTimeout)
 	}
 	c.mu.Unlock()
 	if delta != nil {
 		_ = c.write(encodeBroadcast(delta))
 		return
 	}
-	_ = c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeWait))
+	_ = c.writeFrame(opPing, nil, time.Now().Add(writeWait))
 }
 
 // defaultRouterRefresh is how often, on a ping tick, a session re-asserts

@@ -42,6 +42,34 @@ const (
 	directAcked                      // acked before AckWait: Delivered
 )
 
+// inflight is what a session has written and awaits acks for; nil while
+// it awaits none (most sessions, most of the time), so an idle session
+// does not carry its two slices (ADR 0027).
+type inflight struct {
+	// direct are the written, unacked direct messages (TTL > 0).
+	direct []*pendingDirect
+	// batch is the storage batch in flight: the next is read once all of
+	// it is acked.
+	batch []*storedEntry
+}
+
+// fl returns the session's inflight, making it if needed. Called with mu
+// held.
+func (c *conn) fl() *inflight {
+	if c.inflight == nil {
+		c.inflight = &inflight{}
+	}
+	return c.inflight
+}
+
+// trimInflight drops the session's inflight once it holds nothing.
+// Called with mu held.
+func (c *conn) trimInflight() {
+	if c.inflight != nil && len(c.inflight.direct) == 0 && c.inflight.batch == nil {
+		c.inflight = nil
+	}
+}
+
 // storedEntry is one message of the storage batch in flight.
 type storedEntry struct {
 	id, chid, topic string
@@ -52,17 +80,18 @@ type storedEntry struct {
 // afterAck deletes a fully acked storage batch and reads the next.
 func (c *conn) afterAck() error {
 	c.mu.Lock()
-	if c.batch == nil || slices.ContainsFunc(c.batch, func(e *storedEntry) bool { return !e.acked }) {
+	if c.inflight == nil || c.inflight.batch == nil || slices.ContainsFunc(c.inflight.batch, func(e *storedEntry) bool { return !e.acked }) {
 		c.mu.Unlock()
 		return nil
 	}
 	var ids []string
-	for _, e := range c.batch {
+	for _, e := range c.fl().batch {
 		if e.topic == "" {
 			ids = append(ids, e.id)
 		}
 	}
-	c.batch = nil
+	c.fl().batch = nil
+	c.trimInflight()
 	c.check = checkRunning
 	c.mu.Unlock()
 	if err := c.deleteMessages(ids); err != nil {
@@ -93,7 +122,7 @@ func (c *conn) notify() bool {
 		c.mu.Unlock()
 		return false
 	}
-	if c.check != checkIdle || c.batch != nil {
+	if c.check != checkIdle || (c.inflight != nil && c.inflight.batch != nil) {
 		// A running check lists again before it stops; a batch in
 		// flight is followed by a check once it is fully acked.
 		if c.check != checkIdle {
@@ -164,7 +193,7 @@ func (c *conn) checkLoop() {
 				c.backlogRead++
 			}
 		}
-		if c.backlogRead > h.msgLimit {
+		if int(c.backlogRead) > h.msgLimit {
 			c.reset = true
 			c.check = checkIdle
 			c.mu.Unlock()
@@ -177,8 +206,8 @@ func (c *conn) checkLoop() {
 			e := &storedEntry{id: m.ID, chid: m.ChannelID, topic: m.Topic}
 			// A direct message stored after AckWait is still awaited under
 			// the version it was written with: do not write it twice.
-			if i := slices.IndexFunc(c.direct, func(pd *pendingDirect) bool { return pd.m.ID == m.ID }); i >= 0 {
-				e.version = c.direct[i].version
+			if i := slices.IndexFunc(c.fl().direct, func(pd *pendingDirect) bool { return pd.m.ID == m.ID }); i >= 0 {
+				e.version = c.fl().direct[i].version
 			} else {
 				v, err := h.keys.MessageID(&MessageRef{UAID: c.uaid, ChannelID: m.ChannelID, ID: m.ID, Topic: m.Topic})
 				if err != nil {
@@ -192,7 +221,9 @@ func (c *conn) checkLoop() {
 			}
 			batch = append(batch, e)
 		}
-		c.batch = batch
+		if len(batch) > 0 {
+			c.fl().batch = batch
+		}
 		c.check = checkIdle
 		c.mu.Unlock()
 		for _, f := range frames {
@@ -227,14 +258,14 @@ func (c *conn) deliver(ctx context.Context, m *store.PushMessage, version string
 		c.mu.Unlock()
 		return NotConnected, nil
 	}
-	if m.TTL > 0 && len(c.direct) >= ClientChannelCapacity {
+	if m.TTL > 0 && c.inflight != nil && len(c.inflight.direct) >= ClientChannelCapacity {
 		c.mu.Unlock()
 		return QueueFull, nil
 	}
 	if m.TTL > 0 {
 		// Tracked before it is written, so an ack cannot outrun it.
 		pd = &pendingDirect{m: m, version: version, done: make(chan struct{})}
-		c.direct = append(c.direct, pd)
+		c.fl().direct = append(c.fl().direct, pd)
 	}
 	c.mu.Unlock()
 	if err := c.write(frame); err != nil {
@@ -243,7 +274,8 @@ func (c *conn) deliver(ctx context.Context, m *store.PushMessage, version string
 		}
 		c.mu.Lock()
 		if pd.state == directPending {
-			c.direct = slices.DeleteFunc(c.direct, func(x *pendingDirect) bool { return x == pd })
+			c.fl().direct = slices.DeleteFunc(c.fl().direct, func(x *pendingDirect) bool { return x == pd })
+			c.trimInflight()
 			c.mu.Unlock()
 			return NotConnected, nil
 		}
@@ -286,7 +318,10 @@ func (c *conn) storeUnacked(pd *pendingDirect) (DeliverOutcome, error) {
 	cancel()
 
 	c.mu.Lock()
-	remove := func() { c.direct = slices.DeleteFunc(c.direct, func(x *pendingDirect) bool { return x == pd }) }
+	remove := func() {
+		c.fl().direct = slices.DeleteFunc(c.fl().direct, func(x *pendingDirect) bool { return x == pd })
+		c.trimInflight()
+	}
 	switch {
 	case err != nil:
 		// The caller stores it (or answers the sender with an error).

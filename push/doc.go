@@ -6,9 +6,12 @@
 // Parts:
 //   - hub.go: the connection side of a node; it maps uaids connected to
 //     this node to their *conn, one per WebSocket.
-//   - conn.go: a session's struct, lifecycle (serve, close, teardown) and
-//     frame writes; conn_state.go: its lifecycle and storage-check states.
-//     The session's phases, split as autopush-rs splits its state machine:
+//   - conn.go: a session's struct, lifecycle (start, run, close, end,
+//     teardown) and frame writes; frame.go: the WebSocket frame reader
+//     and writer; readiness.go: the worker pool, the timer heap and the
+//     events a session is run for; poll_linux.go: the epoll poller (ADR
+//     0027: no goroutine per idle session); conn_state.go: its lifecycle
+//     and storage-check states. The session's phases, split as autopush-rs splits its state machine:
 //     conn_hello.go (unidentified: hello), conn_client.go (client messages:
 //     register, unregister, ack, nack, broadcast_subscribe, ping),
 //     conn_notify.go (server notifications: stored batches, direct

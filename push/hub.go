@@ -54,16 +54,20 @@ const (
 	// ack of a full batch is about 2 KB, a hello with broadcasts at the
 	// usual one or two ids well under 1 KB.
 	maxFrameBytes = 8 << 10
-	// readBufferSize is the per-connection read buffer. Client frames are
-	// rare and small; a larger frame is read in several fills.
-	readBufferSize = 512
-	// writeBufferSize is the size of the pooled write buffers: a
-	// notification of the largest body (MaxBodyBytes, base64url) plus its
-	// headers fits in one frame. Buffers go back to the pool after every
-	// message, so an idle connection holds none.
-	writeBufferSize = 16 << 10
+	// readBufferSize is the size of the pooled buffers a readable socket
+	// is read into (readBufferPool): client frames are small (a hello, an
+	// ack of a full batch about 2 KB); a larger one is read in several
+	// fills, its start kept by the frame reader. A session holds none
+	// between reads, and the pool holds about one per running worker.
+	readBufferSize = 4 << 10
+	// upgradeBufferSize is the read buffer gorilla's upgrader gives the
+	// Conn it returns, which is dropped at once (ADR 0027).
+	upgradeBufferSize = 512
 	// writeWait bounds every write to a user agent.
 	writeWait = 10 * time.Second
+	// controlWriteWait bounds the answer to the user agent's ping or close
+	// (gorilla's bound, kept).
+	controlWriteWait = time.Second
 	// closeGrace is how long a closing session waits for the user agent's
 	// close frame before dropping the TCP connection.
 	closeGrace = time.Second
@@ -79,7 +83,8 @@ const (
 	closeDrainBytes = 1 << 20
 )
 
-// writeBufferPool is shared by every connection of every hub.
+// writeBufferPool stays empty: it only keeps gorilla's upgrader from
+// allocating a write buffer for a Conn that is dropped.
 var writeBufferPool = &sync.Pool{}
 
 // hub is the connection side of one node: the user agents connected here.
@@ -168,9 +173,10 @@ func newHub(s *Server) *hub {
 	}
 	h.upgrader = websocket.Upgrader{
 		HandshakeTimeout: h.handshakeTimeout,
-		ReadBufferSize:   readBufferSize,
-		WriteBufferSize:  writeBufferSize,
-		WriteBufferPool:  writeBufferPool,
+		ReadBufferSize:   upgradeBufferSize,
+		// The Conn's writer is never used: frames are written by
+		// writeFrame. A pool keeps it from allocating a buffer.
+		WriteBufferPool: writeBufferPool,
 		// Firefox asks for push-notification; other clients ask for
 		// nothing and are served too.
 		Subprotocols: []string{"push-notification"},
@@ -275,25 +281,21 @@ func (h *hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.wg.Done()
 		return // the upgrader answered the request
 	}
-	// The first check runs once hello is answered (serve); a nudge
+	// From here the socket is the session's: gorilla's Conn, with its
+	// buffers, is dropped (the upgrader refuses a client that sent bytes
+	// before the handshake was answered, so none are buffered in it). The
+	// handler returns and net/http's per-request state goes with it; the
+	// session has no goroutine (ADR 0027).
+	// The first check runs once hello is answered (handshake); a nudge
 	// meanwhile only marks it.
-	c := &conn{h: h, ws: ws, addr: clientKey(r), check: checkRunning}
+	c := &conn{h: h, nc: ws.NetConn(), addr: clientKey(r), check: checkRunning}
 	if !h.track(c) {
-		c.closeWith(closeGoingAway, "shutting down")
-		c.finish(nil)
+		_ = writeFrame(c.nc, opClose, closePayload(closeGoingAway, "shutting down"), time.Now().Add(closeGrace))
+		_ = c.nc.Close()
 		h.wg.Done()
 		return
 	}
-	// The session runs on a goroutine of its own and the handler returns:
-	// while a handler runs, net/http keeps the connection's 4 KiB read
-	// buffer, the response's buffer and the request alive (about 10 KB an
-	// idle session does not need), and the new goroutine's stack holds only
-	// the read loop's frames.
-	go func() {
-		defer h.wg.Done()
-		defer h.untrack(c)
-		c.serve()
-	}()
+	c.start()
 }
 
 // Connected counts the user agents in session on this node.

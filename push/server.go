@@ -60,9 +60,11 @@ type Config struct {
 	MsgLimit int
 	// AckWait is how long a direct delivery waits for the user agent's ack
 	// before storing the message (and then answering the sender).
-	AckWait          time.Duration
-	PingInterval     time.Duration
-	PingTimeout      time.Duration
+	AckWait      time.Duration
+	PingInterval time.Duration
+	PingTimeout  time.Duration
+	// HandshakeTimeout bounds the time to hello, and, after it, the time
+	// from a frame's first byte to its last (ADR 0027).
 	HandshakeTimeout time.Duration
 	BroadcastPoll    time.Duration
 	// MaxConns caps the push sessions of this node (0: no cap) and

@@ -2,10 +2,12 @@ package push
 
 import (
 	"bufio"
+	"errors"
 	"net"
 	"net/http"
 	"net/netip"
 	"sync"
+	"syscall"
 )
 
 // DefaultMaxConnsPerIP is Config.MaxConnsPerIP when unset: a browser holds
@@ -91,6 +93,27 @@ type releaseConn struct {
 func (c *releaseConn) Close() error {
 	c.release()
 	return c.Conn.Close()
+}
+
+// SyscallConn is the wrapped socket's, so the session's socket is polled
+// (ADR 0027); a wrapped conn without one is read on a goroutine.
+func (c *releaseConn) SyscallConn() (syscall.RawConn, error) {
+	return SyscallConn(c.Conn)
+}
+
+// errNoSyscallConn: the socket has no file descriptor to poll.
+var errNoSyscallConn = errors.New("push: connection has no file descriptor")
+
+// SyscallConn returns nc's raw connection if it has one (a wrapper of a
+// *net.TCPConn that forwards SyscallConn included). A listener that wraps
+// the connections it hands to the push service forwards SyscallConn with
+// it, so push sessions stay polled instead of each taking a goroutine.
+func SyscallConn(nc net.Conn) (syscall.RawConn, error) {
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return nil, errNoSyscallConn
+	}
+	return sc.SyscallConn()
 }
 
 // hijackWriter hands the upgrader a socket wrapped in releaseConn, so the

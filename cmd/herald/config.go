@@ -195,7 +195,7 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.PushMsgLimit, "push-msg-limit", 150, "a session that reads more than this many stored messages of the backlog it connected to resets the user agent (it registers again); messages stored while it is connected never count")
 	fs.DurationVar(&c.PushAckWait, "push-ack-wait", time.Second, "how long a message to a connected user agent waits for its ack before it is stored; the sender's 201 comes after either")
 	fs.DurationVar(&c.PushPingInterval, "push-ping-interval", 300*time.Second, "WebSocket ping interval; broadcast changes go out on these ticks")
-	fs.DurationVar(&c.PushHandshakeTimeout, "push-handshake-timeout", 5*time.Second, "how long a new WebSocket may take to send hello")
+	fs.DurationVar(&c.PushHandshakeTimeout, "push-handshake-timeout", 5*time.Second, "how long a new WebSocket may take to send hello, and any later frame to arrive whole")
 	fs.DurationVar(&c.PushBroadcastPoll, "push-broadcast-poll", 30*time.Second, "how often a node reloads broadcast versions set through another node")
 	fs.DurationVar(&c.PushIdleExpiry, "push-idle-expiry", maintenance.DefaultPushIdleExpiry, "drop Web Push user agents that have not connected for this long; their endpoints then answer 410 (0: never)")
 	c.pushLimitFlags(fs)

@@ -140,6 +140,10 @@ func (c *slotConn) Close() error {
 	return c.Conn.Close()
 }
 
+// SyscallConn forwards the socket's, so push sessions on it are polled
+// instead of each reading on a goroutine of its own (push.SyscallConn).
+func (c *slotConn) SyscallConn() (syscall.RawConn, error) { return push.SyscallConn(c.Conn) }
+
 // routeClass sorts requests by the listener that serves them.
 type routeClass int
 
