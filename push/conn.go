@@ -135,6 +135,11 @@ func (c *conn) fail(err error) error {
 func (c *conn) write(frame []byte) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	return c.writeLocked(frame)
+}
+
+// writeLocked is write for a caller holding wmu.
+func (c *conn) writeLocked(frame []byte) error {
 	_ = c.ws.SetWriteDeadline(time.Now().Add(writeWait))
 	err := c.ws.WriteMessage(websocket.TextMessage, frame)
 	if err != nil {
