@@ -396,6 +396,11 @@ func (c *conn) write(frame []byte) error {
 func (c *conn) writeFrame(op byte, payload []byte, deadline time.Time) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	return c.writeFrameLocked(op, payload, deadline)
+}
+
+// writeFrameLocked is writeFrame for a caller holding wmu.
+func (c *conn) writeFrameLocked(op byte, payload []byte, deadline time.Time) error {
 	switch c.wdone {
 	case wdoneClose:
 		return errCloseSent

@@ -109,11 +109,13 @@ func (c *conn) hello(msg *clientMessage) error {
 	subs, reply := h.bc.subscribe(nil, &c.bgen, msg.Broadcasts)
 	c.subs = subs
 	c.mu.Unlock()
-	if err := c.write(encodeHello(c.uaid, reply)); err != nil {
-		h.unregister(c)
-		c.disconnectRouter()
-		return err
-	}
+	// Ready and answered in one step under wmu. Once the router record
+	// names this node, another node may hand a message over at any time;
+	// a session found not ready answers NotConnected, and that node then
+	// clears the record while the user agent, which has its answer, stays
+	// connected here with nothing routed to it. Marked ready first, a
+	// delivery waits on wmu and its frame follows the answer.
+	c.wmu.Lock()
 	c.mu.Lock()
 	c.state.markAnswered()
 	if c.newUser {
@@ -121,7 +123,18 @@ func (c *conn) hello(msg *clientMessage) error {
 		c.check = checkIdle
 	}
 	c.mu.Unlock()
+	// Counted as connected from here: a failed write ends the session,
+	// and its teardown (the session is answered) leaves the hub, clears
+	// the router record and counts it out.
 	h.obs.ObserveConnected(1)
+	err := c.writeFrameLocked(opText, encodeHello(c.uaid, reply), time.Now().Add(writeWait))
+	c.wmu.Unlock()
+	if err != nil {
+		return err
+	}
+	if h.afterHelloWrite != nil {
+		h.afterHelloWrite(c.uaid)
+	}
 	return nil
 }
 

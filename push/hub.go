@@ -110,6 +110,9 @@ type hub struct {
 	// routerRefresh is how often a session re-asserts its router record
 	// (defaultRouterRefresh).
 	routerRefresh time.Duration
+	// afterHelloWrite, when set (tests only), runs in the session's
+	// goroutine once hello is answered: the moment the user agent may act.
+	afterHelloWrite func(uaid string)
 
 	// maxChannels and registerLimit apply Limits to registers.
 	maxChannels   int

@@ -1151,3 +1151,27 @@ func TestLongSessionRefreshesLastConnect(t *testing.T) {
 		return err == nil && u.LastConnect.After(first)
 	})
 }
+
+// TestDeliverRightAfterHelloAnswer: a message handed over the moment the
+// user agent has its hello answer (another node, reading the new router
+// record) is delivered, not answered NotConnected (which made that node
+// clear the record of a connected user agent), and its frame follows the
+// answer.
+func TestDeliverRightAfterHelloAnswer(t *testing.T) {
+	t.Parallel()
+	var e *testEnv
+	got := make(chan deliverResult, 1)
+	e = setup(t, func(h *hub) {
+		h.afterHelloWrite = func(uaid string) {
+			out, err := h.Deliver(context.Background(), e.msg(uaid, newChid(), 0, "first", ""))
+			got <- deliverResult{out, err}
+		}
+	})
+	c := e.dial(t)
+	c.hello("", nil)
+	r := wait(t, got)
+	require.NoError(t, r.err)
+	require.Equal(t, Delivered, r.out)
+	n := c.readType("notification")
+	require.NotEmpty(t, n["version"])
+}
