@@ -45,10 +45,21 @@ var errAlreadyConnected = errors.New("push: uaid already connected to another no
 // record updated, conditionally), anything else gets a new uaid that is
 // stored at its first register. The conn is in the hub before the router
 // record names this node, so a nudge racing the connect finds it.
+//
+// The session is stamped with its connection's upgrade time (set by the
+// hub), not this hello's: under a reconnect storm a node may read a hello
+// seconds after the user agent gave up on it and connected again
+// elsewhere, and a stamp taken now would be the newer one, take the
+// router record from the live session, and leave the user agent's
+// messages stored where nothing tells it (issue 25's cluster bench lost
+// 21 and 2,396 messages this way). With the upgrade's time the abandoned
+// hello is the older one and is refused as "already connected".
 func (c *conn) hello(msg *clientMessage) error {
 	h := c.h
 	now := h.now()
-	c.connectedAt = now.UnixMilli()
+	if c.connectedAt == 0 {
+		c.connectedAt = now.UnixMilli()
+	}
 	c.mu.Lock()
 	c.touched = now.UnixNano()
 	c.mu.Unlock()

@@ -291,7 +291,12 @@ func (h *hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// session has no goroutine (ADR 0027).
 	// The first check runs once hello is answered (handshake); a nudge
 	// meanwhile only marks it.
-	c := &conn{h: h, nc: ws.NetConn(), addr: clientKey(r), check: checkRunning}
+	//
+	// connectedAt starts as the upgrade's time, not hello's: a hello the
+	// user agent gave up on (it waited past its own timeout on a busy node
+	// and reconnected elsewhere) may be read long after, and must not take
+	// the router record from the session that replaced it (see hello).
+	c := &conn{h: h, nc: ws.NetConn(), addr: clientKey(r), check: checkRunning, connectedAt: h.now().UnixMilli()}
 	if !h.track(c) {
 		_ = writeFrame(c.nc, opClose, closePayload(closeGoingAway, "shutting down"), time.Now().Add(closeGrace))
 		_ = c.nc.Close()

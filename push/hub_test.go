@@ -1175,3 +1175,29 @@ func TestDeliverRightAfterHelloAnswer(t *testing.T) {
 	n := c.readType("notification")
 	require.NotEmpty(t, n["version"])
 }
+
+// A hello read after the user agent gave up on its connection (a busy
+// node reads it late; the user agent reconnected meanwhile) does not take
+// the router record from the session that replaced it: the session counts
+// from its connection's upgrade, which came first.
+func TestStaleHelloDoesNotTakeOver(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	uaid := e.seedUser(t)
+	stale := e.dial(t) // upgraded now; its hello is read later
+	e.clock.Advance(10 * time.Second)
+	live := e.dial(t)
+	live.hello(uaid, nil)
+	u, err := e.st.PushUserGet(context.Background(), uaid)
+	require.NoError(t, err)
+	liveAt := u.ConnectedAt
+
+	stale.send(map[string]any{"messageType": "hello", "uaid": uaid, "use_webpush": true})
+	stale.expectClose(closeError)
+	live.sync()
+	u, err = e.st.PushUserGet(context.Background(), uaid)
+	require.NoError(t, err)
+	require.Equal(t, testNode, u.NodeID)
+	require.Equal(t, liveAt, u.ConnectedAt, "the router record is still the live session's")
+	require.Equal(t, 1, e.h.Connected())
+}
