@@ -350,8 +350,10 @@ func (c *conn) storeUnacked(pd *pendingDirect) (DeliverOutcome, error) {
 }
 
 // saveOnClose stores the unacked direct messages of a closing session that
-// have not expired (an expired one is as good as stored and expired). A
-// newer session of the uaid on this node is nudged to read them.
+// have not expired (an expired one is as good as stored and expired). The
+// session the router record names now is nudged to read them: a newer one
+// here, or one on another node (the user agent may have connected there,
+// and read its storage, before this socket's end was seen).
 func (c *conn) saveOnClose(save []*pendingDirect) (DeliverOutcome, error) {
 	now := c.h.now()
 	msgs := make([]*store.PushMessage, 0, len(save))
@@ -371,6 +373,8 @@ func (c *conn) saveOnClose(save []*pendingDirect) (DeliverOutcome, error) {
 		// A waiting Deliver answers NotConnected: its caller stores it.
 		return NotConnected, nil
 	}
-	c.h.Notify(c.uaid)
+	ctx, cancel = storeCtx()
+	c.h.s.nudgeOwner(ctx, c.uaid)
+	cancel()
 	return Stored, nil
 }

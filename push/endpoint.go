@@ -212,16 +212,7 @@ func (s *Server) route(ctx context.Context, m *store.PushMessage, rt *store.Push
 		return "", &Error{Status: http.StatusTooManyRequests, Errno: ErrnoRetry, RetryAfter: storedFullRetryAfter,
 			Message: "the user agent has the most stored messages allowed; retry later"}
 	}
-	// The user agent may have connected (and checked storage) between the
-	// route read and the save: read the record again and nudge its node.
-	u, err := s.cfg.Store.PushUserGet(ctx, m.UAID)
-	if err == nil && u.NodeID != "" {
-		if u.NodeID == s.cfg.NodeID {
-			s.hub.Notify(m.UAID)
-		} else {
-			s.handoffNotif(ctx, u.NodeID, m.UAID)
-		}
-	}
+	s.nudgeOwner(ctx, m.UAID)
 	return outcomeStored, nil
 }
 

@@ -141,24 +141,27 @@ func (s *Server) handoffPush(ctx context.Context, rt *store.PushRoute, m *store.
 	return NotConnected, fmt.Errorf("push: hand-off to %s answered %s", rt.NodeID, resp.Status)
 }
 
-// handoffNotif asks node to make uaid's session check storage. Failures are
-// only counted: the message is stored, and the user agent's next connect
-// reads it.
-func (s *Server) handoffNotif(ctx context.Context, node, uaid string) {
+// handoffNotif asks node to make uaid's session check storage, and reports
+// whether node answered (200, or 404: no session there). A failure is
+// counted; nudgeOwner tries again.
+func (s *Server) handoffNotif(ctx context.Context, node, uaid string) bool {
 	resp, err := s.internalCall(ctx, node, "/notif/"+url.PathEscape(uaid), nil, notifTimeout)
 	if err != nil {
 		s.cfg.Observer.ObserveHandoff("notif", "error")
-		return
+		return false
 	}
 	_ = resp.Body.Close()
 	switch resp.StatusCode {
 	case http.StatusOK:
 		s.cfg.Observer.ObserveHandoff("notif", "ok")
 	case http.StatusNotFound:
+		// No session there: the user agent's next hello reads the storage.
 		s.cfg.Observer.ObserveHandoff("notif", "not_here")
 	default:
 		s.cfg.Observer.ObserveHandoff("notif", "error")
+		return false
 	}
+	return true
 }
 
 // internalCall makes a PUT to the node with id node. Errors wrap

@@ -372,3 +372,71 @@ func TestHandoffNotConnectedClearsRecord(t *testing.T) {
 	require.Empty(t, routerRecord(t, b.st, uaid).NodeID)
 	require.Len(t, b.stored(t, uaid), 1)
 }
+
+// flakyNotifTransport fails every hand-off (PUT /push/…) after connecting,
+// and the first fails nudges (PUT /notif/…), as a node too busy to answer
+// in time does.
+type flakyNotifTransport struct {
+	next  http.RoundTripper
+	fails *atomic.Int64
+}
+
+func (f flakyNotifTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if strings.HasPrefix(r.URL.Path, "/push/") {
+		return nil, context.DeadlineExceeded
+	}
+	if strings.HasPrefix(r.URL.Path, "/notif/") && f.fails.Add(-1) >= 0 {
+		return nil, context.DeadlineExceeded
+	}
+	return f.next.RoundTrip(r)
+}
+
+// TestFailedNudgeRetried (issue 25's cluster bench: messages stored for a
+// connected user agent under a reconnect storm): a nudge that fails is
+// tried again, so the stored message reaches the connected user agent
+// within seconds. Before, a failed nudge was only counted and the message
+// waited for the user agent's next reconnect.
+func TestFailedNudgeRetried(t *testing.T) {
+	t.Parallel()
+	fails := &atomic.Int64{}
+	fails.Store(2)
+	a, b, _ := twoNodes(t, nil, nil, func(c *Config) {
+		c.HTTPClient = &http.Client{Transport: flakyNotifTransport{next: http.DefaultTransport, fails: fails}}
+	})
+	c, uaid, _ := a.connected(t)
+	epB := strings.Replace(a.endpointOf(t, c), a.base, b.base, 1)
+
+	resp := b.post(t, epB, sendOpts{ttl: "60", body: []byte("retried")})
+	require.Equal(t, http.StatusCreated, resp.StatusCode)
+	n := c.readType("notification") // after retries at 1 s and 2 s
+	require.Equal(t, base64.RawURLEncoding.EncodeToString([]byte("retried")), n["data"])
+	require.Equal(t, int64(-1), fails.Load(), "two nudges failed, the third passed")
+	c.ack(n["channelID"].(string), n["version"].(string))
+	c.sync()
+	waitFor(t, "the acked message deleted", func() bool { return len(b.stored(t, uaid)) == 0 })
+}
+
+// TestUnackedOnCloseReachesSessionElsewhere: a session that ends with a
+// message unacked stores it and nudges the session the router record names
+// now, on another node: the user agent reconnected there (and read its
+// empty storage) before this socket's end was seen. Before, only this
+// node's hub was nudged and the message waited for the next reconnect.
+func TestUnackedOnCloseReachesSessionElsewhere(t *testing.T) {
+	t.Parallel()
+	a, b, shared := twoNodes(t, nil, nil, nil)
+	c1, uaid, chid := a.connected(t)
+	res := a.deliverAsync(a.msg(uaid, chid, 60, "in flight", ""))
+	c1.readType("notification") // written to A's session, never acked
+
+	c2 := b.dial(t)
+	c2.hello(uaid, nil)
+	c2.sync()
+	require.Equal(t, b.s.cfg.NodeID, routerRecord(t, shared, uaid).NodeID)
+
+	require.NoError(t, c1.ws.Close())
+	r := wait(t, res)
+	require.NoError(t, r.err)
+	require.Equal(t, Stored, r.out)
+	n := c2.readType("notification")
+	require.Equal(t, base64.RawURLEncoding.EncodeToString([]byte("in flight")), n["data"])
+}

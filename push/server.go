@@ -107,6 +107,8 @@ type Server struct {
 	sendLimit *keyedLimiter[endpointKey]
 	// vapid remembers verified VAPID tokens (vapid_cache.go).
 	vapid *VAPIDCache
+	// nudges counts the retries of failed nudges (nudge.go).
+	nudges nudger
 }
 
 // New builds the push service of one node and starts its broadcast poller;
