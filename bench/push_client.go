@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -285,9 +286,18 @@ const fullFor = 10 * time.Second
 // failKind names why a reconnect attempt failed, for the report.
 func failKind(err error) string {
 	var ne net.Error
+	var ce *websocket.CloseError
 	switch {
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return "refused"
+	case errors.Is(err, syscall.ECONNRESET):
+		return "reset"
+	case errors.As(err, &ce):
+		// The node closed the session at hello (1011: already connected
+		// elsewhere, or a store error; 1013: try again later).
+		return "closed_" + strconv.Itoa(ce.Code)
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		return "eof"
 	case errors.Is(err, websocket.ErrBadHandshake):
 		return "rejected" // a node at its session cap answers 503
 	case errors.As(err, &ne) && ne.Timeout():
