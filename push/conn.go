@@ -122,9 +122,6 @@ func (c *conn) start() {
 		c.br = newBlockingReader(c)
 	}
 	rt.timers.arm(c, dlHandshake, c.h.handshakeTimeout)
-	if c.h.beforeFirstRun != nil {
-		c.h.beforeFirstRun()
-	}
 	c.schedule(evWake) // a worker asks for the first readiness event
 }
 
@@ -177,27 +174,14 @@ func (c *conn) onTimers() {
 		c.end()
 		return
 	}
-	// The handshake and frame deadlines bound the user agent, not this
-	// node: what arrived while the session waited for a worker (a
-	// reconnect storm queues thousands of sessions, and the timer's event
-	// is handled before the read's) is read first. Refused unread, every
-	// hello queued past HandshakeTimeout failed, its user agent retried,
-	// and the queue never drained (issue 25's cluster bench).
 	// dlHandshake is dlKeepalive's slot: hello ends the one and starts
-	// the other, so a hello answered here is no keepalive tick.
+	// the other.
 	if due&(1<<dlHandshake) != 0 && c.read == readHello {
-		due &^= 1 << dlHandshake
-		c.readQueued()
-		if c.read == readHello {
-			c.closeWith(closeError, "handshake timeout")
-			c.drain()
-		}
+		c.closeWith(closeError, "handshake timeout")
+		c.drain()
 	}
 	if due&(1<<dlFrame) != 0 {
 		c.frameDue = false
-		if c.read == readMessages && !c.paused && c.rd != nil {
-			c.readQueued()
-		}
 		if c.read == readMessages && !c.paused && c.rd != nil {
 			c.closeWith(closeError, "frame timeout")
 			c.drain()
@@ -209,14 +193,6 @@ func (c *conn) onTimers() {
 	if c.paused && (due&(1<<dlResume) != 0 || c.isClosing()) {
 		c.paused = false
 		c.consume(nil)
-	}
-}
-
-// readQueued reads what a polled socket holds without waiting (a
-// session read on a goroutine has its data delivered as evRead instead).
-func (c *conn) readQueued() {
-	if c.br == nil && !c.paused {
-		c.onReadable()
 	}
 }
 

@@ -113,9 +113,6 @@ type hub struct {
 	// afterHelloWrite, when set (tests only), runs in the session's
 	// goroutine once hello is answered: the moment the user agent may act.
 	afterHelloWrite func(uaid string)
-	// beforeFirstRun, when set (tests only), runs before a new session is
-	// first scheduled: a worker queue that long.
-	beforeFirstRun func()
 
 	// maxChannels and registerLimit apply Limits to registers.
 	maxChannels   int

@@ -1201,24 +1201,3 @@ func TestStaleHelloDoesNotTakeOver(t *testing.T) {
 	require.Equal(t, liveAt, u.ConnectedAt, "the router record is still the live session's")
 	require.Equal(t, 1, e.h.Connected())
 }
-
-// TestHelloQueuedPastHandshakeTimeoutAnswered: a hello that arrived in
-// time but was read only after HandshakeTimeout, because the session
-// waited that long for a worker (a reconnect storm), is answered. Before,
-// the expired deadline was handled before the read and the session closed
-// with 1011 "handshake timeout"; its user agent retried into the same
-// queue, which never drained.
-func TestHelloQueuedPastHandshakeTimeoutAnswered(t *testing.T) {
-	t.Parallel()
-	e := setup(t, func(c *Config) { c.HandshakeTimeout = 200 * time.Millisecond }, func(h *hub) {
-		h.beforeFirstRun = func() { time.Sleep(600 * time.Millisecond) }
-	})
-	c := e.dial(t)
-	c.hello("", nil)
-	c.sync()
-	require.Equal(t, 1, e.h.Connected())
-
-	// A user agent that sends nothing is still closed at the deadline.
-	silent := e.dial(t)
-	silent.expectClose(closeError)
-}
