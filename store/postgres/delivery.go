@@ -185,16 +185,6 @@ const deliveredShards = 16
 
 // completeSQL applies outcomes whose lease is still held by their owner and
 // returns the ids it changed; the others are stale.
-//
-// The rows are found by primary key, whatever the plan: "id = ANY" gives
-// the index a condition of its own, and the state is spelled so the
-// partial index of in-flight rows (lease_until) cannot serve it — "IN"
-// still confines the update to the active partition. Spelled plainly, the
-// generic plan a small batch runs with (genericPlansSQL), made while the
-// table was small, read every in-flight row through that index and
-// matched them to the outcomes: a one-outcome completion cost about
-// 1.2 ms of PostgreSQL's CPU with 3,000 rows in flight (docs/benchmarks.md,
-// "Issue 26", 2026-12-02).
 const completeSQL = `
 UPDATE deliveries d SET
 	state = o.state,
@@ -209,8 +199,7 @@ UPDATE deliveries d SET
 	updated_at = $9
 FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::timestamptz[], $6::int[], $7::text[], $8::text[])
 	AS o(id, owner, state, tier, next_attempt_at, status, error, message)
-WHERE d.id = o.id AND d.id = ANY ($1::text[])
-	AND d.state IN ('pending', 'in_flight') AND d.state IS NOT DISTINCT FROM 'in_flight' AND d.lease_owner = o.owner
+WHERE d.id = o.id AND d.state = 'in_flight' AND d.lease_owner = o.owner
 RETURNING d.id, d.state`
 
 // completeCountSQL wraps completeSQL: it also adds the batch's delivered

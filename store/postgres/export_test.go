@@ -118,32 +118,3 @@ func (s *Store) PreparedPlans(ctx context.Context, marks ...string) (map[string]
 	}
 	return out, rows.Err()
 }
-
-// ExplainCompleteGeneric returns the generic plan of the completion's
-// update (completeSQL) as a small batch runs it (genericPlansSQL), for one
-// outcome of delivery id, in a transaction rolled back.
-func (s *Store) ExplainCompleteGeneric(ctx context.Context, id string) (string, error) {
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return "", err
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	if _, err := tx.Exec(ctx, genericPlansSQL); err != nil {
-		return "", err
-	}
-	if _, err := tx.Exec(ctx, `PREPARE explain_complete(text[], text[], text[], int[], timestamptz[], int[], text[], text[], timestamptz) AS `+completeSQL); err != nil {
-		return "", err
-	}
-	// id is a test's delivery id (letters, digits, "_"): a literal, as
-	// EXPLAIN EXECUTE takes no parameters of its own.
-	rows, err := tx.Query(ctx, `EXPLAIN (COSTS OFF) EXECUTE explain_complete('{`+id+`}', '{node1}', '{delivered}', '{0}', '{NULL}', '{200}', '{""}', '{""}', now())`)
-	if err != nil {
-		return "", err
-	}
-	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return "", err
-	}
-	_, err = tx.Exec(ctx, `DEALLOCATE explain_complete`)
-	return strings.Join(lines, "\n"), err
-}

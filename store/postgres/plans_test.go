@@ -67,30 +67,3 @@ func TestHotWritesUseGenericPlans(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, [2]int64{n + 1, 2}, plans["INSERT INTO events"], "64 events: generic; 65 and 300: custom")
 }
-
-// TestCompletionGenericPlanProbesPrimaryKey: the generic plan of a small
-// completion finds its rows by primary key, made on a nearly empty table
-// or not; it read every in-flight row through the lease_until index
-// before (a one-outcome completion cost 1.2 ms of PostgreSQL's CPU with
-// 3,000 rows in flight).
-func TestCompletionGenericPlanProbesPrimaryKey(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	schema := testdb.PostgresSchema(t)
-	s, err := postgres.Open(ctx, postgres.Config{URL: testdb.URL(), Schema: schema, MaxConns: 1})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Close() })
-	require.NoError(t, s.Migrate(ctx))
-	createSub(ctx, t, s, "sub_k")
-	insertEvents(ctx, t, s, "k", 50, t0, "sub_k")
-	claimed, err := s.DeliveryClaim(ctx, &store.DeliveryClaimParams{
-		Tier: 0, Limit: 50, Now: t0, LeaseOwner: "node1", LeaseUntil: t0.Add(time.Minute),
-	})
-	require.NoError(t, err)
-	require.Len(t, claimed, 50)
-
-	plan, err := s.ExplainCompleteGeneric(ctx, claimed[0].Delivery.ID)
-	require.NoError(t, err)
-	require.Contains(t, plan, "deliveries_active_pkey", plan)
-	require.NotContains(t, plan, "lease_until", plan)
-}
