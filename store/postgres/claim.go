@@ -166,13 +166,8 @@ const customPlansSQL = `SET LOCAL plan_cache_mode = force_custom_plan`
 const genericPlansSQL = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true)`
 
 // genericPlansMax is the most rows (events, deliveries or outcomes) of a
-// write batch that runs with genericPlansSQL. 64, not 16: at 1,000
-// deliveries/s a completion transaction holds about 20–40 outcomes
-// (delivery.DefaultSteadyCompleteWait), which at 16 were planned anew for
-// every batch, the planning (the Bind) costing more than the work; a
-// saturated run's batches are hundreds of rows and stay custom
-// (docs/benchmarks.md, "Issue 26", 2026-12-02).
-const genericPlansMax = 64
+// write batch that runs with genericPlansSQL.
+const genericPlansMax = 16
 
 // genericPlans reports whether a write batch of these row counts runs
 // with genericPlansSQL.

@@ -58,12 +58,12 @@ func TestHotWritesUseGenericPlans(t *testing.T) {
 	require.Zero(t, claims[0], "claims never run a generic plan")
 	require.Positive(t, claims[1], "claims plan for their parameters")
 
-	// At the limit (64 rows) still generic; past it, and a large batch,
+	// At the limit (16 rows) still generic; past it, and a large batch,
 	// planned for their size.
-	insertEvents(ctx, t, s, "at64", 64, t0, "sub_p")
-	insertEvents(ctx, t, s, "at65", 65, t0, "sub_p")
-	insertEvents(ctx, t, s, "big", 300, t0, "sub_p")
+	insertEvents(ctx, t, s, "at16", 16, t0, "sub_p")
+	insertEvents(ctx, t, s, "at17", 17, t0, "sub_p")
+	insertEvents(ctx, t, s, "big", 100, t0, "sub_p")
 	plans, err = s.PreparedPlans(ctx, "INSERT INTO events")
 	require.NoError(t, err)
-	require.Equal(t, [2]int64{n + 1, 2}, plans["INSERT INTO events"], "64 events: generic; 65 and 300: custom")
+	require.Equal(t, [2]int64{n + 1, 2}, plans["INSERT INTO events"], "16 events: generic; 17 and 100: custom")
 }
