@@ -33,9 +33,13 @@ type completer struct {
 	lastBatch time.Time
 }
 
-// steadyGap: batches starting closer together than this make a steady
-// flow — at least 20 outcomes a second — whose next batch waits
-// SteadyCompleteWait for company even when no other request is running.
+// steadyGap: batches starting less than SteadyCompleteWait + steadyGap
+// apart make a steady flow — an outcome within 50 ms of the previous
+// batch's wait ending, about 20 outcomes a second or more — whose next
+// batch waits SteadyCompleteWait for company even when no other request is
+// running. The wait is part of the gap: a steady batch starts at least
+// SteadyCompleteWait after the one before, so a gap shorter than the wait
+// would make every other batch of a steady flow look unsteady.
 const steadyGap = 50 * time.Millisecond
 
 func newCompleter(e *Engine) *completer {
@@ -62,7 +66,7 @@ func (c *completer) run() {
 		}
 		batch = append(batch[:0], p)
 		now := time.Now()
-		steady := now.Sub(c.lastBatch) < steadyGap
+		steady := now.Sub(c.lastBatch) < max(c.e.cfg.SteadyCompleteWait, 0)+steadyGap
 		c.lastBatch = now
 	fill:
 		for len(batch) < c.e.cfg.CompleteBatch {
@@ -91,7 +95,7 @@ func (c *completer) run() {
 // was already answered.
 //
 // In a steady flow (steady: the previous batch started less than
-// steadyGap before this one) it waits up to SteadyCompleteWait even when
+// SteadyCompleteWait + steadyGap before this one) it waits up to SteadyCompleteWait even when
 // no other request is running: at 1,000 deliveries/s each request is over
 // in a millisecond, so "others are running" was rarely true and nearly
 // every outcome was a transaction of its own (measured: 1.3 outcomes per

@@ -50,7 +50,7 @@ const (
 	DefaultShutdownTimeout    = 10 * time.Second
 	DefaultCompleteBatch      = 500
 	DefaultCompleteWait       = 3 * time.Millisecond
-	DefaultSteadyCompleteWait = 10 * time.Millisecond
+	DefaultSteadyCompleteWait = 40 * time.Millisecond
 )
 
 // Config configures an Engine.
@@ -109,9 +109,12 @@ type Config struct {
 	CompleteWait time.Duration
 	// SteadyCompleteWait is how long a completion transaction waits for
 	// more outcomes in a steady flow of them, even with no other request
-	// running (default 10ms; negative: never; completer.gather). Outcomes
+	// running (default 40ms; negative: never; completer.gather). Outcomes
 	// are written that much later — the deliveries were already made —
-	// and a crash in between repeats at most those deliveries.
+	// and a crash in between repeats at most those deliveries. 40ms, not
+	// ADR 0026's 10ms: at 200 deliveries/s 10ms gathered 2.7 outcomes per
+	// transaction and each transaction cost PostgreSQL about 0.8 ms of
+	// CPU (docs/benchmarks.md, "Issue 26", 2026-12-02).
 	SteadyCompleteWait time.Duration
 	// NodeID names this node's leases (default random).
 	NodeID string

@@ -26,7 +26,7 @@ const (
 	DefaultBusyWait = 2 * time.Millisecond
 	// DefaultSteadyWait is how long a group waits for more events when
 	// group commits follow each other closely (Config.SteadyWait).
-	DefaultSteadyWait = time.Millisecond
+	DefaultSteadyWait = 2 * time.Millisecond
 	// busyGroup is the group size that says publishers are queueing.
 	busyGroup = 8
 )
@@ -55,12 +55,15 @@ type Config struct {
 	BusyWait time.Duration
 	// SteadyWait applies when FlushInterval is 0 and BusyWait did not:
 	// while group commits follow each other closely (this group's first
-	// event came less than 4×SteadyWait after the previous group's), a
+	// event came less than 2×SteadyWait after the previous group's), a
 	// group waits up to SteadyWait for more (default DefaultSteadyWait;
 	// negative: never). At steady rates of about 1,000 events/s each
 	// publish was otherwise a commit of its own (measured: 1.1–1.5 events
 	// per commit, issue 26), paying the commit's fixed cost per event;
-	// below about 250 commits/s nothing waits.
+	// below about 250 commits/s nothing waits. 2ms and 2×, not ADR 0026's
+	// 1ms and 4×: at 1,000/s 1ms gathered about one more event, and at
+	// 200/s (5ms apart) a 2ms wait under 4× delayed every publish by 2ms
+	// and gathered nothing (docs/benchmarks.md, "Issue 26", 2026-12-02).
 	SteadyWait time.Duration
 	// Committers is the number of concurrent group committers.
 	Committers int
@@ -113,6 +116,20 @@ type Ingester struct {
 	closing chan struct{}
 	stop    chan struct{}
 	started atomic.Bool
+	// gathering is held by the committer gathering the next group, from
+	// its wait for a first request until the group is complete; it
+	// commits after letting go, so one committer's commit overlaps the
+	// next one's gathering, but two never gather at once. Gathering side
+	// by side, each took every other publish: at 1,000 events/s the
+	// steady wait (SteadyWait) was defeated — the other committer took
+	// the events it waited for — and each committer's own groups came
+	// twice as far apart as the flow's, too far to count as steady
+	// (docs/benchmarks.md, "Issue 26", 2026-12-02). last and prev are the
+	// flow's, read and written only under gathering: the size of the
+	// previous group commit and when its first event came.
+	gathering sync.Mutex
+	last      int
+	prev      time.Time
 }
 
 // request is one publish call's events: one for PublishOne, a batch for
@@ -424,9 +441,8 @@ func claimedDirect(ev *herald.Event, d *store.DeliveryInsert, cs *compiledSub, n
 func (i *Ingester) committer() {
 	defer i.wg.Done()
 	g := &group{max: i.cfg.MaxBatch}
-	last := 0          // events in the previous group commit
-	var prev time.Time // when the previous group's first event came
 	for {
+		i.gathering.Lock()
 		g.reset()
 		if g.events == 0 {
 			select {
@@ -435,6 +451,7 @@ func (i *Ingester) committer() {
 			case <-i.stop:
 				// Nothing can be queued any more (see Close): commit what
 				// is, in batches as usual, but without waiting for more.
+				defer i.gathering.Unlock()
 				for {
 					g.reset()
 					if g.events == 0 {
@@ -451,10 +468,11 @@ func (i *Ingester) committer() {
 			}
 		}
 		now := time.Now()
-		close := now.Sub(prev) < 4*i.cfg.SteadyWait
-		prev = now
-		i.fill(g, i.wait(last, close))
-		last = g.events
+		close := now.Sub(i.prev) < 2*i.cfg.SteadyWait
+		i.prev = now
+		i.fill(g, i.wait(i.last, close))
+		i.last = g.events
+		i.gathering.Unlock()
 		i.flush(g.reqs)
 	}
 }
