@@ -483,13 +483,20 @@ func (s *Store) SubscriptionUpdate(ctx context.Context, params *store.Subscripti
 }
 
 // SubscriptionDelete soft-deletes a subscription and cancels its unfinished
-// deliveries. It locks the row FOR UPDATE first: that waits for every
-// EventInsertMany holding it FOR KEY SHARE (see insertEventsSQL), so the
-// cancellation below, a later statement with a fresh snapshot, sees their
-// deliveries, and inserts after it see the subscription deleted.
+// deliveries, in two transactions. The first locks the row FOR UPDATE: that
+// waits for every EventInsertMany holding it FOR KEY SHARE (see
+// insertEventsSQL), so their deliveries are committed before it is, and
+// inserts after it see the subscription deleted. The second, the
+// cancellation, then sees every delivery the subscription will ever have.
+// Cancelling inside the first held the row while the UPDATE waited for the
+// completions of the subscription's in-flight deliveries, and every publish
+// that fanned out to it waited too (TestChaos: ~1 s stalls of healthy
+// subscriptions while others churned). A crash between the two leaves
+// deliveries no claim takes (claims skip deleted subscriptions) until the
+// maintainer's CancelOrphaned.
 func (s *Store) SubscriptionDelete(ctx context.Context, params *store.SubscriptionDeleteParams) error {
 	now := ms(params.Now)
-	return s.inTx(ctx, "error deleting subscription", func(tx pgx.Tx) error {
+	err := s.inTx(ctx, "error deleting subscription", func(tx pgx.Tx) error {
 		if err := lockLiveSubscription(ctx, tx, params.ID); err != nil {
 			return err
 		}
@@ -497,12 +504,16 @@ func (s *Store) SubscriptionDelete(ctx context.Context, params *store.Subscripti
 			params.ID, now); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `UPDATE deliveries SET state = 'cancelled', next_attempt_at = NULL,
-			lease_owner = NULL, lease_until = NULL, updated_at = $2
-			WHERE subscription_id = $1 AND state IN ('pending', 'in_flight')`, params.ID, now); err != nil {
-			return err
-		}
 		_, err := tx.Exec(ctx, bumpVersionSQL)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return s.inTx(ctx, "error cancelling a deleted subscription's deliveries", func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `UPDATE deliveries SET state = 'cancelled', next_attempt_at = NULL,
+			lease_owner = NULL, lease_until = NULL, updated_at = $2
+			WHERE subscription_id = $1 AND state IN ('pending', 'in_flight')`, params.ID, now)
 		return err
 	})
 }
