@@ -105,7 +105,7 @@ func BenchmarkSessionDeliverAck(b *testing.B) {
 		}
 		done := make(chan DeliverOutcome, 1)
 		go func() {
-			out, _ := bs.h.Deliver(context.Background(), m)
+			out, _ := bs.h.Deliver(context.Background(), m, "")
 			done <- out
 		}()
 		n := bs.read(b)

@@ -33,12 +33,14 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request, version int) {
 		s.reject(w, err)
 		return
 	}
-	outcome, err := s.route(ctx, m, route)
+	// One message id serves as the version sent to the user agent and as
+	// the sender's Location: both name the same message.
+	loc, err := s.cfg.Keys.MessageID(&MessageRef{UAID: m.UAID, ChannelID: m.ChannelID, ID: m.ID, Topic: m.Topic})
 	if err != nil {
 		s.reject(w, err)
 		return
 	}
-	loc, err := s.cfg.Keys.MessageID(&MessageRef{UAID: m.UAID, ChannelID: m.ChannelID, ID: m.ID, Topic: m.Topic})
+	outcome, err := s.route(ctx, m, route, loc)
 	if err != nil {
 		s.reject(w, err)
 		return
@@ -138,15 +140,15 @@ func keyMatches(v *VAPID, want []byte) error {
 
 // route delivers m to its user agent's node, or stores it. It returns the
 // outcome for the metrics once the message is safe: acked by the user
-// agent, or stored.
-func (s *Server) route(ctx context.Context, m *store.PushMessage, rt *store.PushRoute) (string, error) {
+// agent, or stored. version is m's message id, sent to a session here.
+func (s *Server) route(ctx context.Context, m *store.PushMessage, rt *store.PushRoute, version string) (string, error) {
 	if rt.NodeID != "" {
 		var (
 			out DeliverOutcome
 			err error
 		)
 		if rt.NodeID == s.cfg.NodeID {
-			out, err = s.hub.Deliver(ctx, m)
+			out, err = s.hub.Deliver(ctx, m, version)
 			if err != nil {
 				return "", err
 			}

@@ -208,23 +208,27 @@ func orDuration(d, def time.Duration) time.Duration {
 
 // Deliver hands m to the user agent m.UAID if it is connected here and
 // returns once the outcome is final (see DeliverOutcome): a 201 may be sent
-// for Delivered and Stored. m.ID is set when empty (the version sent to the
-// user agent names it). A TTL 0 message is written and not tracked. Any
-// other waits up to AckWait for the user agent's ack; without one it is
-// stored (Stored), and the ack that comes later deletes it. If ctx ends
+// for Delivered and Stored. version is m's message id (Keys.MessageID);
+// when "", it is made here, and m.ID set first when empty. A TTL 0
+// message is written and not tracked. Any other waits up to AckWait for
+// the user agent's ack; without one it is stored (Stored), and the ack
+// that comes later deletes it. If ctx ends
 // first, ctx's error is returned and the message stays the session's: it
 // is stored when the socket closes unacked.
-func (h *hub) Deliver(ctx context.Context, m *store.PushMessage) (DeliverOutcome, error) {
+func (h *hub) Deliver(ctx context.Context, m *store.PushMessage, version string) (DeliverOutcome, error) {
 	c := h.lookup(m.UAID)
 	if c == nil {
 		return NotConnected, nil
 	}
-	if m.ID == "" {
-		m.ID = herald.NewID(herald.PrefixPushMessage)
-	}
-	version, err := h.keys.MessageID(&MessageRef{UAID: m.UAID, ChannelID: m.ChannelID, ID: m.ID, Topic: m.Topic})
-	if err != nil {
-		return NotConnected, err
+	if version == "" {
+		if m.ID == "" {
+			m.ID = herald.NewID(herald.PrefixPushMessage)
+		}
+		var err error
+		version, err = h.keys.MessageID(&MessageRef{UAID: m.UAID, ChannelID: m.ChannelID, ID: m.ID, Topic: m.Topic})
+		if err != nil {
+			return NotConnected, err
+		}
 	}
 	return c.deliver(ctx, m, version)
 }

@@ -737,7 +737,7 @@ type deliverResult struct {
 func (e *testEnv) deliverAsync(m *store.PushMessage) <-chan deliverResult {
 	ch := make(chan deliverResult, 1)
 	go func() {
-		out, err := e.h.Deliver(context.Background(), m)
+		out, err := e.h.Deliver(context.Background(), m, "")
 		ch <- deliverResult{out, err}
 	}()
 	return ch
@@ -784,7 +784,7 @@ func TestDeliverAcked(t *testing.T) {
 	require.Empty(t, e.stored(t, uaid))
 
 	// Not connected here.
-	out, err := e.h.Deliver(context.Background(), e.msg(newUAID(), chid, 60, "x", ""))
+	out, err := e.h.Deliver(context.Background(), e.msg(newUAID(), chid, 60, "x", ""), "")
 	require.NoError(t, err)
 	require.Equal(t, NotConnected, out)
 }
@@ -867,7 +867,7 @@ func TestDeliverCapacity(t *testing.T) {
 	for range ClientChannelCapacity {
 		c.readType("notification")
 	}
-	out, err := e.h.Deliver(context.Background(), e.msg(uaid, chid, 60, "x", ""))
+	out, err := e.h.Deliver(context.Background(), e.msg(uaid, chid, 60, "x", ""), "")
 	require.NoError(t, err)
 	require.Equal(t, QueueFull, out)
 	require.Empty(t, e.stored(t, uaid), "a message beyond the queue is not stored")
@@ -1084,7 +1084,7 @@ func TestDeliverContextEnds(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ch := make(chan deliverResult, 1)
 	go func() {
-		out, err := e.h.Deliver(ctx, e.msg(uaid, chid, 60, "abandoned", ""))
+		out, err := e.h.Deliver(ctx, e.msg(uaid, chid, 60, "abandoned", ""), "")
 		ch <- deliverResult{out, err}
 	}()
 	c.readType("notification")
@@ -1163,7 +1163,7 @@ func TestDeliverRightAfterHelloAnswer(t *testing.T) {
 	got := make(chan deliverResult, 1)
 	e = setup(t, func(h *hub) {
 		h.afterHelloWrite = func(uaid string) {
-			out, err := h.Deliver(context.Background(), e.msg(uaid, newChid(), 0, "first", ""))
+			out, err := h.Deliver(context.Background(), e.msg(uaid, newChid(), 0, "first", ""), "")
 			got <- deliverResult{out, err}
 		}
 	})

@@ -223,7 +223,7 @@ func (s *Server) internalPush(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad hand-off body", http.StatusBadRequest)
 		return
 	}
-	out, err := s.hub.Deliver(r.Context(), m)
+	out, err := s.hub.Deliver(r.Context(), m, "")
 	if err != nil {
 		http.Error(w, "delivery failed", http.StatusInternalServerError)
 		return

@@ -20,6 +20,8 @@ import (
 // decrypt (key rotation, as autopush's MultiFernet).
 type Keys struct {
 	keys []*fernet.Key
+	// seal makes tokens with the first key (fernet.go).
+	seal *sealer
 	// internal are the node-to-node MAC keys derived from each key, first
 	// key first.
 	internal [][]byte
@@ -59,6 +61,7 @@ func ParseKeys(s string) (*Keys, error) {
 	if len(k.keys) == 0 {
 		return nil, errors.New("no key given")
 	}
+	k.seal = newSealer(k.keys[0])
 	return k, nil
 }
 
@@ -230,11 +233,7 @@ func internalMAC(key []byte, ts string) []byte {
 }
 
 func (k *Keys) encrypt(msg []byte) (string, error) {
-	tok, err := fernet.EncryptAndSign(msg, k.keys[0])
-	if err != nil {
-		return "", err
-	}
-	return strings.TrimRight(string(tok), "="), nil
+	return k.seal.seal(msg, time.Now())
 }
 
 // maxTokenLen bounds what is decoded: the longest token herald makes is a
