@@ -53,7 +53,7 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request, version int) {
 
 // accept validates a send request and returns the message to route.
 func (s *Server) accept(ctx context.Context, r *http.Request, version int, now time.Time) (*store.PushMessage, *store.PushRoute, error) {
-	ep, err := s.cfg.Keys.ParseEndpointToken(r.PathValue("token"), version)
+	ep, err := s.endpoints.parse(s.cfg.Keys, r.PathValue("token"), version)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -107,6 +107,8 @@ type Server struct {
 	sendLimit *keyedLimiter[endpointKey]
 	// vapid remembers verified VAPID tokens (vapid_cache.go).
 	vapid *VAPIDCache
+	// endpoints remembers decrypted endpoint tokens (endpoint_cache.go).
+	endpoints *endpointCache
 	// nudges counts the retries of failed nudges (nudge.go).
 	nudges nudger
 }
@@ -137,12 +139,13 @@ func New(cfg Config) (*Server, error) {
 		cfg.AckWait = DefaultAckWait
 	}
 	s := &Server{
-		cfg:      cfg,
-		audience: u.Scheme + "://" + u.Host,
-		endpoint: strings.TrimRight(cfg.EndpointURL, "/"),
-		client:   cfg.HTTPClient,
-		limit:    newSessionLimit(max(cfg.MaxConns, 0), max(cfg.MaxConnsPerIP, 0)),
-		vapid:    NewVAPIDCache(0),
+		cfg:       cfg,
+		audience:  u.Scheme + "://" + u.Host,
+		endpoint:  strings.TrimRight(cfg.EndpointURL, "/"),
+		client:    cfg.HTTPClient,
+		limit:     newSessionLimit(max(cfg.MaxConns, 0), max(cfg.MaxConnsPerIP, 0)),
+		vapid:     NewVAPIDCache(0),
+		endpoints: newEndpointCache(0),
 	}
 	s.sendLimit = newKeyedLimiter[endpointKey](cfg.Limits.SendRate, cfg.Limits.SendBurst)
 	if s.client == nil {
