@@ -1,8 +1,11 @@
 package push
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -139,13 +142,28 @@ func FuzzDecodeClientMessage(f *testing.F) {
 		`{"messageType":"unregister","channelID":"0c9c7b42-4d5e-4f1c-9d2a-1f3e5a7b9c0d","code":200}`,
 		`{"messageType":"ack","updates":[{"channelID":"0c9c7b42-4d5e-4f1c-9d2a-1f3e5a7b9c0d","version":"v","code":100}]}`,
 		`{"messageType":"nack","version":"v","code":301}`, `{"messageType":"broadcast_subscribe","broadcasts":{}}`,
-		`{"messageType":"x"}`, `{"messageType":null}`, `[`, `"{}"`, "{\"messageType\":\"hello\",\"uaid\":\"\\ud800\"}",
+		`{"messageType":"x"}`, `{"messageType":null}`, `[`, `"{}"`,
+		` {"updates" : [ {"code":-0,"version":"a b","channelID":"0C9C7B424D5E4F1C9D2A1F3E5A7B9C0D"} , {} ] , "messageType":"ack"} `,
+		`{"messageType":"ack","updates":[]}`, `{"messageType":"ack","updates":[{"code":1e2}]}`, `{"messageType":"ack","updates":[{"code":01}]}`,
+		`{"messageType":"ack","updates":[{"channelID":"x","channelID":"y"}]}`, `{"messageType":"ack","messageType":"ack","updates":[]}`,
+		`{"messageType":"ack","updates":[{"version":null}]}`, `{"messageType":"ack","updates":null}`, `{"messageType":"ack"}`,
+		`{"messageType":"ack","updates":[{"channelID":"bad"}]}`, `{"messageType":"ack","updates":[{"code":123456789012345678901}]}`, "{\"messageType\":\"hello\",\"uaid\":\"\\ud800\"}",
 	} {
 		f.Add([]byte(s))
 	}
 	known := map[string]bool{msgHello: true, msgRegister: true, msgUnregister: true, msgAck: true, msgNack: true, msgPing: true, msgBroadcastSubscribe: true}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := decodeClientMessage(data)
+		if _, fast := decodeAckFast(data); fast && !isEmptyObject(data) {
+			// The fast path answers exactly what encoding/json would.
+			slow, serr := decodeClientMessageJSON(data)
+			if (err == nil) != (serr == nil) || (err == nil && !reflect.DeepEqual(m, slow)) {
+				t.Fatalf("fast ack %+v, %v; encoding/json %+v, %v", m, err, slow, serr)
+			}
+			if err != nil && err.Error() != serr.Error() {
+				t.Fatalf("fast ack error %q, encoding/json %q", err, serr)
+			}
+		}
 		if err != nil {
 			var fe *frameError
 			if !errors.As(err, &fe) || (fe.Code != closeProtocol && fe.Code != closeUnsupported) {
@@ -171,4 +189,33 @@ func FuzzDecodeClientMessage(f *testing.F) {
 			t.Fatalf("unregister channelID %q not canonical", m.ChannelID)
 		}
 	})
+}
+
+// The hand-written notification frame is json.Marshal's, byte for byte,
+// whatever the headers hold.
+func TestEncodeNotificationAsMarshal(t *testing.T) {
+	values := []string{"", "aes128gcm", `keyid="p256dh";dh=BNoR`, "a\"b\\c", "<&>", "é ü", "\x00\x1f\x7f", "\xff\xfe", "\u2028"}
+	for i := range 200 {
+		m := &store.PushMessage{ChannelID: testChid}
+		if i%5 != 0 {
+			m.Data = make([]byte, i*7%300+1)
+			for j := range m.Data {
+				m.Data[j] = byte(i*31 + j)
+			}
+			m.Headers = map[string]string{}
+			for j := range i % 4 {
+				m.Headers[[]string{"encoding", "crypto_key", "encryption", "x<y"}[j]] = values[(i+j)%len(values)]
+			}
+		}
+		version := "gAAAAAB" + strings.Repeat("x", i%40) + values[i%len(values)]
+		f := notificationFrame{MessageType: msgNotification, ChannelID: m.ChannelID, Version: version}
+		if len(m.Data) > 0 {
+			f.Data = base64.RawURLEncoding.EncodeToString(m.Data)
+			f.Headers = m.Headers
+		}
+		want := mustJSON(&f)
+		if got := encodeNotification(m, version); string(got) != string(want) {
+			t.Fatalf("case %d:\n got %s\nwant %s", i, got, want)
+		}
+	}
 }
