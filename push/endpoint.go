@@ -25,10 +25,10 @@ const (
 // send serves POST /wpush/{v1,v2}/{token} and /wpush/{token}: validate,
 // route and answer 201 once the message was delivered (acked) or stored,
 // or dropped for TTL 0 with nobody connected.
-func (s *Server) send(w http.ResponseWriter, r *http.Request, version int) {
+func (s *Server) send(w http.ResponseWriter, r *http.Request, version int, token string) {
 	received := s.cfg.Now()
 	ctx := r.Context()
-	m, route, err := s.accept(ctx, r, version, received)
+	m, route, err := s.accept(ctx, r, version, token, received)
 	if err != nil {
 		s.reject(w, err)
 		return
@@ -52,8 +52,8 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request, version int) {
 }
 
 // accept validates a send request and returns the message to route.
-func (s *Server) accept(ctx context.Context, r *http.Request, version int, now time.Time) (*store.PushMessage, *store.PushRoute, error) {
-	ep, err := s.endpoints.parse(s.cfg.Keys, r.PathValue("token"), version)
+func (s *Server) accept(ctx context.Context, r *http.Request, version int, token string, now time.Time) (*store.PushMessage, *store.PushRoute, error) {
+	ep, err := s.endpoints.parse(s.cfg.Keys, token, version)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -62,7 +62,7 @@ func (s *Server) accept(ctx context.Context, r *http.Request, version int, now t
 		return nil, nil, &Error{Status: http.StatusTooManyRequests, Errno: ErrnoRetry, RetryAfter: wait,
 			Message: "too many messages to this subscription; retry later"}
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
+	body, err := readBody(r)
 	if err != nil {
 		return nil, nil, &Error{Status: http.StatusBadRequest, Errno: ErrnoInvalidCrypto, Message: "error reading the body", Err: err}
 	}
@@ -266,4 +266,29 @@ func storeError(err error) error {
 		return &Error{Status: http.StatusServiceUnavailable, Errno: ErrnoRetry, Message: "store unavailable; retry later", Err: err}
 	}
 	return &Error{Status: http.StatusInternalServerError, Errno: ErrnoInternal, Message: "internal error", Err: err}
+}
+
+// readBody reads at most MaxBodyBytes+1 bytes of r's body into one buffer
+// sized by its Content-Length (io.ReadAll grows from 512 bytes): the
+// spare byte takes the EOF, or shows the body is larger than it said.
+func readBody(r *http.Request) ([]byte, error) {
+	n := int64(512)
+	if r.ContentLength >= 0 {
+		n = min(r.ContentLength, MaxBodyBytes) + 1
+	}
+	body := io.LimitReader(r.Body, MaxBodyBytes+1)
+	buf := make([]byte, 0, n)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		k, err := body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+k]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
 }

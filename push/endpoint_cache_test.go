@@ -2,6 +2,8 @@ package push
 
 import (
 	"crypto/sha256"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -59,5 +61,46 @@ func TestEndpointCache(t *testing.T) {
 	}
 	if n := ec.c.Len(); n != 4 {
 		t.Fatalf("%d entries, want the size 4", n)
+	}
+}
+
+// The send fast path (sendPath) takes a path only when the mux's patterns
+// would route it to the same send, with the same version and token.
+func TestSendPathAsMux(t *testing.T) {
+	type hit struct {
+		version int
+		token   string
+	}
+	var got hit
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /wpush/{api}/{token}", func(w http.ResponseWriter, r *http.Request) {
+		switch r.PathValue("api") {
+		case "v1":
+			got = hit{1, r.PathValue("token")}
+		case "v2":
+			got = hit{2, r.PathValue("token")}
+		default:
+			got = hit{-1, ""}
+		}
+	})
+	mux.HandleFunc("POST /wpush/{token}", func(w http.ResponseWriter, r *http.Request) { got = hit{1, r.PathValue("token")} })
+	for _, p := range []string{
+		"/wpush/tok", "/wpush/v1/tok", "/wpush/v2/tok", "/wpush/v3/tok", "/wpush/v1", "/wpush/v2", "/wpush/",
+		"/wpush/v1/", "/wpush//tok", "/wpush/v1/a/b", "/wpush/v1//", "/wpush/a%2Fb", "/wpush/v2/a%2Fb", "/wpush/a%20b",
+		"/wpush/gAAAAABn-_x", "/wpush/v1/./x", "/wpush/../x",
+	} {
+		r := httptest.NewRequest(http.MethodPost, p, nil)
+		v, tok, ok := sendPath(r)
+		if !ok {
+			continue
+		}
+		got = hit{}
+		mux.ServeHTTP(httptest.NewRecorder(), r)
+		if got != (hit{v, tok}) {
+			t.Errorf("%s: fast path %d %q, mux %+v", p, v, tok, got)
+		}
+	}
+	if _, _, ok := sendPath(httptest.NewRequest(http.MethodPost, "/wpush/v1/tok", nil)); !ok {
+		t.Fatal("the plain v1 path is not taken")
 	}
 }

@@ -170,14 +170,14 @@ func (s *Server) routes() {
 	handle("POST /wpush/{api}/{token}", func(w http.ResponseWriter, r *http.Request) {
 		switch r.PathValue("api") {
 		case "v1":
-			s.send(w, r, 1)
+			s.send(w, r, 1, r.PathValue("token"))
 		case "v2":
-			s.send(w, r, 2)
+			s.send(w, r, 2, r.PathValue("token"))
 		default:
 			s.reject(w, errInvalidToken("unknown endpoint version"))
 		}
 	})
-	handle("POST /wpush/{token}", func(w http.ResponseWriter, r *http.Request) { s.send(w, r, 1) })
+	handle("POST /wpush/{token}", func(w http.ResponseWriter, r *http.Request) { s.send(w, r, 1, r.PathValue("token")) })
 	handle("DELETE /m/{id}", s.deleteMessage)
 	handle("/push/ws", s.upgrade)
 	// Wrap also upgrades WebSocket requests to / (not a mux route).
@@ -199,6 +199,14 @@ func (s *Server) Wrap(next http.Handler) http.Handler {
 		case p == "/" && websocket.IsWebSocketUpgrade(r):
 			s.upgrade(w, r)
 			return
+		case r.Method == http.MethodPost && strings.HasPrefix(p, "/wpush/"):
+			// Every message comes this way: its plain paths are matched
+			// here, not twice by the mux (Handler, then ServeHTTP).
+			if version, token, ok := sendPath(r); ok {
+				s.send(w, r, version, token)
+				return
+			}
+			fallthrough
 		case Handles(r):
 			if _, pattern := s.mux.Handler(r); pattern != "" {
 				s.mux.ServeHTTP(w, r)
@@ -214,6 +222,31 @@ func (s *Server) Wrap(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// sendPath reads the plain forms of the send routes: /wpush/v1/{token},
+// /wpush/v2/{token} and /wpush/{token}, with no escapes, empty segments or
+// trailing slash. Anything else is left to the mux (ok false), which
+// answers as its patterns say.
+func sendPath(r *http.Request) (version int, token string, ok bool) {
+	if r.URL.RawPath != "" {
+		return 0, "", false
+	}
+	rest := r.URL.Path[len("/wpush/"):]
+	api, tok, two := strings.Cut(rest, "/")
+	if !two {
+		return 1, rest, rest != ""
+	}
+	if tok == "" || strings.IndexByte(tok, '/') >= 0 {
+		return 0, "", false
+	}
+	switch api {
+	case "v1":
+		return 1, tok, true
+	case "v2":
+		return 2, tok, true
+	}
+	return 0, "", false
 }
 
 // Handles reports whether r is one of the push service's public requests
