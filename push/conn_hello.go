@@ -65,46 +65,17 @@ func (c *conn) hello(msg *clientMessage) error {
 	c.mu.Unlock()
 	existing := false
 	if uaid, ok := normalizeUAID(msg.UAID); ok {
-		ctx, cancel := storeCtx()
-		u, err := h.store.PushUserGet(ctx, uaid)
-		cancel()
+		c.uaid = uaid
+		err := c.connectStored()
 		switch {
-		case errors.Is(err, herald.ErrNotFound):
-		case err != nil:
-			return &frameError{Code: closeError, Reason: "store error", Err: err}
-		case u.NodeID != "" && u.ConnectedAt > c.connectedAt:
+		case err == nil:
+			existing = true
+		case errors.Is(err, herald.ErrConflict):
 			return &frameError{Code: closeError, Reason: "already connected", Err: errAlreadyConnected}
+		case errors.Is(err, herald.ErrNotFound):
+			// Not stored (never registered, or dropped): a new uaid.
 		default:
-			if u.ConnectedAt >= c.connectedAt {
-				// No node holds the user agent, but its last connection
-				// was stamped later than our clock's now (a node whose
-				// clock is ahead): connect after it, or the optimistic
-				// lock would refuse the user agent everywhere until our
-				// clock caught up.
-				c.connectedAt = u.ConnectedAt + 1
-			}
-			c.uaid = uaid
-			old := h.register(c)
-			ctx, cancel := storeCtx()
-			err = h.store.PushUserConnect(ctx, &store.PushUserConnectParams{
-				UAID: uaid, NodeID: h.nodeID, ConnectedAt: c.connectedAt, Now: now,
-			})
-			cancel()
-			if err != nil {
-				// Refused: a session of the uaid here stays the uaid's.
-				h.restore(c, old)
-			}
-			switch {
-			case err == nil:
-				existing = true
-				h.ghost(old)
-			case errors.Is(err, herald.ErrConflict):
-				return &frameError{Code: closeError, Reason: "already connected", Err: errAlreadyConnected}
-			case errors.Is(err, herald.ErrNotFound):
-				// Dropped between the read and the update: a new uaid.
-			default:
-				return &frameError{Code: closeError, Reason: "store error", Err: err}
-			}
+			return &frameError{Code: closeError, Reason: "store error", Err: err}
 		}
 	}
 	if !existing {
@@ -147,6 +118,55 @@ func (c *conn) hello(msg *clientMessage) error {
 		h.afterHelloWrite(c.uaid)
 	}
 	return nil
+}
+
+// connectStored takes the router record of c.uaid for this session: in
+// the hub first, then in the store. The common reconnect is one
+// conditional update; only a refusal reads the record to tell the cases
+// apart, as hello always did before (issue 25: one store round trip less
+// per hello in a reconnect storm):
+//   - a node holds the user agent with a newer stamp: ErrConflict, the
+//     user agent is connected elsewhere;
+//   - no node holds it, or one holds the same stamp (another session of
+//     the same millisecond), and the stored stamp is not older than ours
+//     (a node whose clock is ahead stamped it): connect after it, or the
+//     optimistic lock would refuse the user agent everywhere until our
+//     clock caught up;
+//   - not stored: ErrNotFound.
+//
+// On success a session of the uaid here before is closed (ghost); on
+// failure it is the uaid's again.
+func (c *conn) connectStored() error {
+	h := c.h
+	for retried := false; ; retried = true {
+		old, ok := h.registerNewer(c) // stamps c after a session here
+		if !ok {
+			return herald.ErrConflict
+		}
+		ctx, cancel := storeCtx()
+		err := h.store.PushUserConnect(ctx, &store.PushUserConnectParams{
+			UAID: c.uaid, NodeID: h.nodeID, ConnectedAt: c.connectedAt, Now: h.now(), Newer: true,
+		})
+		cancel()
+		if err == nil {
+			h.ghost(old)
+			return nil
+		}
+		h.restore(c, old)
+		if !errors.Is(err, herald.ErrConflict) || retried {
+			return err
+		}
+		ctx, cancel = storeCtx()
+		u, err := h.store.PushUserGet(ctx, c.uaid)
+		cancel()
+		if err != nil {
+			return err
+		}
+		if u.NodeID != "" && u.ConnectedAt > c.connectedAt {
+			return herald.ErrConflict
+		}
+		c.connectedAt = max(c.connectedAt, u.ConnectedAt+1)
+	}
 }
 
 // newUAID returns a random version-4 UUID as 32 hex digits.

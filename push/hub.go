@@ -369,6 +369,10 @@ func (h *hub) untrack(c *conn) {
 func (h *hub) register(c *conn) *conn {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	return h.registerLocked(c)
+}
+
+func (h *hub) registerLocked(c *conn) *conn {
 	old := h.conns[c.uaid]
 	if old != nil && old.connectedAt >= c.connectedAt {
 		// connected_at tells the two sessions apart in the router record:
@@ -380,6 +384,18 @@ func (h *hub) register(c *conn) *conn {
 		return nil
 	}
 	return old
+}
+
+// registerNewer is register for a returning uaid's new session, unless a
+// session of the uaid here was upgraded after c: then c is the stale one
+// (its hello was read late) and nothing changes (ok false).
+func (h *hub) registerNewer(c *conn) (old *conn, ok bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if o := h.conns[c.uaid]; o != nil && o != c && o.connectedAt > c.connectedAt {
+		return nil, false
+	}
+	return h.registerLocked(c), true
 }
 
 // ghost closes old, a session of a uaid that reconnected here, as autopush

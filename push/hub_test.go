@@ -86,6 +86,7 @@ type faultStore struct {
 	fails     map[string]error
 	saveHook  func()
 	routeGets atomic.Int64
+	userGets  atomic.Int64
 }
 
 // PushRouteGet counts the endpoint's store reads.
@@ -114,6 +115,7 @@ func (f *faultStore) PushUserConnect(ctx context.Context, p *store.PushUserConne
 }
 
 func (f *faultStore) PushUserGet(ctx context.Context, uaid string) (*store.PushUser, error) {
+	f.userGets.Add(1)
 	if err := f.err("PushUserGet"); err != nil {
 		return nil, err
 	}
@@ -1097,11 +1099,39 @@ func TestDeliverContextEnds(t *testing.T) {
 	require.Len(t, e.stored(t, uaid), 1)
 }
 
+// A returning user agent's hello is one store call, the conditional
+// connect; the record is read only when the connect is refused.
+func TestReconnectHelloWithoutRead(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	uaid := e.seedUser(t)
+	c := e.dial(t)
+	c.hello(uaid, nil)
+	require.Equal(t, int64(0), e.fault.userGets.Load(), "PushUserGet calls")
+	u, err := e.st.PushUserGet(context.Background(), uaid)
+	require.NoError(t, err)
+	require.Equal(t, testNode, u.NodeID)
+	// A record stamped ahead of this node's clock, held by no node: the
+	// refused connect reads it and connects after it.
+	_, err = e.st.PushUserDisconnect(context.Background(), &store.PushUserDisconnectParams{UAID: uaid, NodeID: testNode, ConnectedAt: u.ConnectedAt})
+	require.NoError(t, err)
+	require.NoError(t, c.ws.Close())
+	e.waitGone(t)
+	ahead := e.clock.Now().Add(time.Hour).UnixMilli()
+	require.NoError(t, e.st.PushUserConnect(context.Background(), &store.PushUserConnectParams{UAID: uaid, NodeID: "", ConnectedAt: ahead, Now: e.clock.Now()}))
+	c = e.dial(t)
+	c.hello(uaid, nil)
+	u, err = e.st.PushUserGet(context.Background(), uaid)
+	require.NoError(t, err)
+	require.Equal(t, testNode, u.NodeID)
+	require.Equal(t, ahead+1, u.ConnectedAt)
+}
+
 func TestHelloStoreErrorCloses(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	uaid := e.seedUser(t)
-	e.fault.fail("PushUserGet", herald.ErrStoreUnavailable)
+	e.fault.fail("PushUserConnect", herald.ErrStoreUnavailable)
 	c := e.dial(t)
 	c.send(map[string]any{"messageType": "hello", "uaid": uaid})
 	c.expectClose(closeError)

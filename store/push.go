@@ -27,8 +27,8 @@ type PushStore interface {
 	// PushUserConnect records that the user agent is now connected to
 	// NodeID since ConnectedAt, and sets LastConnect to Now. Optimistic:
 	// ErrConflict when the stored ConnectedAt is newer than the given one
-	// (another node took the user agent over after us), ErrNotFound when
-	// the uaid is not stored.
+	// (another node took the user agent over after us; with Newer, also
+	// when it is the same), ErrNotFound when the uaid is not stored.
 	PushUserConnect(ctx context.Context, params *PushUserConnectParams) error
 	// PushUserDisconnect clears NodeID only if the stored NodeID and
 	// ConnectedAt still equal the given ones, and reports whether it did:
@@ -119,6 +119,20 @@ type PushUserConnectParams struct {
 	NodeID      string
 	ConnectedAt int64
 	Now         time.Time
+	// Newer is set by a new session (hello): it takes the record only
+	// from an older stamp, so one from the same millisecond is another
+	// session's and refused (ErrConflict), and the caller decides. Unset,
+	// a session re-asserting its own record also matches its own stamp.
+	Newer bool
+}
+
+// StampBound is the newest stored connected_at this connect replaces:
+// the one rule both backends' conditional UPDATE applies.
+func (p *PushUserConnectParams) StampBound() int64 {
+	if p.Newer {
+		return p.ConnectedAt - 1
+	}
+	return p.ConnectedAt
 }
 
 // PushUserDisconnectParams are the arguments of PushUserDisconnect.

@@ -57,7 +57,7 @@ func (s *Store) PushUserConnect(ctx context.Context, p *store.PushUserConnectPar
 		return err
 	}
 	tag, err := db.Exec(ctx, `UPDATE push_users SET node_id = $2, connected_at = $3, last_connect = $4
-		WHERE uaid = $1 AND connected_at <= $3`, p.UAID, p.NodeID, p.ConnectedAt, ms(p.Now))
+		WHERE uaid = $1 AND connected_at <= $5`, p.UAID, p.NodeID, p.ConnectedAt, ms(p.Now), p.StampBound())
 	if err != nil {
 		return mapErr(op, err)
 	}

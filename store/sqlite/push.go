@@ -47,7 +47,7 @@ func (s *Store) PushUserCreate(ctx context.Context, p *store.PushUserCreateParam
 func (s *Store) PushUserConnect(ctx context.Context, p *store.PushUserConnectParams) error {
 	return s.queueTx(ctx, "push user connect", func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE push_users SET node_id = ?, connected_at = ?, last_connect = ?
-			WHERE uaid = ? AND connected_at <= ?`, p.NodeID, p.ConnectedAt, ms(p.Now), p.UAID, p.ConnectedAt)
+			WHERE uaid = ? AND connected_at <= ?`, p.NodeID, p.ConnectedAt, ms(p.Now), p.UAID, p.StampBound())
 		if err != nil {
 			return err
 		}

@@ -98,9 +98,23 @@ func testPush(t *testing.T, newStore NewStoreFunc) {
 		u, err = ps.PushUserGet(b.ctx, uaid)
 		require.NoError(t, err)
 		require.Equal(t, "node-c", u.NodeID)
+		// A new session (Newer) of the same millisecond is refused: the
+		// stamp is another session's.
+		err = ps.PushUserConnect(b.ctx, &store.PushUserConnectParams{UAID: uaid, NodeID: "node-d", ConnectedAt: 2000, Now: later, Newer: true})
+		require.ErrorIs(t, err, herald.ErrConflict)
+		u, err = ps.PushUserGet(b.ctx, uaid)
+		require.NoError(t, err)
+		require.Equal(t, "node-c", u.NodeID)
+		require.NoError(t, ps.PushUserConnect(b.ctx, &store.PushUserConnectParams{UAID: uaid, NodeID: "node-d", ConnectedAt: 2001, Now: later, Newer: true}))
+		u, err = ps.PushUserGet(b.ctx, uaid)
+		require.NoError(t, err)
+		require.Equal(t, "node-d", u.NodeID)
+		require.Equal(t, int64(2001), u.ConnectedAt)
 		other, _ := pushIDs()
-		err = ps.PushUserConnect(b.ctx, &store.PushUserConnectParams{UAID: other, NodeID: "node-c", ConnectedAt: 1, Now: later})
-		require.ErrorIs(t, err, herald.ErrNotFound)
+		for _, newer := range []bool{false, true} {
+			err = ps.PushUserConnect(b.ctx, &store.PushUserConnectParams{UAID: other, NodeID: "node-c", ConnectedAt: 1, Now: later, Newer: newer})
+			require.ErrorIs(t, err, herald.ErrNotFound)
+		}
 	})
 
 	t.Run("DisconnectOnlyThatConnection", func(t *testing.T) {
