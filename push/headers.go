@@ -158,6 +158,9 @@ func params(h string) [][2]string {
 }
 
 func hasParam(h, name string) bool {
+	if h == "" {
+		return false
+	}
 	for _, p := range params(h) {
 		if p[0] == name && p[1] != "" {
 			return true

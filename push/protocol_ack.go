@@ -27,7 +27,7 @@ func decodeAckFast(data []byte) (updates []wireAckUpdate, ok bool) {
 	var sawType, sawUpdates bool
 	for {
 		p.ws()
-		key, ok := p.str()
+		key, ok := p.raw()
 		if !ok {
 			return nil, false
 		}
@@ -36,10 +36,10 @@ func decodeAckFast(data []byte) (updates []wireAckUpdate, ok bool) {
 			return nil, false
 		}
 		p.ws()
-		switch key {
+		switch string(key) {
 		case "messageType":
-			v, ok := p.str()
-			if sawType || !ok || v != msgAck {
+			v, ok := p.raw()
+			if sawType || !ok || string(v) != msgAck {
 				return nil, false
 			}
 			sawType = true
@@ -97,25 +97,32 @@ func (p *ackParser) byte(c byte) bool {
 	return false
 }
 
-// str reads a string of printable ASCII with no escape.
-func (p *ackParser) str() (string, bool) {
+// raw reads a string of printable ASCII with no escape, as the bytes
+// between its quotes (keys are compared as they are, not copied).
+func (p *ackParser) raw() ([]byte, bool) {
 	if !p.byte('"') {
-		return "", false
+		return nil, false
 	}
 	start := p.i
 	for p.i < len(p.b) {
 		c := p.b[p.i]
 		switch {
 		case c == '"':
-			s := string(p.b[start:p.i])
+			s := p.b[start:p.i]
 			p.i++
 			return s, true
 		case c < 0x20 || c > 0x7e || c == '\\':
-			return "", false
+			return nil, false
 		}
 		p.i++
 	}
-	return "", false
+	return nil, false
+}
+
+// str is raw as a string of its own.
+func (p *ackParser) str() (string, bool) {
+	b, ok := p.raw()
+	return string(b), ok
 }
 
 // int reads -?(0|[1-9][0-9]*) of at most 18 digits (no overflow), not
@@ -180,7 +187,7 @@ func (p *ackParser) update() (wireAckUpdate, bool) {
 	var seen [3]bool
 	for {
 		p.ws()
-		key, ok := p.str()
+		key, ok := p.raw()
 		if !ok {
 			return u, false
 		}
@@ -190,7 +197,7 @@ func (p *ackParser) update() (wireAckUpdate, bool) {
 		}
 		p.ws()
 		var f int
-		switch key {
+		switch string(key) {
 		case "channelID":
 			f = 0
 			u.channelID, ok = p.str()

@@ -219,3 +219,20 @@ func TestEncodeNotificationAsMarshal(t *testing.T) {
 		}
 	}
 }
+
+func BenchmarkDecodeAck(b *testing.B) {
+	data := []byte(`{"messageType":"ack","updates":[{"channelID":"0c9c7b42-4d5e-4f1c-9d2a-1f3e5a7b9c0d","version":"gAAAAABnAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA","code":100}]}`)
+	for _, c := range []struct {
+		name string
+		fn   func([]byte) (*clientMessage, error)
+	}{{"fast", decodeClientMessage}, {"json", decodeClientMessageJSON}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := c.fn(data); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

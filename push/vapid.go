@@ -60,7 +60,9 @@ func vapidHeader(h http.Header) (tok, key string, err error) {
 	rest = strings.TrimSpace(rest)
 	switch strings.ToLower(scheme) {
 	case "vapid":
-		for _, p := range strings.Split(rest, ",") {
+		for more := true; more; {
+			var p string
+			p, rest, more = strings.Cut(rest, ",")
 			name, value, _ := strings.Cut(strings.TrimSpace(p), "=")
 			switch strings.ToLower(strings.TrimSpace(name)) {
 			case "t":

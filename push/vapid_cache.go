@@ -2,7 +2,10 @@ package push
 
 import (
 	"crypto/sha256"
+	"hash"
+	"io"
 	"net/http"
+	"sync"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -47,13 +50,15 @@ func (vc *VAPIDCache) Parse(h http.Header, audience string, now time.Time) (*VAP
 	if tok == "" || err != nil {
 		return nil, err
 	}
-	hs := sha256.New()
-	for _, part := range []string{tok, key, audience} {
-		hs.Write([]byte(part))
-		hs.Write([]byte{0})
+	hs := digests.Get().(hash.Hash)
+	hs.Reset()
+	for _, part := range [...]string{tok, key, audience} {
+		_, _ = io.WriteString(hs, part)
+		hs.Write(zero[:])
 	}
 	var id [32]byte
 	hs.Sum(id[:0])
+	digests.Put(hs)
 	if v, ok := vc.c.Get(id); ok {
 		if v.Expires.After(now) {
 			return &v, nil
@@ -67,6 +72,12 @@ func (vc *VAPIDCache) Parse(h http.Header, audience string, now time.Time) (*VAP
 	vc.c.Add(id, *v)
 	return v, nil
 }
+
+// digests are SHA-256 states for the cache key (one per request
+// otherwise).
+var digests = sync.Pool{New: func() any { return sha256.New() }}
+
+var zero [1]byte
 
 // Len is the number of tokens cached.
 func (vc *VAPIDCache) Len() int { return vc.c.Len() }
