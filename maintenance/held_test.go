@@ -83,3 +83,15 @@ func TestOrphanSweepRuns(t *testing.T) {
 	t.Cleanup(m.Stop)
 	require.Eventually(t, func() bool { return s.calls.Load() >= 2 }, 10*time.Second, 5*time.Millisecond)
 }
+
+// Every node sweeps orphans once as it starts, without waiting for a
+// SweepInterval (or leadership): a crash inside a subscription delete is
+// repaired by the restart.
+func TestOrphanSweepAtStart(t *testing.T) {
+	t.Parallel()
+	s := &cancelCounter{Store: testdb.SQLite(t)}
+	m := maintenance.New(maintenance.Config{Store: s, SweepInterval: time.Hour})
+	m.Start()
+	t.Cleanup(m.Stop)
+	require.Eventually(t, func() bool { return s.calls.Load() >= 1 }, 10*time.Second, 5*time.Millisecond)
+}

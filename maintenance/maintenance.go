@@ -145,6 +145,19 @@ func (m *Maintainer) Start() {
 			}
 		})
 	}
+	// Once at start on every node, leader or not: a node killed between
+	// the two transactions of a subscription delete (store/postgres
+	// SubscriptionDelete) left deliveries no claim takes, and the leader's
+	// sweep would come only after a leader lease and a SweepInterval. The
+	// statement is set-based and idempotent, so nodes starting together
+	// do no harm.
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		if _, err := m.CancelOrphaned(ctx); err != nil && ctx.Err() == nil {
+			m.cfg.Logger.Warn("orphan sweep at start failed", "err", err)
+		}
+	}()
 	m.run(ctx, m.cfg.SweepInterval, func(ctx context.Context) {
 		if !m.IsLeader() {
 			return
