@@ -18,6 +18,10 @@ import (
 // = 2 × prefetch unsettled (DialParams.Prefetch): memory in flight per
 // source is bounded by twice the prefetch (× MaxSourceBody at worst).
 //
+// Batch N+1 takes what arrives until N's commit returns (at most
+// prefetch), so at low rates a message waits for the commit running when
+// it arrived and then its own, as without the overlap.
+//
 // The rules, whatever the timing:
 //   - One commit at a time, in receive order: batch N+1 is handed to the
 //     group commit only once batch N's commit returned without a
@@ -84,6 +88,21 @@ func (r *runner) consume(ctx context.Context, c Consumer) (progressed bool, err 
 		if rerr == nil && len(msgs) > 0 {
 			next = r.prepare(msgs)
 		}
+		// While cur commits, keep filling next up to prefetch: what
+		// arrives during a commit is committed right after it, in one
+		// batch, as when the steps did not overlap (a batch closed at its
+		// first message would make the next arrivals wait one more
+		// commit).
+		for cur != nil && next != nil && len(next.msgs) < prefetch && rerr == nil {
+			more, err := c.Receive(rctx, prefetch-len(next.msgs))
+			if err != nil {
+				if ctx.Err() != nil || rctx.Err() == nil {
+					rerr, next = err, nil // never committed: redelivered
+				}
+				break
+			}
+			r.convert(next, more)
+		}
 		if cur != nil {
 			<-cur.done
 			if cur.err != nil {
@@ -122,23 +141,29 @@ func (r *runner) updatePending(ctx context.Context, c Consumer) {
 // prepare converts msgs; those that cannot become events get their
 // reject reason.
 func (r *runner) prepare(msgs []*Message) *batch {
-	b := &batch{msgs: msgs, events: make([]*herald.Event, 0, len(msgs)), owners: make([]int, 0, len(msgs))}
-	for i, m := range msgs {
+	b := &batch{}
+	r.convert(b, msgs)
+	return b
+}
+
+// convert converts msgs and appends them to b.
+func (r *runner) convert(b *batch, msgs []*Message) {
+	for _, m := range msgs {
 		m.RejectReason, m.RejectMessage = "", ""
 		ev, rj := r.conv.Convert(m)
+		b.msgs = append(b.msgs, m)
 		if rj != nil {
 			m.RejectReason, m.RejectMessage = rj.Reason, rj.Message
 			continue
 		}
 		b.events = append(b.events, ev)
-		b.owners = append(b.owners, i)
+		b.owners = append(b.owners, len(b.msgs)-1)
 	}
-	b.results = make([]publishResult, len(b.events))
-	return b
 }
 
 // commit starts publishing b's events; b.done closes when it returned.
 func (r *runner) commit(ctx context.Context, b *batch) {
+	b.results = make([]publishResult, len(b.events))
 	b.done = make(chan struct{})
 	committed, cancel := context.WithCancel(ctx)
 	b.committed = committed

@@ -13,8 +13,12 @@ import (
 	"github.com/heraldhq/herald/store"
 )
 
-// pipeWait bounds every wait of these tests.
-const pipeWait = 5 * time.Second
+// pipeWait bounds every wait of these tests; pipePrefetch is their
+// source's prefetch (the most a batch holds).
+const (
+	pipeWait     = 5 * time.Second
+	pipePrefetch = 8
+)
 
 // gatePublisher holds each PublishMany until the test releases it, and
 // records which events returned committed. Like the ingester, a call
@@ -69,61 +73,91 @@ func (p *gatePublisher) next(t *testing.T) *pubCall {
 	}
 }
 
-// scriptConsumer returns the batches the test queues, and checks the
-// pipeline's rules as it is called: never a third batch received while
-// two are unsettled, Settle in receive order, and no message acknowledged
-// before its event committed.
+// scriptConsumer hands out the messages the test queues, at most max a
+// Receive, and checks the pipeline's rules as it is called: never more
+// than window(prefetch) unsettled, each Settle the oldest unsettled
+// messages in receive order, and no message acknowledged before its event
+// committed.
 type scriptConsumer struct {
 	pub     *gatePublisher
-	batches chan []*Message
-	settles chan []string // message ids of each Settle, acked and rejected
+	window  int
+	arrived chan struct{} // a token when messages were queued
+	settles chan []string // message ids of each Settle, acked then rejected
 
 	mu         sync.Mutex
-	received   int // batches returned by Receive
-	unsettled  []int
-	lastSeq    int
-	maxSettled int // the highest sequence number settled
+	queued     []*Message
+	received   int   // messages returned by Receive
+	unsettled  []int // sequence numbers received and not settled, in order
 	violations []string
+	lastSeq    int
 }
 
 func newScriptConsumer(pub *gatePublisher) *scriptConsumer {
-	return &scriptConsumer{pub: pub, batches: make(chan []*Message, 16), settles: make(chan []string, 16)}
+	return &scriptConsumer{pub: pub, window: window(pipePrefetch), arrived: make(chan struct{}, 1),
+		settles: make(chan []string, 16)}
 }
 
-// queue adds a batch of n messages named <name>-<i>, each with a
-// sequence number in Token.
+// queue adds n messages named <name>-<i>, each with a sequence number in
+// Token, and returns their ids.
 func (c *scriptConsumer) queue(name string, n int) []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	var ids []string
 	var msgs []*Message
 	for i := range n {
-		c.lastSeq++
 		id := fmt.Sprintf("%s-%d", name, i)
 		ids = append(ids, id)
-		msgs = append(msgs, &Message{Body: []byte(`{"n":1}`), Route: "t", MessageID: id, Token: c.lastSeq})
+		msgs = append(msgs, &Message{Body: []byte(`{"n":1}`), Route: "t", MessageID: id})
 	}
-	c.batches <- msgs
+	c.add(msgs)
 	return ids
+}
+
+func (c *scriptConsumer) add(msgs []*Message) {
+	c.mu.Lock()
+	for _, m := range msgs {
+		c.lastSeq++
+		m.Token = c.lastSeq
+	}
+	c.queued = append(c.queued, msgs...)
+	c.mu.Unlock()
+	select {
+	case c.arrived <- struct{}{}:
+	default:
+	}
 }
 
 func (c *scriptConsumer) violate(format string, args ...any) {
 	c.violations = append(c.violations, fmt.Sprintf(format, args...))
 }
 
-func (c *scriptConsumer) Receive(ctx context.Context, _ int) ([]*Message, error) {
-	select {
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case msgs := <-c.batches:
+func (c *scriptConsumer) Receive(ctx context.Context, max int) ([]*Message, error) {
+	for {
 		c.mu.Lock()
-		defer c.mu.Unlock()
-		if len(c.unsettled) >= batchesInFlight {
-			c.violate("batch %d received with %d batches unsettled", c.received+1, len(c.unsettled))
+		if n := min(len(c.queued), max); n > 0 {
+			msgs := c.queued[:n:n]
+			c.queued = c.queued[n:]
+			for _, m := range msgs {
+				c.unsettled = append(c.unsettled, m.Token.(int))
+			}
+			c.received += n
+			if len(c.unsettled) > c.window {
+				c.violate("%d messages unsettled, more than %d", len(c.unsettled), c.window)
+			}
+			more := len(c.queued) > 0
+			c.mu.Unlock()
+			if more {
+				select {
+				case c.arrived <- struct{}{}:
+				default:
+				}
+			}
+			return msgs, nil
 		}
-		c.received++
-		c.unsettled = append(c.unsettled, len(msgs))
-		return msgs, nil
+		c.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-c.arrived:
+		}
 	}
 }
 
@@ -131,15 +165,15 @@ func (c *scriptConsumer) Settle(_ context.Context, acked, rejected []*Message) e
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var ids []string
-	highest := c.maxSettled
+	settled := map[int]bool{}
 	for _, part := range [][]*Message{acked, rejected} {
-		prev := c.maxSettled
+		prev := 0
 		for _, m := range part {
-			if seq := m.Token.(int); seq <= prev {
-				c.violate("%s settled out of receive order", m.MessageID)
-			} else {
-				prev, highest = seq, max(highest, seq)
+			seq := m.Token.(int)
+			if seq <= prev {
+				c.violate("%s out of receive order in its Settle", m.MessageID)
 			}
+			prev, settled[seq] = seq, true
 			ids = append(ids, m.MessageID)
 		}
 	}
@@ -148,12 +182,16 @@ func (c *scriptConsumer) Settle(_ context.Context, acked, rejected []*Message) e
 			c.violate("%s acknowledged before its event committed", m.MessageID)
 		}
 	}
-	if len(c.unsettled) == 0 || c.unsettled[0] != len(ids) {
-		c.violate("a Settle of %d messages is not the oldest batch (%v unsettled)", len(ids), c.unsettled)
-	} else {
-		c.unsettled = c.unsettled[1:]
+	n := len(settled)
+	if n > len(c.unsettled) {
+		n = len(c.unsettled)
 	}
-	c.maxSettled = highest
+	for _, seq := range c.unsettled[:n] {
+		if !settled[seq] {
+			c.violate("message %d settled after a later one", seq)
+		}
+	}
+	c.unsettled = c.unsettled[n:]
 	c.settles <- ids
 	return nil
 }
@@ -161,19 +199,19 @@ func (c *scriptConsumer) Settle(_ context.Context, acked, rejected []*Message) e
 func (c *scriptConsumer) Pending(context.Context) (int64, bool) { return 0, false }
 func (c *scriptConsumer) Close() error                          { return nil }
 
-func (c *scriptConsumer) receivedBatches() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.received
-}
-
-// waitReceived waits until n batches were received.
+// waitReceived waits until n messages were received.
 func (c *scriptConsumer) waitReceived(t *testing.T, n int) {
 	t.Helper()
 	deadline := time.Now().Add(pipeWait)
-	for c.receivedBatches() < n {
+	for {
+		c.mu.Lock()
+		got := c.received
+		c.mu.Unlock()
+		if got >= n {
+			return
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d batches received, want %d", c.receivedBatches(), n)
+			t.Fatalf("%d messages received, want %d", got, n)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -202,7 +240,7 @@ func (c *scriptConsumer) checkRules(t *testing.T) {
 // its context.
 func pipeRunner(t *testing.T, pub Publisher, c Consumer) (r *runner, done <-chan error, cancel context.CancelFunc) {
 	t.Helper()
-	src := &herald.Source{Name: "s", Type: herald.DestinationAMQP, Prefetch: 8}
+	src := &herald.Source{Name: "s", Type: herald.DestinationAMQP, Prefetch: pipePrefetch}
 	r = &runner{m: New(Config{Publisher: pub}), src: src, conv: conv(t, src), stats: &stats{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	ch, fin := make(chan error, 1), make(chan struct{})
@@ -241,36 +279,52 @@ func eventIDs(evs []*herald.Event) []string {
 	return out
 }
 
-// Batch N+1 is received and converted while batch N commits; N+1 is
-// committed only after N's commit returned, and batches are settled in
-// receive order, each after its own commit, never more than two in
-// flight.
+// Batch N+1 is received and converted while batch N commits, taking what
+// arrives until N's commit returned (at most prefetch); it is committed
+// only after N's commit returned, and batches are settled in receive
+// order, each after its own commit.
 func TestPipelineOverlapsInOrder(t *testing.T) {
 	t.Parallel()
 	pub := newGatePublisher()
 	c := newScriptConsumer(pub)
-	a, b, d := c.queue("a", 3), c.queue("b", 2), c.queue("c", 2)
+	a := c.queue("a", 3)
 	r, _, _ := pipeRunner(t, pub, c)
 
 	callA := pub.next(t)
 	require.Equal(t, a, eventIDs(callA.events))
-	c.waitReceived(t, 2) // b arrives while a commits
+	b := c.queue("b", 2)
+	c.waitReceived(t, 5) // b arrives while a commits
+	b = append(b, c.queue("c", 2)...)
+	c.waitReceived(t, 7) // and c joins it
 	callA.release <- nil
 	require.Equal(t, a, c.nextSettle(t))
 
 	callB := pub.next(t)
-	require.Equal(t, b, eventIDs(callB.events))
-	c.waitReceived(t, 3) // c arrives while b commits
+	require.Equal(t, b, eventIDs(callB.events), "what arrived during a's commit, one batch")
+	d := c.queue("d", 2*pipePrefetch) // more than a batch takes
+	c.waitReceived(t, 7+pipePrefetch)
 	callB.release <- nil
 	require.Equal(t, b, c.nextSettle(t))
 
-	callC := pub.next(t)
-	require.Equal(t, d, eventIDs(callC.events))
-	callC.release <- nil
+	callD := pub.next(t)
+	require.Equal(t, d[:pipePrefetch], eventIDs(callD.events), "a batch holds at most prefetch")
+	c.waitReceived(t, 7+2*pipePrefetch)
+	callD.release <- nil
+	require.Equal(t, d[:pipePrefetch], c.nextSettle(t))
+	callE := pub.next(t)
+	require.Equal(t, d[pipePrefetch:], eventIDs(callE.events))
+	callE.release <- nil
 	// Nothing more arrives: the settle must not wait for a next batch.
-	require.Equal(t, d, c.nextSettle(t))
+	require.Equal(t, d[pipePrefetch:], c.nextSettle(t))
 	c.checkRules(t)
-	require.EqualValues(t, 7, r.stats.take().consumed)
+	// Counted once Settle returned, just after it told the test.
+	var consumed int64
+	deadline := time.Now().Add(pipeWait)
+	for consumed < 7+2*pipePrefetch && time.Now().Before(deadline) {
+		consumed += r.stats.take().consumed
+		time.Sleep(time.Millisecond)
+	}
+	require.EqualValues(t, 7+2*pipePrefetch, consumed)
 }
 
 // A transient commit failure of batch N+1 after batch N committed: N is
@@ -281,14 +335,16 @@ func TestPipelineTransientFailureSettlesOnlyCommitted(t *testing.T) {
 	pub := newGatePublisher()
 	c := newScriptConsumer(pub)
 	a := c.queue("a", 3)
-	c.queue("b", 2)
-	c.queue("c", 2)
 	_, done, _ := pipeRunner(t, pub, c)
 
-	pub.next(t).release <- nil
+	callA := pub.next(t)
+	c.queue("b", 2)
+	c.waitReceived(t, 5)
+	callA.release <- nil
 	require.Equal(t, a, c.nextSettle(t))
 	callB := pub.next(t)
-	c.waitReceived(t, 3)
+	c.queue("c", 2)
+	c.waitReceived(t, 7)
 	callB.release <- fmt.Errorf("test outage: %w", herald.ErrStoreUnavailable)
 	require.ErrorIs(t, waitErr(t, done), errStore)
 	require.Empty(t, c.settles, "nothing of b or c settled")
@@ -303,11 +359,11 @@ func TestPipelineTransientFailureOfFirst(t *testing.T) {
 	pub := newGatePublisher()
 	c := newScriptConsumer(pub)
 	c.queue("a", 3)
-	c.queue("b", 2)
 	_, done, _ := pipeRunner(t, pub, c)
 
 	callA := pub.next(t)
-	c.waitReceived(t, 2)
+	c.queue("b", 2)
+	c.waitReceived(t, 5)
 	callA.release <- herald.ErrStoreUnavailable
 	require.ErrorIs(t, waitErr(t, done), errStore)
 	require.Empty(t, c.settles)
@@ -338,12 +394,11 @@ func TestPipelineRejectedBatchInOrder(t *testing.T) {
 	pub := newGatePublisher()
 	c := newScriptConsumer(pub)
 	a := c.queue("a", 2)
-	bad := []*Message{{Body: []byte(`nope`), Route: "t", MessageID: "bad-0", Token: 100}}
-	c.batches <- bad
 	_, _, _ = pipeRunner(t, pub, c)
 
 	callA := pub.next(t)
-	c.waitReceived(t, 2)
+	c.add([]*Message{{Body: []byte(`nope`), Route: "t", MessageID: "bad-0"}})
+	c.waitReceived(t, 3)
 	callA.release <- nil
 	require.Equal(t, a, c.nextSettle(t))
 	require.Equal(t, []string{"bad-0"}, c.nextSettle(t))
