@@ -39,9 +39,11 @@ type Source struct {
 	// order becomes publish order; otherwise every node consumes.
 	Ordered bool `json:"ordered"`
 	Enabled bool `json:"enabled"`
-	// Prefetch bounds the messages held unacknowledged by one consumer
-	// (AMQP basic.qos, JetStream MaxAckPending, XREADGROUP COUNT, MQTT
-	// receive maximum); 0 means DefaultSourcePrefetch.
+	// Prefetch is the most messages one consumer takes in a batch (one
+	// group commit; XREADGROUP COUNT); 0 means DefaultSourcePrefetch. A
+	// consumer receives the next batch while the previous one commits, so
+	// it holds up to twice Prefetch unacknowledged (AMQP basic.qos,
+	// JetStream MaxAckPending, MQTT receive maximum).
 	Prefetch int `json:"prefetch,omitempty"`
 
 	CreatedAt time.Time `json:"created_at"`
@@ -52,7 +54,7 @@ type Source struct {
 const (
 	// DefaultSourcePrefetch is Source.Prefetch's default: enough to fill a
 	// group commit, little enough that a backlog costs bounded memory
-	// (prefetch × MaxSourceBody at worst).
+	// (2 × prefetch × MaxSourceBody at worst, two batches in flight).
 	DefaultSourcePrefetch = 256
 	// MaxSourcePrefetch caps Source.Prefetch.
 	MaxSourcePrefetch = 10000

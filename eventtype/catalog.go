@@ -79,6 +79,22 @@ func (c *Catalog) Validate(ctx context.Context, ev *herald.Event, path string) e
 	if err != nil {
 		return err
 	}
+	return validateIn(st, ev, path)
+}
+
+// ValidateWithin is Validate with the store read, when the cache must be
+// refreshed, bounded by timeout: a caller validating event after event
+// (a source's batch) sets up no timer while the cache is fresh.
+func (c *Catalog) ValidateWithin(timeout time.Duration, ev *herald.Event, path string) error {
+	if st := c.state.Load(); c.fresh(st) {
+		return validateIn(st, ev, path)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return c.Validate(ctx, ev, path)
+}
+
+func validateIn(st *catalogState, ev *herald.Event, path string) error {
 	cs := st.schemas[ev.Type]
 	if cs == nil {
 		return nil

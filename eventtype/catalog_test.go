@@ -106,7 +106,12 @@ func TestEventTypeCatalogRefresh(t *testing.T) {
 		_, err = s.EventTypeUpdate(ctx, &store.EventTypeUpdateParams{EventType: et})
 		require.NoError(t, err)
 		c.Invalidate()
-		requireHeraldError(t, c.Validate(ctx, bad, "data"), herald.CodeSchemaMismatch, "data.amount")
+		// ValidateWithin (the sources' call) reads the store as Validate
+		// does when the cache is stale, and only then.
+		requireHeraldError(t, c.ValidateWithin(time.Second, bad, "data"), herald.CodeSchemaMismatch, "data.amount")
+		versions := r.versions.Load()
+		require.NoError(t, c.ValidateWithin(time.Second, good, "data"))
+		require.Equal(t, versions, r.versions.Load(), "a fresh cache: no read")
 
 		// Deleted: no longer validated.
 		require.NoError(t, s.EventTypeDelete(ctx, "order.placed"))

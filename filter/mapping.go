@@ -18,6 +18,9 @@ var MappingFields = []string{"id", "type", "key", "version", "tenant", "data"}
 // JMESPathCostLimit per evaluation). Safe for concurrent use.
 type Mapping struct {
 	exprs map[string]*jmesMatcher // by field; absent: the field's default
+	// readsBody: some expression may read the message document's body
+	// (see jmesReadsBody).
+	readsBody bool
 }
 
 // CompileMapping compiles every expression of m (nil: no expression).
@@ -47,8 +50,42 @@ func CompileMapping(m *herald.SourceMapping) (*Mapping, error) {
 		}
 		jm, _ := matcher.(*jmesMatcher)
 		out.exprs[f] = jm
+		if ast, err := jmesParse(s); err != nil || jmesReadsBody(&ast) {
+			out.readsBody = true
+		}
 	}
 	return out, nil
+}
+
+// ReadsBody reports whether an expression of m may read the document's
+// body: when none does, a source need not decode the body to map it.
+func (m *Mapping) ReadsBody() bool { return m != nil && m.readsBody }
+
+// jmesReadsBody reports whether the expression n may read the body of
+// the message document (MessageDoc), conservatively: an expression reads
+// it unless it is built only of nodes that reach a value by naming it
+// (fields, indexes, slices, literals, comparisons, functions, multi-selects,
+// pipes) and names no field "body". Anything that takes the current node
+// whole (@, projections, flatten, *, filters) counts as reading it, even
+// where it only walks headers: such a mapping decodes the body as before.
+func jmesReadsBody(n *jmesNode) bool {
+	switch n.kind {
+	case jkField:
+		if n.name == "body" {
+			return true
+		}
+	case jkSubexpression, jkIndexExpression, jkIndex, jkSlice, jkLiteral, jkComparator, jkFunctionExpression,
+		jkExpRef, jkMultiSelectHash, jkMultiSelectList, jkKeyValPair, jkOrExpression, jkAndExpression,
+		jkNotExpression, jkPipe:
+	default:
+		return true
+	}
+	for i := range n.children {
+		if jmesReadsBody(&n.children[i]) {
+			return true
+		}
+	}
+	return false
 }
 
 // Has reports whether field has an expression (else its default applies).

@@ -37,8 +37,15 @@ type Message struct {
 }
 
 // Consumer is one source consumed on one connection by this node. The
-// runner calls Receive and Settle from one goroutine, alternately: a
-// batch is settled before the next Receive.
+// runner calls Receive and Settle from one goroutine, never at once, but
+// it calls Receive again before it settles the batch it has (two batches
+// in flight: one commits while the next is received, see
+// batchesInFlight), so a consumer must keep delivering while up to
+// DialParams.Prefetch messages are unsettled. Receive's ctx ends, besides
+// at shutdown, when the earlier batch's commit returned: a Receive then
+// returns ctx's error without losing a message (what it did not return
+// stays with the consumer or the broker). Settle calls come in receive
+// order, one batch each.
 type Consumer interface {
 	// Receive returns the next messages, at most max, waiting until at
 	// least one is there or ctx ends (then ctx's error). Any other error
@@ -64,8 +71,11 @@ type DialParams struct {
 	Connection *herald.Connection
 	// Node is this node's id: consumer names, client ids.
 	Node string
-	// Prefetch bounds the messages unsettled at once (Source.Prefetch or
-	// its default).
+	// Prefetch bounds the messages unsettled at once: twice
+	// Source.Prefetch (or its default), as the runner has up to two
+	// batches of Source.Prefetch in flight. A consumer uses it as the
+	// broker's window (basic.qos, MaxAckPending, receive maximum) and as
+	// the most it returns unsettled.
 	Prefetch int
 }
 

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -34,6 +35,9 @@ type Converter struct {
 	decode  DecodeFunc
 	maxBody int
 	route   string
+	// mapped: the mapping has an expression; readsBody: one of them may
+	// read the body (else the body is only checked, never decoded).
+	mapped, readsBody bool
 }
 
 // NewConverter compiles src's mapping. maxBody ≤ 0 means DefaultMaxBody.
@@ -45,7 +49,12 @@ func NewConverter(src *herald.Source, decode DecodeFunc, maxBody int) (*Converte
 	if maxBody <= 0 {
 		maxBody = DefaultMaxBody
 	}
-	return &Converter{src: src, mapping: m, decode: decode, maxBody: maxBody, route: RouteField(src.Type)}, nil
+	mapped := false
+	for _, f := range filter.MappingFields {
+		mapped = mapped || m.Has(f)
+	}
+	return &Converter{src: src, mapping: m, decode: decode, maxBody: maxBody, route: RouteField(src.Type),
+		mapped: mapped, readsBody: m.ReadsBody()}, nil
 }
 
 // Reject is why a message cannot become an event.
@@ -69,13 +78,25 @@ func (c *Converter) Convert(m *Message) (*herald.Event, *Reject) {
 	if !utf8.Valid(m.Body) {
 		return nil, reject(herald.RejectNotJSON, "body is not valid UTF-8")
 	}
+	// The body is decoded only for expressions that may read it; else a
+	// validity scan is enough (json.Unmarshal then only words the
+	// reject). One difference: a number beyond float64 (1e400) is valid
+	// JSON that json.Unmarshal refuses, so such a body is rejected only
+	// when the mapping reads the body; the API accepts it in data.
 	var body any
-	if err := json.Unmarshal(m.Body, &body); err != nil {
+	if c.readsBody {
+		if err := json.Unmarshal(m.Body, &body); err != nil {
+			return nil, reject(herald.RejectNotJSON, "body is not JSON: %s", herald.CleanLine(err.Error(), 160))
+		}
+	} else if !json.Valid(m.Body) {
+		err := json.Unmarshal(m.Body, &body)
+		if err == nil { // cannot be: Unmarshal validates as Valid does
+			err = errors.New("invalid JSON")
+		}
 		return nil, reject(herald.RejectNotJSON, "body is not JSON: %s", herald.CleanLine(err.Error(), 160))
 	}
-	vals := map[string]any{}
-	if c.mapping.Has("id") || c.mapping.Has("type") || c.mapping.Has("key") || c.mapping.Has("version") ||
-		c.mapping.Has("tenant") || c.mapping.Has("data") {
+	var vals map[string]any // nil: nothing mapped
+	if c.mapped {
 		ts := ""
 		if !m.Timestamp.IsZero() {
 			ts = herald.FormatTime(m.Timestamp)
@@ -86,7 +107,7 @@ func (c *Converter) Convert(m *Message) (*herald.Event, *Reject) {
 			return nil, reject(herald.RejectMapping, "%s", err.Error())
 		}
 	}
-	obj := map[string]any{}
+	var obj eventJSON
 
 	// id: mapped, else the broker's id, else the body's hash: a redelivery
 	// of the same message is then a duplicate whatever the broker.
@@ -101,7 +122,7 @@ func (c *Converter) Convert(m *Message) (*herald.Event, *Reject) {
 	default:
 		id = HashID(m.Body)
 	}
-	obj["id"] = id
+	obj.ID = id
 
 	typ, rj := mappedString(vals, "type")
 	if rj != nil {
@@ -113,19 +134,19 @@ func (c *Converter) Convert(m *Message) (*herald.Event, *Reject) {
 	if typ == "" {
 		return nil, reject(herald.RejectMapping, "the message yields no event type (mapping.type gave nothing, or the %s is empty)", c.route)
 	}
-	obj["type"] = typ
+	obj.Type = typ
 
 	if key, rj := mappedString(vals, "key"); rj != nil {
 		return nil, rj
-	} else if key != "" {
-		obj["key"] = key
+	} else {
+		obj.Key = key
 	}
 	if v, ok := vals["version"]; ok && v != nil {
 		n, err := integer(v)
 		if err != nil {
 			return nil, reject(herald.RejectMapping, "mapping.version %s", err)
 		}
-		obj["version"] = n
+		obj.Version = &n
 	}
 	tenant, rj := mappedString(vals, "tenant")
 	if rj != nil {
@@ -137,13 +158,11 @@ func (c *Converter) Convert(m *Message) (*herald.Event, *Reject) {
 		}
 		tenant = c.src.Tenant
 	}
-	if tenant != "" {
-		obj["tenant"] = tenant
-	}
+	obj.Tenant = tenant
 	if v, ok := vals["data"]; ok {
-		obj["data"] = v
+		obj.Data = v
 	} else {
-		obj["data"] = json.RawMessage(m.Body)
+		obj.Data = json.RawMessage(m.Body)
 	}
 	raw, err := json.Marshal(obj)
 	if err != nil {
@@ -158,6 +177,20 @@ func (c *Converter) Convert(m *Message) (*herald.Event, *Reject) {
 		return nil, reject(reason, "%s", herald.CleanLine(err.Error(), 300))
 	}
 	return ev, nil
+}
+
+// eventJSON is the event object Convert hands to the API's decoder. Its
+// fields are in the order json.Marshal writes a map's keys (sorted), the
+// empty ones left out as they were from the map this replaces, so the
+// bytes are the same; a struct encodes without sorting keys or a map per
+// message.
+type eventJSON struct {
+	Data    any    `json:"data"`
+	ID      string `json:"id"`
+	Key     string `json:"key,omitempty"`
+	Tenant  string `json:"tenant,omitempty"`
+	Type    string `json:"type"`
+	Version *int64 `json:"version,omitempty"`
 }
 
 // HashID is the event id of a message with neither a mapped id nor a

@@ -90,3 +90,76 @@ func TestMappingCompileErrorsNameTheField(t *testing.T) {
 	require.ErrorAs(t, err, &he)
 	require.Equal(t, "mapping.key", he.Field)
 }
+
+// The event object handed to the API's decoder has the bytes the map
+// json.Marshal encoded before eventJSON: keys sorted, empty key and
+// tenant left out, HTML characters escaped, an unmapped body compacted.
+func TestConvertEventBytes(t *testing.T) {
+	t.Parallel()
+	var got []string
+	record := func(body []byte) (*herald.Event, error) {
+		got = append(got, string(body))
+		return httpapi.DecodeEvent(body)
+	}
+	mapped := &herald.Source{Type: herald.DestinationAMQP, Tenant: "acme", Mapping: &herald.SourceMapping{
+		Type: "body.kind", Key: "body.k", Version: "body.v", Data: "body.d"}}
+	c, err := NewConverter(mapped, record, 0)
+	require.NoError(t, err)
+	_, rj := c.Convert(&Message{Body: []byte(`{"kind":"a","k":"k1","v":3,"d":{"z":"<&>","a":1.50}}`), MessageID: "m"})
+	require.Nil(t, rj)
+	_, rj = c.Convert(&Message{Body: []byte(`{"kind":"a","d":null}`), MessageID: "m"})
+	require.Nil(t, rj)
+
+	plain, err := NewConverter(&herald.Source{Type: herald.DestinationAMQP}, record, 0)
+	require.NoError(t, err)
+	_, rj = plain.Convert(&Message{Body: []byte("{ \"b\" : [1, 2],\n \"a\": \"<\" }"), Route: "r.k", MessageID: "m"})
+	require.Nil(t, rj)
+	require.Equal(t, []string{
+		`{"data":{"a":1.5,"z":"\u003c\u0026\u003e"},"id":"m","key":"k1","tenant":"acme","type":"a","version":3}`,
+		`{"data":null,"id":"m","tenant":"acme","type":"a"}`,
+		`{"data":{"b":[1,2],"a":"\u003c"},"id":"m","type":"r.k"}`,
+	}, got)
+}
+
+// A mapping that reads no body leaves it undecoded, and still rejects a
+// body that is not JSON with the same words.
+func TestConvertBodyNotRead(t *testing.T) {
+	t.Parallel()
+	c := conv(t, &herald.Source{Mapping: &herald.SourceMapping{Type: "headers.kind", Key: "routing_key"}})
+	require.False(t, c.readsBody)
+	ev, rj := c.Convert(&Message{Body: []byte(`{"x": [1, {"y": 2}]}`), Route: "rk", Headers: map[string]string{"kind": "a.b"}})
+	require.Nil(t, rj)
+	require.Equal(t, "a.b", ev.Type)
+	require.Equal(t, "rk", ev.Key)
+	require.JSONEq(t, `{"x":[1,{"y":2}]}`, string(ev.Data))
+
+	reads := conv(t, &herald.Source{Mapping: &herald.SourceMapping{Type: "body.kind"}})
+	for _, body := range []string{"nope", "", `{"a":`, `{"a":1}x`} {
+		_, rj1 := c.Convert(&Message{Body: []byte(body), Headers: map[string]string{"kind": "a"}})
+		_, rj2 := reads.Convert(&Message{Body: []byte(body)})
+		require.NotNil(t, rj1, body)
+		require.Equal(t, herald.RejectNotJSON, rj1.Reason)
+		require.Equal(t, rj2, rj1, body)
+	}
+}
+
+// BenchmarkConvert: one bench-shaped message (herald bench --source:
+// type and data mapped from a 1 KiB body), and the same unmapped.
+func BenchmarkConvert(b *testing.B) {
+	body := []byte(`{"type":"bench.load","data":{"bench_t":1795000000000000000,"pad":"` + strings.Repeat("x", 1000) + `"}}`)
+	for name, mapping := range map[string]*herald.SourceMapping{
+		"mapped":   {Type: "body.type", Data: "body.data"},
+		"unmapped": nil,
+	} {
+		b.Run(name, func(b *testing.B) {
+			c, err := NewConverter(&herald.Source{Type: herald.DestinationNATS, Mapping: mapping}, httpapi.DecodeEvent, 0)
+			require.NoError(b, err)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, rj := c.Convert(&Message{Body: body, Route: "bench.load"}); rj != nil {
+					b.Fatal(rj)
+				}
+			}
+		})
+	}
+}

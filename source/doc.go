@@ -16,8 +16,9 @@
 //
 // Layout: consumer.go is the contract each broker package implements
 // (source/amqp, source/nats, source/redis, source/mqtt) and the registry
-// of dialers; convert.go turns a message into an event; runner.go is one
-// source's loop on one node; manager.go starts, restarts and stops the
+// of dialers; convert.go turns a message into an event; runner.go dials
+// and redials one source on one node; pipeline.go is its loop (receive,
+// convert, commit, settle, two batches in flight); manager.go starts, restarts and stops the
 // runners as sources change and holds the lease of ordered sources;
 // status.go keeps the counters each node reports to the store.
 package source

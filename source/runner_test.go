@@ -3,6 +3,7 @@ package source
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -25,6 +26,18 @@ func (p *refusingPublisher) PublishMany(_ context.Context, evs []*herald.Event) 
 		res[i] = store.EventInsertResult{ID: ev.ID}
 	}
 	return res, nil
+}
+
+// handle runs one batch through the pipeline's steps alone, as consume
+// does with each.
+func handle(ctx context.Context, r *runner, c Consumer, msgs []*Message) error {
+	b := r.prepare(msgs)
+	r.commit(ctx, b)
+	<-b.done
+	if b.err != nil {
+		return fmt.Errorf("%w: %w", errStore, b.err)
+	}
+	return r.settle(ctx, c, b)
 }
 
 // settleRecorder is the Consumer side of handle: what it was told.
@@ -54,7 +67,7 @@ func TestHandleSplitsOnRefusal(t *testing.T) {
 	}
 	msgs = append(msgs, &Message{Body: []byte(`nope`), Route: "x", MessageID: "9"})
 	rec := &settleRecorder{}
-	require.NoError(t, r.handle(context.Background(), rec, msgs))
+	require.NoError(t, handle(context.Background(), r, rec, msgs))
 	require.Len(t, rec.acked, 7)
 	require.Len(t, rec.rejected, 2)
 	require.Equal(t, "2", rec.rejected[0].MessageID)
@@ -77,7 +90,7 @@ func TestHandleStoreUnavailableSettlesNothing(t *testing.T) {
 	m := New(Config{Publisher: downPublisher{}})
 	r := &runner{m: m, src: src, conv: conv(t, src), stats: &stats{}}
 	rec := &settleRecorder{}
-	err := r.handle(context.Background(), rec, []*Message{{Body: []byte(`{}`), Route: "a"}, {Body: []byte(`x`), Route: "a"}})
+	err := handle(context.Background(), r, rec, []*Message{{Body: []byte(`{}`), Route: "a"}, {Body: []byte(`x`), Route: "a"}})
 	require.ErrorIs(t, err, errStore)
 	require.Nil(t, rec.acked)
 	require.Nil(t, rec.rejected)

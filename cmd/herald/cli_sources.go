@@ -73,7 +73,7 @@ func (f *srcFlags) register(fs *flag.FlagSet, create bool) {
 	}
 	fs.BoolVar(&f.ordered, "ordered", false, "one node at a time consumes, so broker order is publish order (--ordered=false: every node)")
 	fs.BoolVar(&f.disabled, "disabled", false, "do not consume (--disabled=false consumes again)")
-	fs.IntVar(&f.prefetch, "prefetch", 0, "most messages held unacknowledged per consumer (0: the default, 256; at most 10000)")
+	fs.IntVar(&f.prefetch, "prefetch", 0, "most messages per batch; a consumer holds up to twice that unacknowledged (0: the default, 256; at most 10000)")
 	if !create {
 		fs.BoolVar(&f.noMapping, "no-mapping", false, "remove the mapping: every field takes its default")
 	}

@@ -60,9 +60,7 @@ func catalogDecode(catalog *eventtype.Catalog, logger *slog.Logger) source.Decod
 		if err != nil {
 			return nil, err
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), catalogReadTimeout)
-		defer cancel()
-		if err := catalog.Validate(ctx, ev, "data"); err != nil {
+		if err := catalog.ValidateWithin(catalogReadTimeout, ev, "data"); err != nil {
 			if herald.ErrorCode(err) == herald.CodeSchemaMismatch {
 				return nil, err
 			}

@@ -92,8 +92,9 @@ func setup(conn *amqp.Connection, queue string, p source.DialParams) (*Consumer,
 	if _, err := ch.QueueDeclarePassive(queue, false, false, false, false, nil); err != nil {
 		return nil, queueError(queue, err)
 	}
-	// The broker stops delivering when prefetch messages are unacked on
-	// this channel: what the consumer holds stays bounded.
+	// The broker stops delivering when prefetch messages (twice the
+	// source's: the runner's two batches in flight) are unacked on this
+	// channel: what the consumer holds stays bounded.
 	prefetch := p.Prefetch
 	if prefetch <= 0 {
 		prefetch = herald.DefaultSourcePrefetch
@@ -214,8 +215,9 @@ func (c *Consumer) message(d *amqp.Delivery) *source.Message {
 }
 
 // Settle acks acked and nacks rejected without requeue (to the queue's
-// dead-letter exchange). When acked is every unsettled message, one ack
-// with multiple set covers them.
+// dead-letter exchange). When acked is every unsettled message up to the
+// highest of them (the runner's oldest batch, the next one received
+// behind it or not), one ack with multiple set covers them.
 func (c *Consumer) Settle(_ context.Context, acked, rejected []*source.Message) error {
 	seen := make(map[uint64]struct{}, len(acked)+len(rejected))
 	ackTags, err := c.tags(acked, seen)
@@ -226,16 +228,26 @@ func (c *Consumer) Settle(_ context.Context, acked, rejected []*source.Message) 
 	if err != nil {
 		return err
 	}
-	c.mu.Lock()
-	all := len(rejectTags) == 0 && len(ackTags) == len(c.unsettled)
-	c.mu.Unlock()
-	if all && len(ackTags) > 1 {
-		// Tags grow in delivery order and every unsettled one is in
-		// acked: multiple on the highest acks exactly these.
-		last := ackTags[0]
-		for _, t := range ackTags[1:] {
-			last = max(last, t)
+	var last uint64
+	for _, t := range ackTags {
+		last = max(last, t)
+	}
+	all := false
+	if len(rejectTags) == 0 && len(ackTags) > 1 {
+		c.mu.Lock()
+		upTo := 0
+		for t := range c.unsettled {
+			if t <= last {
+				upTo++
+			}
 		}
+		c.mu.Unlock()
+		all = upTo == len(ackTags)
+	}
+	if all {
+		// Tags grow in delivery order and every unsettled one up to last
+		// is in acked (they are distinct unsettled tags, as many):
+		// multiple on last acks exactly these.
 		if err := c.ch.Ack(last, true); err != nil {
 			return c.settleError(err)
 		}

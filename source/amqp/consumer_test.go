@@ -102,6 +102,53 @@ func TestPrefetchBound(t *testing.T) {
 	requireNothing(t, c, 300*time.Millisecond)
 }
 
+// With two batches unsettled (the runner receives the next while the
+// previous commits), settling the older one acks it alone, in one
+// multiple ack: the newer one stays unsettled and comes back after Close.
+func TestSettleOlderBatchOfTwo(t *testing.T) {
+	h := newHarness(t)
+	src := h.NewSource(t)
+	const batch = 5
+	h.Publish(t, src, numbered("two", 2*batch))
+	c := h.dialConsumer(t, src, "n1", 2*batch)
+	older := receiveExactly(t, c, batch)
+	newer := receiveExactly(t, c, batch)
+	require.NoError(t, c.Settle(context.Background(), older, nil))
+	require.NoError(t, c.Close())
+
+	c2 := h.dialConsumer(t, src, "n2", 2*batch)
+	again := receiveN(t, c2, batch, 2*batch)
+	require.Equal(t, bodies(newer), bodies(again), "the newer batch, redelivered")
+	for _, m := range again {
+		require.True(t, m.Token.(Token).Redelivered)
+	}
+	require.NoError(t, c2.Settle(context.Background(), again, nil))
+	waitDepth(t, h, src.Queue, 0)
+	requireNothing(t, c2, 300*time.Millisecond)
+}
+
+// receiveExactly receives n messages, never asking for more.
+func receiveExactly(t *testing.T, c *Consumer, n int) []*source.Message {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var got []*source.Message
+	for len(got) < n {
+		msgs, err := c.Receive(ctx, n-len(got))
+		require.NoError(t, err, "received %d of %d", len(got), n)
+		got = append(got, msgs...)
+	}
+	return got
+}
+
+func bodies(msgs []*source.Message) []string {
+	out := make([]string, len(msgs))
+	for i, m := range msgs {
+		out[i] = string(m.Body)
+	}
+	return out
+}
+
 // Receive returns what is there without waiting to fill max.
 func TestReceiveDoesNotLinger(t *testing.T) {
 	h := newHarness(t)

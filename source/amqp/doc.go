@@ -5,8 +5,10 @@
 // on the same connection for the queue depth, so that a failing depth
 // query never closes the consuming channel). Dial declares the queue
 // passively (herald never creates or changes it: a missing queue is a dial
-// error the source status shows), sets basic.qos to the prefetch, and
-// consumes with manual acks under a consumer tag naming the node.
+// error the source status shows), sets basic.qos to DialParams.Prefetch
+// (twice the source's prefetch: the runner receives the next batch while
+// the previous one commits), and consumes with manual acks under a
+// consumer tag naming the node.
 //
 // Settle acks what was committed and rejects poison with
 // basic.nack(requeue=false), so the queue's dead-letter exchange, when it

@@ -52,8 +52,10 @@
 //     at a clean exit and every autosave_interval (1800 s by default), not
 //     at each PUBACK.
 //
-// Flow: the consumer connects with a Receive Maximum of the source's
-// prefetch, so the broker should have at most that many QoS 1 messages
+// Flow: the consumer connects with a Receive Maximum of
+// DialParams.Prefetch (twice the source's prefetch: the runner receives
+// the next batch while the previous one commits; acks stay in receive
+// order, as MQTT requires, because the runner settles in order), so the broker should have at most that many QoS 1 messages
 // unacknowledged at herald. Mosquitto before 2.0.13 does not hold that
 // bound once messages queue (each PUBACK releases up to a Receive Maximum
 // more: eclipse-mosquitto/mosquitto#2306), so the consumer also never

@@ -5,7 +5,8 @@
 // missing one is a dial error that says so. On it, Dial creates the
 // durable pull consumer Source.Durable ("herald" by default), or updates
 // it to herald's settings when it exists: explicit acks, MaxAckPending =
-// the source's prefetch, AckWait = ackWait, FilterSubject = Source.Subject
+// DialParams.Prefetch (twice the source's prefetch: the runner receives
+// the next batch while the previous one commits), AckWait = ackWait, FilterSubject = Source.Subject
 // when set, and the server's defaults otherwise (a new durable delivers
 // the whole stream, redelivers without limit). Every node of the cluster
 // pulls from the same durable, so the nodes share its messages, and its
@@ -14,8 +15,8 @@
 // Each consumer has its own NATS connection. Messages arrive through the
 // client's pull iterator, asking for at most prefetch messages at a time;
 // the server never has more than MaxAckPending outstanding, so a message
-// waits in the client's buffer (its AckWait running) for at most one
-// batch's commit. Receive blocks for the first message, then takes what
+// waits in the client's buffer (its AckWait running) for at most two
+// batches' commits. Receive blocks for the first message, then takes what
 // already arrived, up to max.
 //
 // Message: Body = the payload, Headers = the first value of each header,

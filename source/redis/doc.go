@@ -29,8 +29,12 @@
 // XREADGROUP so a cancelled context or a dead server is noticed.
 // Entries another consumer left pending for longer than claimMinIdle (a
 // node that died) are taken over with XAUTOCLAIM, checked every
-// claimEvery. COUNT is the source's prefetch, so at most prefetch entries
-// are handed out per batch; the runner settles a batch before the next.
+// claimEvery. COUNT is the runner's batch (the source's prefetch), so at
+// most prefetch entries are handed out per batch; the runner reads the
+// next batch while the previous one commits and settles them in order,
+// so at most two batches are pending on a consumer. XREADGROUP ">" hands
+// out new entries whatever is pending, and the history cursor moves past
+// what it returned, so reading ahead needs nothing of this package.
 //
 // Settling: the acknowledged ids in one XACK; each rejected entry is
 // first copied with XADD to "<stream>:rejected" (fields body, reason,

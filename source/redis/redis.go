@@ -28,8 +28,8 @@ const (
 	// claimMinIdle is how long an entry stays pending on another consumer
 	// (another node, or an earlier run of a node under another id) before
 	// this one takes it over with XAUTOCLAIM. It must exceed the longest
-	// a live node holds a batch (a commit plus a settle, bounded at
-	// seconds), or live nodes would steal each other's entries: they
+	// a live node holds a batch (two commits, its own and the one ahead
+	// of it, plus a settle, bounded at seconds), or live nodes would steal each other's entries: they
 	// would be stored once anyway (a duplicate), but counted twice.
 	claimMinIdle = 60 * time.Second
 	// claimEvery is how often a consumer looks for such entries.
