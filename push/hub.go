@@ -283,6 +283,9 @@ func (h *hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h.wg.Add(1)
 	h.mu.Unlock()
+	// Read before the 101 is written: the user agent may act on the
+	// answer (and the clock move) before Upgrade returns here.
+	upgradedAt := h.now().UnixMilli()
 	ws, err := h.upgrader.Upgrade(w, r, nil)
 	if err != nil {
 		h.wg.Done()
@@ -300,7 +303,7 @@ func (h *hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// user agent gave up on (it waited past its own timeout on a busy node
 	// and reconnected elsewhere) may be read long after, and must not take
 	// the router record from the session that replaced it (see hello).
-	c := &conn{h: h, nc: ws.NetConn(), addr: clientKey(r), check: checkRunning, connectedAt: h.now().UnixMilli()}
+	c := &conn{h: h, nc: ws.NetConn(), addr: clientKey(r), check: checkRunning, connectedAt: upgradedAt}
 	if !h.track(c) {
 		_ = writeFrame(c.nc, opClose, closePayload(closeGoingAway, "shutting down"), time.Now().Add(closeGrace))
 		_ = c.nc.Close()
