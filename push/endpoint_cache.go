@@ -1,6 +1,8 @@
 package push
 
 import (
+	"strings"
+
 	lru "github.com/hashicorp/golang-lru/v2"
 )
 
@@ -50,7 +52,7 @@ func (ec *endpointCache) parse(k *Keys, token string, version int) (*Endpoint, e
 	}
 	// The token's text is a substring of the request path: keep a copy
 	// of its own, not the whole path's memory.
-	key.token = string(append([]byte(nil), token...))
+	key.token = strings.Clone(token)
 	ec.c.Add(key, e)
 	return e, nil
 }

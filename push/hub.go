@@ -212,9 +212,9 @@ func orDuration(d, def time.Duration) time.Duration {
 // when "", it is made here, and m.ID set first when empty. A TTL 0
 // message is written and not tracked. Any other waits up to AckWait for
 // the user agent's ack; without one it is stored (Stored), and the ack
-// that comes later deletes it. If ctx ends
-// first, ctx's error is returned and the message stays the session's: it
-// is stored when the socket closes unacked.
+// that comes later deletes it. If ctx ends first, ctx's error is
+// returned and the message stays the session's: it is stored when the
+// socket closes unacked.
 func (h *hub) Deliver(ctx context.Context, m *store.PushMessage, version string) (DeliverOutcome, error) {
 	c := h.lookup(m.UAID)
 	if c == nil {

@@ -2,10 +2,7 @@ package push
 
 import (
 	"crypto/sha256"
-	"hash"
-	"io"
 	"net/http"
-	"sync"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -50,15 +47,15 @@ func (vc *VAPIDCache) Parse(h http.Header, audience string, now time.Time) (*VAP
 	if tok == "" || err != nil {
 		return nil, err
 	}
-	hs := digests.Get().(hash.Hash)
-	hs.Reset()
+	// The key's input in one stack buffer (an application server's token
+	// and key are about 400 bytes; a longer header, up to
+	// maxAuthorizationLen, spills to the heap), not a digest per request.
+	var buf [1024]byte
+	in := buf[:0]
 	for _, part := range [...]string{tok, key, audience} {
-		_, _ = io.WriteString(hs, part)
-		hs.Write(zero[:])
+		in = append(append(in, part...), 0)
 	}
-	var id [32]byte
-	hs.Sum(id[:0])
-	digests.Put(hs)
+	id := sha256.Sum256(in)
 	if v, ok := vc.c.Get(id); ok {
 		if v.Expires.After(now) {
 			return &v, nil
@@ -72,12 +69,6 @@ func (vc *VAPIDCache) Parse(h http.Header, audience string, now time.Time) (*VAP
 	vc.c.Add(id, *v)
 	return v, nil
 }
-
-// digests are SHA-256 states for the cache key (one per request
-// otherwise).
-var digests = sync.Pool{New: func() any { return sha256.New() }}
-
-var zero [1]byte
 
 // Len is the number of tokens cached.
 func (vc *VAPIDCache) Len() int { return vc.c.Len() }

@@ -86,7 +86,8 @@ func (r *runner) consume(ctx context.Context, c Consumer) (progressed bool, err 
 		}
 		var next *batch
 		if rerr == nil && len(msgs) > 0 {
-			next = r.prepare(msgs)
+			next = &batch{}
+			r.convert(next, msgs)
 		}
 		// While cur commits, keep filling next up to prefetch: what
 		// arrives during a commit is committed right after it, in one
@@ -138,15 +139,8 @@ func (r *runner) updatePending(ctx context.Context, c Consumer) {
 	}
 }
 
-// prepare converts msgs; those that cannot become events get their
-// reject reason.
-func (r *runner) prepare(msgs []*Message) *batch {
-	b := &batch{}
-	r.convert(b, msgs)
-	return b
-}
-
-// convert converts msgs and appends them to b.
+// convert converts msgs and appends them to b; those that cannot become
+// events get their reject reason.
 func (r *runner) convert(b *batch, msgs []*Message) {
 	for _, m := range msgs {
 		m.RejectReason, m.RejectMessage = "", ""

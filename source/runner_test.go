@@ -31,7 +31,8 @@ func (p *refusingPublisher) PublishMany(_ context.Context, evs []*herald.Event) 
 // handle runs one batch through the pipeline's steps alone, as consume
 // does with each.
 func handle(ctx context.Context, r *runner, c Consumer, msgs []*Message) error {
-	b := r.prepare(msgs)
+	b := &batch{}
+	r.convert(b, msgs)
 	r.commit(ctx, b)
 	<-b.done
 	if b.err != nil {
