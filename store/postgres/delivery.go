@@ -329,6 +329,7 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, params *store.Delivery
 		return nil, mapErr(op, err)
 	}
 	s.notifyCompleted(params) // wake other nodes (notify.go)
+	s.growth.shrank(res.Applied)
 	return res, nil
 }
 

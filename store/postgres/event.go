@@ -330,6 +330,7 @@ func (s *Store) EventInsertMany(ctx context.Context, params *store.EventInsertMa
 		return nil, mapErr(op, err)
 	}
 	s.notifyInserted(params.Events, res) // wake other nodes (notify.go)
+	s.grew(b.deliveries)                 // planner statistics (analyze.go)
 	return res, nil
 }
 

@@ -118,3 +118,35 @@ func (s *Store) PreparedPlans(ctx context.Context, marks ...string) (map[string]
 	}
 	return out, rows.Err()
 }
+
+// ClaimPlan is EXPLAIN's text of the claim statement for params, planned
+// as DeliveryClaim plans it (custom plans, no rate limits) on the
+// statistics the tables have now.
+func (s *Store) ClaimPlan(ctx context.Context, params *store.DeliveryClaimParams) (string, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, customPlansSQL); err != nil {
+		return "", err
+	}
+	args := claimArgs(params, params.Limit, params.Limit)
+	args["throttle_margin_ms"] = store.ThrottleMargin.Milliseconds()
+	rows, err := tx.Query(ctx, "EXPLAIN "+claimPlainSQL, args)
+	if err != nil {
+		return "", err
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return strings.Join(lines, "\n"), err
+}
+
+// GrowthAnalyzeOff stops the ANALYZE on growth (analyze.go) and waits for
+// one running.
+func (s *Store) GrowthAnalyzeOff() {
+	s.growth.off.Store(true)
+	s.growth.wg.Wait()
+}
+
+// GrowthAnalyzeRuns is how many ANALYZEs on growth started.
+func (s *Store) GrowthAnalyzeRuns() int64 { return s.growth.runs.Load() }

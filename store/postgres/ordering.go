@@ -409,7 +409,7 @@ func (o *orderedClaim) claimKeyless(ctx context.Context, tx pgx.Tx, sub *ordered
 			WHERE id = ANY (ARRAY(SELECT d.id FROM deliveries d
 				WHERE d.tier = $1 AND d.subscription_id = $2 AND d.state = 'pending' AND d.next_attempt_at <= $3
 				  AND d.event_key = ''
-				ORDER BY d.next_attempt_at, d.id LIMIT $6 FOR UPDATE SKIP LOCKED)) AND state = 'pending'
+				ORDER BY d.next_attempt_at, d.id LIMIT $6 FOR UPDATE SKIP LOCKED)) AND `+stillPending("deliveries")+`
 			RETURNING *)
 		SELECT `+claimedColumns+` FROM l JOIN events e ON e.id = l.event_id AND e.tenant = l.event_tenant`,
 		o.params.Tier, sub.id, o.now, o.params.LeaseOwner, sub.lease, n)
@@ -519,7 +519,7 @@ func (o *orderedClaim) claimKeys(ctx context.Context, tx pgx.Tx, sub *orderedSub
 		// (still pending) and took its key counts, whatever was decided.
 		batch.Queue(`WITH l AS (
 				UPDATE deliveries SET state = 'in_flight', lease_owner = $2, lease_until = $3, updated_at = $4
-				WHERE id = ANY($1) AND state = 'pending' AND subscription_id = $5
+				WHERE id = ANY($1) AND `+stillPending("deliveries")+` AND subscription_id = $5
 				RETURNING *),
 			k AS (
 				UPDATE delivery_keys k SET holder = l.id, holder_owner = $2, holder_until = $3, last_sent_at = $6
@@ -603,8 +603,8 @@ func scanKeyState(row pgx.Row, key *string) (*store.KeyState, error) {
 }
 
 // finishUnsentSQL moves pending deliveries to skipped or superseded.
-const finishUnsentSQL = `UPDATE deliveries SET state = $2, next_attempt_at = NULL, updated_at = $3
-	WHERE id = ANY($1) AND state = 'pending'`
+var finishUnsentSQL = `UPDATE deliveries SET state = $2, next_attempt_at = NULL, updated_at = $3
+	WHERE id = ANY($1) AND ` + stillPending("deliveries")
 
 // readKeyDeliveriesSQL reads the unfinished deliveries of keys ($2) of a
 // subscription ($1), each key's in publish order (seq, created_at, id;
