@@ -19,7 +19,7 @@ func TestWriteReport(t *testing.T) {
 		Ceiling: CeilingResult{Requests: 2000, PerSecond: 25713, P50Ms: 0.1, P99Ms: 2.25}, CeilingRatio: 0.0215,
 		CPUPerDeliveryUs: 1533, CPUScope: "process", FirstPublishError: "forbidden: no",
 		IngestCommits: 900, IngestCommitMs: 0.65, CompletionTxs: 1027, DirectDispatched: 1018, ClaimTxs: 480,
-		Samples: []Sample{{AtS: 1, PublishedPerS: 300, DeliveredPerS: 297, Backlog: 3, LatencyP99Ms: 104.9, HeapMB: 6.8, RSSMB: 42.1}},
+		Samples: []Sample{{AtS: 1, PublishedPerS: 300, DeliveredPerS: 297, Backlog: 3, LatencyP99Ms: 104.9, PublishCallP99Ms: 3.7, HeapMB: 6.8, RSSMB: 42.1}},
 		Backlog: 200, BacklogAttempts: 456,
 		Drain:    true,
 		Complete: false,
@@ -38,8 +38,8 @@ CPU per delivery    1533 µs (herald process (in-process: publishers and receive
 first publish error forbidden: no
 transactions        900 ingest commits (1.0 events, 0.65 ms each), 1027 completion transactions (1.8 outcomes each)
 starts              1018 by direct dispatch, the rest from 480 claim transactions
-samples             at_s  published/s  delivered/s  backlog  p99_ms  heap_mb  rss_mb
-                        1          300          297        3   104.9      6.8    42.1
+samples             at_s  published/s  delivered/s  backlog  p99_ms  call_p99_ms  heap_mb  rss_mb
+                        1          300          297        3   104.9          3.7      6.8    42.1
 backlog             200 events to an endpoint that always fails; 456 failed attempts during the run
 drain               delivery was held until publishing ended: deliveries/s is delivery alone; latency includes the hold
 INCOMPLETE: not every delivery arrived (or died) before --wait ran out

@@ -21,6 +21,10 @@ type Sample struct {
 	Backlog int64 `json:"backlog"`
 	// LatencyP99Ms is the publish→delivery p99 of the interval's deliveries.
 	LatencyP99Ms float64 `json:"latency_p99_ms"`
+	// PublishCallP99Ms is the p99 of the interval's publish calls (the
+	// measured load's, not a --burst's): how much of LatencyP99Ms the
+	// node's answer took, the rest being delivery.
+	PublishCallP99Ms float64 `json:"publish_call_p99_ms"`
 	// HeapMB is the Go heap in use and RSSMB the process's resident set
 	// (publisher, node and receiver share the process).
 	HeapMB float64 `json:"heap_mb"`
@@ -37,7 +41,7 @@ func sampleRun(every time.Duration, start time.Time, p *publisher, recv sink) (s
 		tk := time.NewTicker(every)
 		defer tk.Stop()
 		lastPub, lastDel, last := int64(0), int64(0), start
-		mark := recv.Latency().Mark()
+		mark, callMark := recv.Latency().Mark(), p.calls.Mark()
 		for {
 			select {
 			case <-done:
@@ -49,14 +53,17 @@ func sampleRun(every time.Duration, start time.Time, p *publisher, recv sink) (s
 				runtime.ReadMemStats(&ms)
 				p99 := recv.Latency().QuantilesSince(mark, 0.99)[0]
 				mark = recv.Latency().Mark()
+				callP99 := p.calls.QuantilesSince(callMark, 0.99)[0]
+				callMark = p.calls.Mark()
 				out = append(out, Sample{
-					AtS:           now.Sub(start).Seconds(),
-					PublishedPerS: float64(pub-lastPub) / dt,
-					DeliveredPerS: float64(del-lastDel) / dt,
-					Backlog:       p.wanted.Load() - del,
-					LatencyP99Ms:  p99,
-					HeapMB:        float64(ms.HeapInuse) / (1 << 20),
-					RSSMB:         rssBytes("self") / (1 << 20),
+					AtS:              now.Sub(start).Seconds(),
+					PublishedPerS:    float64(pub-lastPub) / dt,
+					DeliveredPerS:    float64(del-lastDel) / dt,
+					Backlog:          p.wanted.Load() - del,
+					LatencyP99Ms:     p99,
+					PublishCallP99Ms: callP99,
+					HeapMB:           float64(ms.HeapInuse) / (1 << 20),
+					RSSMB:            rssBytes("self") / (1 << 20),
 				})
 				lastPub, lastDel, last = pub, del, now
 			}

@@ -28,6 +28,9 @@ import (
 // reads at most 30,000 rows (the default statistics target): a few ms on
 // a queue. At steady rates inserts and outcomes balance and nothing runs.
 // Each node counts its own writes; any node's ANALYZE serves them all.
+// The claim itself no longer depends on these statistics (claim.go,
+// docs/adr/0030-plans-that-hold-on-stale-statistics.md); the rest of the
+// statements do.
 
 // growthAnalyzeMin is the least net growth (rows) that triggers an
 // ANALYZE of the active partition.
