@@ -139,18 +139,6 @@ LEFT JOIN LATERAL (
 ) e ON true`
 }
 
-// stillPending is the predicate "alias.state = 'pending'" for statements
-// that find their rows by id: spelled so that "IN" confines the statement
-// to the active partition of deliveries at plan time, and so that the
-// partial pending index (tier, subscription, due, id WHERE state =
-// 'pending') cannot serve it. Written plainly, a planner whose statistics
-// said the partition was empty chose that index and walked the whole
-// backlog for the ids (issue 28; see analyze.go for why the statistics
-// said so).
-func stillPending(alias string) string {
-	return alias + ".state IN ('pending', 'in_flight') AND " + alias + ".state IS NOT DISTINCT FROM 'pending'"
-}
-
 // customPlansSQL is the first statement of every claim transaction (it
 // rides in the first pipeline, throttleLockSQLs): every statement of the
 // claim is planned for the table as it is now, never with a cached generic

@@ -914,3 +914,15 @@ func createKeyRowsQuery(subs []*orderedSub) (string, []any) {
 		ORDER BY x.sub, x.key
 		ON CONFLICT (subscription_id, event_key) DO NOTHING`, []any{subIDs, keys}
 }
+
+// stillPending is the predicate "alias.state = 'pending'" for the ordered
+// claim's statements that find their rows by id: "IN" confines them to the
+// active partition of deliveries at plan time and gives the primary key
+// (id, state) both its columns, and the second spelling keeps the partial
+// pending index (its predicate no longer implied) out of the choice. The
+// unordered claim, where a planner on stale statistics walked that index
+// for the ids (issue 28), finds its rows by tuple id instead (claim.go,
+// ADR 0030); these statements were not measured.
+func stillPending(alias string) string {
+	return alias + ".state IN ('pending', 'in_flight') AND " + alias + ".state IS NOT DISTINCT FROM 'pending'"
+}
