@@ -31,6 +31,19 @@ func (d *deletingStore) EventInsertMany(ctx context.Context, p *store.EventInser
 		if err := d.Store.SubscriptionDelete(ctx, &store.SubscriptionDeleteParams{ID: victim, Now: p.Now}); err != nil {
 			return nil, err
 		}
+		if p.Versions != nil {
+			// The delete lands after the insert checked the versions (it
+			// commits between the statement's snapshot and its lock on the
+			// subscription): the guard passes and the store drops the
+			// delivery itself.
+			v, err := d.Store.SubscriptionsVersion(ctx)
+			if err != nil {
+				return nil, err
+			}
+			q := *p
+			q.Versions = &v
+			p = &q
+		}
 	}
 	return d.Store.EventInsertMany(ctx, p)
 }

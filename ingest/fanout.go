@@ -405,15 +405,22 @@ func match(subs []compiledSub, ev *herald.Event) []*compiledSub {
 // in, one pending tier-0 delivery per matching subscription. Call Refresh
 // first.
 func (f *Fanout) Inserts(events []*herald.Event, now time.Time, tier0Delay time.Duration) []store.EventInsert {
-	out, _ := f.inserts(events, now, tier0Delay)
+	out, _, _ := f.inserts(events, now, tier0Delay)
 	return out
 }
 
 // inserts is Inserts that also returns, per event, the cached subscription
-// of each delivery (same order as Deliveries).
-func (f *Fanout) inserts(events []*herald.Event, now time.Time, tier0Delay time.Duration) ([]store.EventInsert, [][]*compiledSub) {
+// of each delivery (same order as Deliveries), and the versions of the
+// cache it matched against (nil before the first load): what
+// store.EventInsertManyParams.Versions checks.
+func (f *Fanout) inserts(events []*herald.Event, now time.Time, tier0Delay time.Duration) ([]store.EventInsert, [][]*compiledSub, *store.SubscriptionsVersions) {
 	f.mu.RLock()
 	subs := f.subs
+	var version *store.SubscriptionsVersions
+	if f.loaded {
+		v := f.version // installed with subs, under mu
+		version = &v
+	}
 	f.mu.RUnlock()
 	out := make([]store.EventInsert, len(events))
 	targets := make([][]*compiledSub, len(events))
@@ -435,5 +442,5 @@ func (f *Fanout) inserts(events []*herald.Event, now time.Time, tier0Delay time.
 		}
 		out[i], targets[i] = ins, matched
 	}
-	return out, targets
+	return out, targets, version
 }

@@ -291,21 +291,70 @@ func (i *Ingester) PublishMany(ctx context.Context, events []*herald.Event) ([]s
 	return res, nil
 }
 
+// guardedTries is how many times commit matches on the cache as it is and
+// lets the insert check the cache's versions before it reads the versions
+// itself first (the way that cannot be outrun by changes).
+const guardedTries = 3
+
 func (i *Ingester) commit(ctx context.Context, events []*herald.Event) ([]store.EventInsertResult, error) {
-	if err := i.fanout.Refresh(ctx); err != nil {
-		return nil, err
+	// Matching runs on the cache as it is, and the insert checks in its own
+	// transaction that the cache's versions are the store's
+	// (store.EventInsertManyParams.Versions): one round trip per commit,
+	// not a version read and then the insert (issue 26: at steady rates
+	// nearly every event is its own commit). When the versions moved, the
+	// cache reloads and the events are matched again; after guardedTries
+	// such misses (subscriptions changing faster than commits), the
+	// versions are read first and the insert is not checked.
+	var (
+		inserts         []store.EventInsert
+		targets         [][]*compiledSub
+		kept            []int
+		dropped         []string
+		res             []store.EventInsertResult
+		reserved        int
+		now, start      time.Time
+		err             error
+		refresh, forced = false, false
+	)
+	for try := 1; ; try++ {
+		if refresh {
+			if err := i.fanout.Refresh(ctx); err != nil {
+				return nil, err
+			}
+		}
+		now = i.cfg.Now().UTC().Truncate(time.Millisecond)
+		var version *store.SubscriptionsVersions
+		inserts, targets, version = i.fanout.inserts(events, now, i.cfg.Tier0Delay)
+		if version == nil && !refresh {
+			refresh = true // never loaded
+			continue
+		}
+		if try > guardedTries {
+			version, forced = nil, true // read by the Refresh above
+		}
+		// herald.* events nobody receives are not stored (counted instead).
+		inserts, targets, kept, dropped = i.fanout.dropUnreceived(inserts, targets)
+		if len(inserts) == 0 {
+			if !refresh {
+				// Dropped on the cache's word alone: confirm it is current.
+				refresh = true
+				continue
+			}
+			i.fanout.CountDropped(dropped)
+			return spreadResults(nil, kept, events), nil // only system events nobody receives
+		}
+		reserved = i.leaseDirect(inserts, targets, now)
+		start = time.Now()
+		res, err = i.cfg.Store.EventInsertMany(ctx, &store.EventInsertManyParams{Events: inserts, Now: now, Versions: version})
+		if errors.Is(err, store.ErrSubscriptionsMoved) && !forced {
+			if reserved > 0 {
+				i.cfg.Dispatcher.DispatchCancel(reserved)
+			}
+			refresh = true
+			continue
+		}
+		break
 	}
-	now := i.cfg.Now().UTC().Truncate(time.Millisecond)
-	inserts, targets := i.fanout.inserts(events, now, i.cfg.Tier0Delay)
-	// herald.* events nobody receives are not stored (counted instead).
-	inserts, targets, kept, dropped := i.fanout.dropUnreceived(inserts, targets)
-	reserved := i.leaseDirect(inserts, targets, now)
-	start := time.Now()
-	if len(inserts) == 0 {
-		i.fanout.CountDropped(dropped)
-		return spreadResults(nil, kept, events), nil // only system events nobody receives
-	}
-	res, err := i.cfg.Store.EventInsertMany(ctx, &store.EventInsertManyParams{Events: inserts, Now: now})
 	deliveries := 0
 	for _, in := range inserts {
 		deliveries += len(in.Deliveries)

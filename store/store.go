@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"time"
 
@@ -451,7 +452,21 @@ type SubscriptionSecretRotateParams struct {
 type EventInsertManyParams struct {
 	Events []EventInsert
 	Now    time.Time
+	// Versions, when set, are the SubscriptionsVersions of the fan-out
+	// cache that chose Deliveries. The store compares both with its own
+	// inside the insert's transaction and, when either differs, inserts
+	// nothing and returns ErrSubscriptionsMoved: the caller reloads and
+	// matches again. It saves the ingester the separate version read it
+	// would otherwise make before every group commit (at steady rates
+	// nearly one per event; issue 26), and keeps the rule that every
+	// subscription change committed before the insert is matched. Nil:
+	// no check.
+	Versions *SubscriptionsVersions
 }
+
+// ErrSubscriptionsMoved is EventInsertMany's answer when
+// EventInsertManyParams.Versions is not the store's: nothing was stored.
+var ErrSubscriptionsMoved = errors.New("subscriptions changed since the fan-out cache was loaded")
 
 // EventInsert is one event with the deliveries fan-out decided for it.
 type EventInsert struct {

@@ -27,14 +27,25 @@ import (
 // Pauses, disables and updates take FOR NO KEY UPDATE, which does not
 // conflict with KEY SHARE: publishing never waits for them.
 //
+// With the fan-out cache's versions ($16, $17; store.EventInsertManyParams
+// .Versions) it first compares them with subscriptions_version, in the
+// statement's own snapshot: when either differs it locks and inserts
+// nothing and answers one row of NULLs (readInserted: moved). Both NULL:
+// no check. The comparison sees every subscription change committed before
+// the statement began, which is what the separate version read before it
+// used to see.
+//
 // The deliveries are inserted in input order (ORDER BY the array position),
 // so the publish positions their seq default takes from deliveries_seq
 // follow the call's order (store/ordering.go): the default is evaluated
 // above the sorted SELECT, row by row.
 const insertEventsSQL = `
-WITH live AS (
+WITH cur AS (
+	SELECT coalesce((SELECT v.version = $16::bigint AND v.pauses_version = $17::bigint FROM subscriptions_version v),
+		false) OR $16::bigint IS NULL AS ok
+), live AS (
 	SELECT s.id FROM subscriptions s
-	WHERE s.id = ANY($9::text[]) AND s.deleted_at IS NULL
+	WHERE s.id = ANY($9::text[]) AND s.deleted_at IS NULL AND (SELECT ok FROM cur)
 	ORDER BY s.id
 	FOR KEY SHARE
 ), d AS (
@@ -50,6 +61,7 @@ WITH live AS (
 	FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::timestamptz[], $14::text[])
 		AS e(id, type, key, version, data, created_at, tenant)
 	LEFT JOIN counts c ON c.event_id = e.id AND c.event_tenant = e.tenant
+	WHERE (SELECT ok FROM cur)
 	ON CONFLICT (id, tenant) DO NOTHING
 	RETURNING id, tenant, key, version
 ), dl AS (
@@ -64,7 +76,9 @@ WITH live AS (
 SELECT id, tenant, NULL::text AS gone FROM ins
 UNION ALL
 SELECT NULL, NULL, x.id FROM (SELECT DISTINCT unnest($9::text[]) AS id) x
-WHERE x.id NOT IN (SELECT id FROM live)`
+WHERE x.id NOT IN (SELECT id FROM live) AND (SELECT ok FROM cur)
+UNION ALL
+SELECT NULL, NULL, NULL WHERE NOT (SELECT ok FROM cur)`
 
 // eventBatch is EventInsertMany's input laid out as column arrays for
 // insertEventsSQL, with the bookkeeping to answer each input in order.
@@ -128,8 +142,17 @@ func newEventBatch(events []store.EventInsert, now time.Time) *eventBatch {
 	b.ids, b.tenants = ids, tenants
 	b.deliveries = len(dIDs)
 	b.args = []any{ids, types, keys, versions, datas, created, dIDs, dEvents, dSubs, ms(now), dNext,
-		dOwners, dUntil, tenants, dTenants}
+		dOwners, dUntil, tenants, dTenants, nil, nil}
 	return b
+}
+
+// guard makes the insert check the fan-out cache's versions v (nil: none).
+func (b *eventBatch) guard(v *store.SubscriptionsVersions) {
+	if v == nil {
+		b.args[15], b.args[16] = nil, nil
+		return
+	}
+	b.args[15], b.args[16] = v.Subscriptions, v.Pauses
 }
 
 // readbackSQL returns the delivery counts of the events the insert found
@@ -173,17 +196,21 @@ func (b *eventBatch) read(br pgx.BatchResults, events []store.EventInsert) ([]st
 type inserted struct {
 	isNew map[store.EventKey]bool
 	gone  map[string]bool
+	// moved: the versions guard failed and nothing was inserted.
+	moved bool
 }
 
 func readInserted(rows pgx.Rows) (*inserted, error) {
 	ins := &inserted{isNew: map[store.EventKey]bool{}, gone: map[string]bool{}}
 	var newID, newTenant, goneID *string
 	if _, err := pgx.ForEachRow(rows, []any{&newID, &newTenant, &goneID}, func() error {
-		if newID != nil {
+		switch {
+		case newID != nil:
 			ins.isNew[store.EventKey{ID: *newID, Tenant: *newTenant}] = true
-		}
-		if goneID != nil {
+		case goneID != nil:
 			ins.gone[*goneID] = true
+		default:
+			ins.moved = true
 		}
 		return nil
 	}); err != nil {
@@ -278,6 +305,7 @@ func (s *Store) EventInsertMany(ctx context.Context, params *store.EventInsertMa
 		return nil, err
 	}
 	b := newEventBatch(params.Events, params.Now)
+	b.guard(params.Versions)
 	// The insert alone (after genericPlansSQL for a small batch, in the
 	// same round trip),
 	// one implicit transaction; a deadlock or a serialization failure
@@ -314,6 +342,9 @@ func (s *Store) EventInsertMany(ctx context.Context, params *store.EventInsertMa
 	})
 	if err != nil {
 		return nil, mapErr(op, err)
+	}
+	if ins.moved {
+		return nil, store.ErrSubscriptionsMoved
 	}
 	var original map[store.EventKey]int
 	if ids, tenants := b.missing(ins); len(ids) > 0 {

@@ -14,14 +14,32 @@ import (
 
 // EventInsertMany stores events and their deliveries in one transaction.
 func (s *Store) EventInsertMany(ctx context.Context, params *store.EventInsertManyParams) ([]store.EventInsertResult, error) {
-	var out []store.EventInsertResult
+	var (
+		out   []store.EventInsertResult
+		moved bool
+	)
 	err := s.writeTx(ctx, "event insert many", func(tx *sql.Tx) error {
+		if params.Versions != nil {
+			// Under the single writer: no subscription change can commit
+			// between this read and the insert.
+			var v store.SubscriptionsVersions
+			if err := tx.QueryRowContext(ctx, versionsSQL).Scan(&v.Subscriptions, &v.Pauses); err != nil {
+				return err
+			}
+			if v != *params.Versions {
+				moved = true
+				return nil // nothing written; the commit is empty
+			}
+		}
 		var err error
 		out, err = insertEvents(ctx, tx, params.Events, params.Now)
 		return err
 	})
 	if err != nil {
 		return nil, err
+	}
+	if moved {
+		return nil, store.ErrSubscriptionsMoved
 	}
 	return out, nil
 }

@@ -204,6 +204,72 @@ func testEvent(t *testing.T, newStore NewStoreFunc) {
 		require.ElementsMatch(t, []string{d1, d2}, deliveryIDs(got.Deliveries))
 	})
 
+	t.Run("VersionsGuard", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newStore)
+		sub := b.createSub(t)
+		insert := func(v *store.SubscriptionsVersions) (*herald.Event, string, error) {
+			ev, d := newEvent(), herald.NewID(herald.PrefixDelivery)
+			_, err := b.store.EventInsertMany(b.ctx, &store.EventInsertManyParams{Now: now, Versions: v, Events: []store.EventInsert{
+				{Event: ev, Deliveries: []store.DeliveryInsert{{ID: d, SubscriptionID: sub.ID, NextAttemptAt: now}}},
+			}})
+			return ev, d, err
+		}
+		requireStored := func(ev *herald.Event, d string, stored bool) {
+			t.Helper()
+			_, err := b.store.EventGet(b.ctx, &store.EventGetParams{ID: ev.ID})
+			_, derr := b.store.DeliveryGet(b.ctx, d)
+			if stored {
+				require.NoError(t, err)
+				require.NoError(t, derr)
+				return
+			}
+			require.ErrorIs(t, err, herald.ErrNotFound, "event of a moved insert")
+			require.ErrorIs(t, derr, herald.ErrNotFound, "delivery of a moved insert")
+		}
+
+		v := b.versions(t)
+		ev, d, err := insert(&v)
+		require.NoError(t, err, "the store's own versions pass")
+		requireStored(ev, d, true)
+
+		// A subscription change since v: nothing is stored.
+		b.createSub(t)
+		ev, d, err = insert(&v)
+		require.ErrorIs(t, err, store.ErrSubscriptionsMoved)
+		requireStored(ev, d, false)
+
+		// A pause since v2: the same.
+		v2 := b.versions(t)
+		_, ids := b.publish(t, now, sub.ID)
+		var c *store.ClaimedDelivery
+		for _, cd := range b.claim(t, store.DeliveryClaimParams{Tier: 0, LeaseOwner: ownerA, Now: now}) {
+			if cd.Delivery.ID == ids[0] {
+				c = cd
+			}
+		}
+		require.NotNil(t, c)
+		_, err = b.store.DeliveryCompleteMany(b.ctx, &store.DeliveryCompleteManyParams{
+			Outcomes:           []store.DeliveryOutcome{retried(c, ownerA, now, now.Add(time.Minute))},
+			PauseSubscriptions: []store.SubscriptionPause{{ID: sub.ID, Until: now.Add(time.Minute)}},
+			Now:                now,
+		})
+		require.NoError(t, err)
+		ev, d, err = insert(&v2)
+		require.ErrorIs(t, err, store.ErrSubscriptionsMoved)
+		requireStored(ev, d, false)
+
+		// Current versions, and no versions at all, insert.
+		v3 := b.versions(t)
+		require.NotEqual(t, v2, v3)
+		ev, d, err = insert(&v3)
+		require.NoError(t, err)
+		requireStored(ev, d, true)
+		ev, d, err = insert(nil)
+		require.NoError(t, err)
+		requireStored(ev, d, true)
+	})
+
 	t.Run("AllOrNothing", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, newStore)
