@@ -208,7 +208,7 @@ func TestCloseDrainsInBatches(t *testing.T) {
 				_, errs[i] = ing.PublishOne(context.Background(), event("a.b", `{}`))
 			}()
 		}
-		require.Eventually(t, func() bool { return len(ing.lanes[0].reqs) == n }, 10*time.Second, time.Millisecond)
+		require.Eventually(t, func() bool { return len(ing.reqs) == n }, 10*time.Second, time.Millisecond)
 		closed := make(chan struct{})
 		go func() { ing.Close(); close(closed) }()
 		// Close marks the ingester closed at once (publishes are refused)
@@ -246,7 +246,7 @@ func TestCloseWithoutStart(t *testing.T) {
 		_, err := ing.PublishOne(context.Background(), event("a.b", `{}`))
 		done <- err
 	}()
-	require.Eventually(t, func() bool { return len(ing.lanes[0].reqs) == 1 }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return len(ing.reqs) == 1 }, 10*time.Second, time.Millisecond)
 	ing.Close()
 	select {
 	case err := <-done:

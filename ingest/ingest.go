@@ -104,6 +104,7 @@ type Dispatcher interface {
 type Ingester struct {
 	cfg    Config
 	fanout *Fanout
+	reqs   chan *request
 	wg     sync.WaitGroup
 	once   sync.Once
 	// Closing protocol. Close closes closing (waking enqueues blocked on a
@@ -115,9 +116,20 @@ type Ingester struct {
 	closing chan struct{}
 	stop    chan struct{}
 	started atomic.Bool
-	// lanes are the two queues of publishes (lane.go): small requests and
-	// bulk ones, each with its own committers.
-	lanes [2]*lane
+	// gathering is held by the committer gathering the next group, from
+	// its wait for a first request until the group is complete; it
+	// commits after letting go, so one committer's commit overlaps the
+	// next one's gathering, but two never gather at once. Gathering side
+	// by side, each took every other publish: at 1,000 events/s the
+	// steady wait (SteadyWait) was defeated — the other committer took
+	// the events it waited for — and each committer's own groups came
+	// twice as far apart as the flow's, too far to count as steady
+	// (docs/benchmarks.md, "Issue 26", 2026-12-02). last and prev are the
+	// flow's, read and written only under gathering: the size of the
+	// previous group commit and when its first event came.
+	gathering sync.Mutex
+	last      int
+	prev      time.Time
 }
 
 // request is one publish call's events: one for PublishOne, a batch for
@@ -165,7 +177,7 @@ func New(cfg Config) *Ingester {
 	return &Ingester{
 		cfg:     cfg,
 		fanout:  fanout,
-		lanes:   [2]*lane{newLane(cfg), newLane(cfg)},
+		reqs:    make(chan *request, cfg.MaxBatch*cfg.Committers),
 		closing: make(chan struct{}),
 		stop:    make(chan struct{}),
 	}
@@ -178,11 +190,9 @@ func (i *Ingester) Fanout() *Fanout { return i.fanout }
 // Start runs the committers until Close.
 func (i *Ingester) Start() {
 	i.started.Store(true)
-	for _, l := range i.lanes {
-		for n := 0; n < i.cfg.Committers; n++ {
-			i.wg.Add(1)
-			go i.committer(l)
-		}
+	for n := 0; n < i.cfg.Committers; n++ {
+		i.wg.Add(1)
+		go i.committer()
 	}
 }
 
@@ -197,15 +207,13 @@ func (i *Ingester) Close() {
 	})
 	i.wg.Wait()
 	// Left over only when Start was never called: nobody will commit it.
-	for _, l := range i.lanes {
-		for drained := false; !drained; {
-			select {
-			case r := <-l.reqs:
-				r.err = ErrClosed
-				close(r.done)
-			default:
-				drained = true
-			}
+	for {
+		select {
+		case r := <-i.reqs:
+			r.err = ErrClosed
+			close(r.done)
+		default:
+			return
 		}
 	}
 }
@@ -239,7 +247,7 @@ func (i *Ingester) enqueue(ctx context.Context, r *request) error {
 	default:
 	}
 	select {
-	case i.laneOf(r).reqs <- r:
+	case i.reqs <- r:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -479,41 +487,41 @@ func claimedDirect(ev *herald.Event, d *store.DeliveryInsert, cs *compiledSub, n
 	}
 }
 
-func (i *Ingester) committer(l *lane) {
+func (i *Ingester) committer() {
 	defer i.wg.Done()
 	g := &group{max: i.cfg.MaxBatch}
 	for {
-		l.gathering.Lock()
+		i.gathering.Lock()
 		g.reset()
 		if g.events == 0 {
 			select {
-			case r := <-l.reqs:
+			case r := <-i.reqs:
 				g.add(r)
 			case <-i.stop:
 				// Nothing can be queued any more (see Close): commit what
 				// is, in batches as usual, but without waiting for more.
-				defer l.gathering.Unlock()
+				defer i.gathering.Unlock()
 				for {
 					g.reset()
 					if g.events == 0 {
 						select {
-						case r := <-l.reqs:
+						case r := <-i.reqs:
 							g.add(r)
 						default:
 							return
 						}
 					}
-					i.fill(l, g, 0)
+					i.fill(g, 0)
 					i.flush(g.reqs)
 				}
 			}
 		}
 		now := time.Now()
-		close := now.Sub(l.prev) < 2*i.cfg.SteadyWait
-		l.prev = now
-		i.fill(l, g, i.wait(l.last, close))
-		l.last = g.events
-		l.gathering.Unlock()
+		close := now.Sub(i.prev) < 2*i.cfg.SteadyWait
+		i.prev = now
+		i.fill(g, i.wait(i.last, close))
+		i.last = g.events
+		i.gathering.Unlock()
 		i.flush(g.reqs)
 	}
 }
@@ -569,10 +577,10 @@ func (g *group) full() bool { return g.events >= g.max || g.carry != nil }
 
 // fill adds queued requests to g without waiting, then waits up to wait
 // for more.
-func (i *Ingester) fill(l *lane, g *group, wait time.Duration) {
+func (i *Ingester) fill(g *group, wait time.Duration) {
 	for !g.full() {
 		select {
-		case r := <-l.reqs:
+		case r := <-i.reqs:
 			g.add(r)
 			continue
 		default:
@@ -586,7 +594,7 @@ func (i *Ingester) fill(l *lane, g *group, wait time.Duration) {
 	defer t.Stop()
 	for !g.full() {
 		select {
-		case r := <-l.reqs:
+		case r := <-i.reqs:
 			g.add(r)
 		case <-t.C:
 			return

@@ -98,7 +98,7 @@ func TestGroupCommitBatches(t *testing.T) {
 				results[i], errs[i] = ing.PublishOne(context.Background(), event("a.b", `{}`))
 			}()
 		}
-		require.Eventually(t, func() bool { return len(ing.lanes[0].reqs) == n }, 10*time.Second, time.Millisecond)
+		require.Eventually(t, func() bool { return len(ing.reqs) == n }, 10*time.Second, time.Millisecond)
 		select {
 		case err := <-first:
 			t.Fatalf("answered before its commit finished (err %v)", err)
@@ -151,7 +151,7 @@ func TestGroupCommitRefusedIsCommittedInParts(t *testing.T) {
 				_, errs[i] = ing.PublishOne(context.Background(), evs[i])
 			}()
 		}
-		require.Eventually(t, func() bool { return len(ing.lanes[0].reqs) == n }, 10*time.Second, time.Millisecond)
+		require.Eventually(t, func() bool { return len(ing.reqs) == n }, 10*time.Second, time.Millisecond)
 		close(release)
 		wg.Wait()
 		for i := 0; i < n; i++ {

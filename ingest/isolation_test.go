@@ -165,10 +165,9 @@ func waitOrFail(t *testing.T, wg *sync.WaitGroup, d time.Duration, msg string) {
 }
 
 // Concurrent batches share a group commit, whole: a batch the store
-// refuses fails alone (as a batch call always did), the others in the same
-// commit get their results, and a batch that would take a commit past
-// MaxBatch waits for the next one. (Single publishes commit in a lane of
-// their own: TestSinglePublishesSkipBatches.)
+// refuses fails alone (as a batch call always did), the others and the
+// single publishes in the same commit get their results, and a batch that
+// would take a commit past MaxBatch waits for the next one.
 func TestGroupCommitSharedByBatches(t *testing.T) {
 	t.Parallel()
 	testdb.ForEach(t, func(t *testing.T, s store.Store) {
@@ -181,9 +180,9 @@ func TestGroupCommitSharedByBatches(t *testing.T) {
 func groupCommitSharedByBatches(t *testing.T, s store.Store) {
 	createSub(t, s, nil, nil, herald.SubscriptionEnabled)
 	rs := &refusingStore{Store: s, refuse: func(ev *herald.Event) bool { return ev.ID == "poison" }}
-	// 3 batches of 10 fill MaxBatch 30 exactly; the long FlushInterval
-	// holds the commit until they are all in it.
-	ing := setup(t, rs, Config{MaxBatch: 30, FlushInterval: time.Minute})
+	// 3 batches of 10 and 5 single publishes fill MaxBatch 35 exactly; the
+	// long FlushInterval holds the commit until they are all in it.
+	ing := setup(t, rs, Config{MaxBatch: 35, FlushInterval: time.Minute})
 
 	batch := func(name string, n int) []*herald.Event {
 		evs := make([]*herald.Event, n)
@@ -204,6 +203,14 @@ func groupCommitSharedByBatches(t *testing.T, s store.Store) {
 			bres[i], berr[i] = ing.PublishMany(context.Background(), batches[i])
 		}()
 	}
+	serr := make([]error, 5)
+	for i := range serr {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, serr[i] = ing.PublishOne(context.Background(), &herald.Event{ID: fmt.Sprintf("one-%d", i), Type: "a.b", Data: json.RawMessage(`{}`)})
+		}()
+	}
 	waitOrFail(t, &wg, 60*time.Second, "publishers were not answered")
 
 	require.Error(t, berr[1], "the batch holding the refused event fails whole")
@@ -218,8 +225,11 @@ func groupCommitSharedByBatches(t *testing.T, s store.Store) {
 			require.Equal(t, batches[i][n].ID, r.ID, "results in input order")
 		}
 	}
+	for _, err := range serr {
+		require.NoError(t, err)
+	}
 	sizes := rs.callSizes()
-	require.Equal(t, 30, sizes[0], "every batch was in one group commit first: %v", sizes)
+	require.Equal(t, 35, sizes[0], "every batch and single publish was in one group commit first: %v", sizes)
 }
 
 func groupCarry(t *testing.T) {
