@@ -291,9 +291,9 @@ func (i *Ingester) PublishMany(ctx context.Context, events []*herald.Event) ([]s
 	return res, nil
 }
 
-// guardedTries is how many times commit matches on the cache as it is and
-// lets the insert check the cache's versions before it reads the versions
-// itself first (the way that cannot be outrun by changes).
+// guardedTries is how many inserts of one commit may check the cache's
+// versions and find them moved before the commit reads the versions
+// itself first and inserts unchecked, which changes cannot outrun.
 const guardedTries = 3
 
 func (i *Ingester) commit(ctx context.Context, events []*herald.Event) ([]store.EventInsertResult, error) {
