@@ -32,17 +32,6 @@ func (c *churnStore) EventInsertMany(ctx context.Context, params *store.EventIns
 	return c.loadStore.EventInsertMany(ctx, params)
 }
 
-func subsOf(t *testing.T, s store.Store, id string) []string {
-	t.Helper()
-	got, err := s.EventGet(context.Background(), &store.EventGetParams{ID: id})
-	require.NoError(t, err)
-	var out []string
-	for _, d := range got.Deliveries {
-		out = append(out, d.SubscriptionID)
-	}
-	return out
-}
-
 // A commit on a current cache reads no version of its own: the insert
 // checks the cache's (issue 26). A change made behind the cache's back is
 // still matched by the next publish, which reloads once.

@@ -306,17 +306,18 @@ func (i *Ingester) commit(ctx context.Context, events []*herald.Event) ([]store.
 	// such misses (subscriptions changing faster than commits), the
 	// versions are read first and the insert is not checked.
 	var (
-		inserts         []store.EventInsert
-		targets         [][]*compiledSub
-		kept            []int
-		dropped         []string
-		res             []store.EventInsertResult
-		reserved        int
-		now, start      time.Time
-		err             error
-		refresh, forced = false, false
+		inserts    []store.EventInsert
+		targets    [][]*compiledSub
+		kept       []int
+		dropped    []string
+		res        []store.EventInsertResult
+		reserved   int
+		now, start time.Time
+		err        error
+		refresh    bool
+		misses     int // inserts that found the versions moved
 	)
-	for try := 1; ; try++ {
+	for {
 		if refresh {
 			if err := i.fanout.Refresh(ctx); err != nil {
 				return nil, err
@@ -329,8 +330,8 @@ func (i *Ingester) commit(ctx context.Context, events []*herald.Event) ([]store.
 			refresh = true // never loaded
 			continue
 		}
-		if try > guardedTries {
-			version, forced = nil, true // read by the Refresh above
+		if misses >= guardedTries {
+			version = nil // read by the Refresh above; insert unchecked
 		}
 		// herald.* events nobody receives are not stored (counted instead).
 		inserts, targets, kept, dropped = i.fanout.dropUnreceived(inserts, targets)
@@ -346,11 +347,11 @@ func (i *Ingester) commit(ctx context.Context, events []*herald.Event) ([]store.
 		reserved = i.leaseDirect(inserts, targets, now)
 		start = time.Now()
 		res, err = i.cfg.Store.EventInsertMany(ctx, &store.EventInsertManyParams{Events: inserts, Now: now, Versions: version})
-		if errors.Is(err, store.ErrSubscriptionsMoved) && !forced {
+		if version != nil && errors.Is(err, store.ErrSubscriptionsMoved) {
 			if reserved > 0 {
 				i.cfg.Dispatcher.DispatchCancel(reserved)
 			}
-			refresh = true
+			refresh, misses = true, misses+1
 			continue
 		}
 		break

@@ -66,6 +66,18 @@ func setup(t *testing.T, s store.Store, cfg Config) *Ingester {
 	return ing
 }
 
+// subsOf returns the subscriptions of the stored event id's deliveries.
+func subsOf(t *testing.T, s store.Store, id string) []string {
+	t.Helper()
+	got, err := s.EventGet(context.Background(), &store.EventGetParams{ID: id})
+	require.NoError(t, err)
+	var out []string
+	for _, d := range got.Deliveries {
+		out = append(out, d.SubscriptionID)
+	}
+	return out
+}
+
 func event(typ, data string) *herald.Event {
 	return &herald.Event{Type: typ, Data: json.RawMessage(data)}
 }
@@ -180,24 +192,15 @@ func TestFanout(t *testing.T) {
 		alerts := createSub(t, s, []string{"herald.delivery.*"}, nil, herald.SubscriptionEnabled)
 		ing := setup(t, s, Config{})
 
-		subsOf := func(id string) []string {
-			got, err := s.EventGet(context.Background(), &store.EventGetParams{ID: id})
-			require.NoError(t, err)
-			var out []string
-			for _, d := range got.Deliveries {
-				out = append(out, d.SubscriptionID)
-			}
-			return out
-		}
 		res, err := ing.PublishMany(context.Background(), []*herald.Event{
 			event("bundle.indexed", `{"size": 50}`),
 			event("bundle.indexed", `{"size": 5}`),
 			event("other.thing", `{"size": 50}`),
 		})
 		require.NoError(t, err)
-		require.ElementsMatch(t, []string{all.ID, bundles.ID, big.ID}, subsOf(res[0].ID))
-		require.ElementsMatch(t, []string{all.ID, bundles.ID}, subsOf(res[1].ID))
-		require.ElementsMatch(t, []string{all.ID}, subsOf(res[2].ID))
+		require.ElementsMatch(t, []string{all.ID, bundles.ID, big.ID}, subsOf(t, s, res[0].ID))
+		require.ElementsMatch(t, []string{all.ID, bundles.ID}, subsOf(t, s, res[1].ID))
+		require.ElementsMatch(t, []string{all.ID}, subsOf(t, s, res[2].ID))
 
 		// System events skip the blanket subscription.
 		ins := ing.Fanout().Inserts([]*herald.Event{event(herald.EventTypeDeliveryDead, `{}`)}, time.Now(), 0)
@@ -207,7 +210,7 @@ func TestFanout(t *testing.T) {
 		late := createSub(t, s, []string{"other.*"}, nil, herald.SubscriptionEnabled)
 		r, err := ing.PublishOne(context.Background(), event("other.thing", `{}`))
 		require.NoError(t, err)
-		require.ElementsMatch(t, []string{all.ID, late.ID}, subsOf(r.ID))
+		require.ElementsMatch(t, []string{all.ID, late.ID}, subsOf(t, s, r.ID))
 	})
 }
 

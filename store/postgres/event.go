@@ -146,13 +146,12 @@ func newEventBatch(events []store.EventInsert, now time.Time) *eventBatch {
 	return b
 }
 
-// guard makes the insert check the fan-out cache's versions v (nil: none).
+// guard makes the insert check the fan-out cache's versions v (nil: none,
+// the arguments newEventBatch left NULL).
 func (b *eventBatch) guard(v *store.SubscriptionsVersions) {
-	if v == nil {
-		b.args[15], b.args[16] = nil, nil
-		return
+	if v != nil {
+		b.args[15], b.args[16] = v.Subscriptions, v.Pauses
 	}
-	b.args[15], b.args[16] = v.Subscriptions, v.Pauses
 }
 
 // readbackSQL returns the delivery counts of the events the insert found
