@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"time"
+
+	"github.com/heraldhq/herald"
 )
 
 // PushStore is the storage contract of the Web Push service (package push):
@@ -30,6 +32,13 @@ type PushStore interface {
 	// (another node took the user agent over after us; with Newer, also
 	// when it is the same), ErrNotFound when the uaid is not stored.
 	PushUserConnect(ctx context.Context, params *PushUserConnectParams) error
+	// PushUserConnectMany is PushUserConnect for many user agents in one
+	// statement (a node's hellos gathered while its previous statement
+	// ran: issue 25's reconnect storm). Each item is decided alone by
+	// PushUserConnect's rule and result i answers Connects[i]; a refused
+	// item carries the record it lost to, so the caller needs no read.
+	// The uaids must be distinct (CodeInvalidField, nothing changed).
+	PushUserConnectMany(ctx context.Context, params *PushUserConnectManyParams) ([]PushUserConnectResult, error)
 	// PushUserDisconnect clears NodeID only if the stored NodeID and
 	// ConnectedAt still equal the given ones, and reports whether it did:
 	// a node that finds a user agent gone (or cannot be reached) must not
@@ -68,10 +77,17 @@ type PushStore interface {
 	// that have not expired at Now: topic messages first, then the others
 	// in id order (ids are time-ordered).
 	PushMessageList(ctx context.Context, params *PushMessageListParams) ([]*PushMessage, error)
+	// PushMessageListMany is PushMessageList for many user agents at one
+	// Now and Limit (each user agent gets up to Limit), in one statement:
+	// the lists by uaid, a user agent with nothing stored absent.
+	PushMessageListMany(ctx context.Context, params *PushMessageListManyParams) (map[string][]*PushMessage, error)
 	// PushMessageDelete deletes stored messages of a user agent by id
 	// (acks, DELETE /m/{id}) and returns how many it deleted; absent ids
 	// are ignored.
 	PushMessageDelete(ctx context.Context, params *PushMessageDeleteParams) (int, error)
+	// PushMessageDeleteMany is PushMessageDelete for many user agents in
+	// one statement; count i answers Deletes[i].
+	PushMessageDeleteMany(ctx context.Context, params *PushMessageDeleteManyParams) ([]int, error)
 
 	// PushBroadcastPut sets a broadcast's version (the operator's broadcast
 	// source).
@@ -133,6 +149,50 @@ func (p *PushUserConnectParams) StampBound() int64 {
 		return p.ConnectedAt - 1
 	}
 	return p.ConnectedAt
+}
+
+// PushUserConnectManyParams are the arguments of PushUserConnectMany.
+type PushUserConnectManyParams struct {
+	// Connects are PushUserConnect's arguments, one per user agent.
+	Connects []*PushUserConnectParams
+}
+
+// PushUserConnectResult answers one item of PushUserConnectMany.
+type PushUserConnectResult struct {
+	// Err is nil when the record now names the item's connection,
+	// herald.ErrConflict when it was refused, herald.ErrNotFound when the
+	// uaid is not stored: PushUserConnect's answers.
+	Err error
+	// NodeID and ConnectedAt are the stored record when refused
+	// (ErrConflict): the connection that holds the user agent.
+	NodeID      string
+	ConnectedAt int64
+}
+
+// PushConnectOutcome is the answer both backends give for one connect:
+// whether the uaid is stored and whether the conditional update took it.
+func PushConnectOutcome(found, connected bool) error {
+	switch {
+	case connected:
+		return nil
+	case found:
+		return herald.ErrConflict
+	default:
+		return herald.ErrNotFound
+	}
+}
+
+// PushConnectsDistinct is PushUserConnectMany's check of its input: one
+// statement cannot apply two connects of one row by the same rule.
+func PushConnectsDistinct(connects []*PushUserConnectParams) error {
+	seen := make(map[string]struct{}, len(connects))
+	for _, c := range connects {
+		if _, dup := seen[c.UAID]; dup {
+			return herald.FieldErrorf(herald.CodeInvalidField, "uaid", "uaid %s appears twice in one connect batch", c.UAID)
+		}
+		seen[c.UAID] = struct{}{}
+	}
+	return nil
 }
 
 // PushUserDisconnectParams are the arguments of PushUserDisconnect.
@@ -238,6 +298,19 @@ type PushMessageListParams struct {
 	UAID  string
 	Now   time.Time
 	Limit int
+}
+
+// PushMessageListManyParams are the arguments of PushMessageListMany.
+type PushMessageListManyParams struct {
+	UAIDs []string
+	Now   time.Time
+	// Limit bounds each user agent's list (default 10, as PushMessageList).
+	Limit int
+}
+
+// PushMessageDeleteManyParams are the arguments of PushMessageDeleteMany.
+type PushMessageDeleteManyParams struct {
+	Deletes []*PushMessageDeleteParams
 }
 
 // PushMessageDeleteParams are the arguments of PushMessageDelete.

@@ -3,6 +3,8 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -48,31 +50,87 @@ func (s *Store) PushUserCreate(ctx context.Context, p *store.PushUserCreateParam
 	return nil
 }
 
-// PushUserConnect records a connection if no newer one is recorded: one
-// conditional UPDATE, then a read only to tell conflict from absence.
+// PushUserConnect records a connection if no newer one is recorded: a
+// batch of one.
 func (s *Store) PushUserConnect(ctx context.Context, p *store.PushUserConnectParams) error {
-	const op = "error recording a push connection"
-	db, err := s.db(op)
+	res, err := s.PushUserConnectMany(ctx, &store.PushUserConnectManyParams{Connects: []*store.PushUserConnectParams{p}})
 	if err != nil {
 		return err
 	}
-	tag, err := db.Exec(ctx, `UPDATE push_users SET node_id = $2, connected_at = $3, last_connect = $4
-		WHERE uaid = $1 AND connected_at <= $5`, p.UAID, p.NodeID, p.ConnectedAt, ms(p.Now), p.StampBound())
+	return res[0].Err
+}
+
+// pushConnectManySQL is PushUserConnectMany in one statement. The stored
+// rows are locked in uaid order first (the Sort under LockRows), so two
+// nodes' batches over the same user agents wait on each other instead of
+// deadlocking; the update then applies each item's bound to the locked
+// (latest) stamp, and the final select answers every item, with the
+// record it lost to when refused.
+const pushConnectManySQL = `WITH i AS (
+	SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::timestamptz[], $5::bigint[])
+		AS i(uaid, node_id, connected_at, last_connect, bound)
+), l AS (
+	SELECT p.uaid, p.node_id, p.connected_at FROM push_users p
+	WHERE p.uaid = ANY($1::text[]) ORDER BY p.uaid FOR NO KEY UPDATE
+), u AS (
+	UPDATE push_users p SET node_id = i.node_id, connected_at = i.connected_at, last_connect = i.last_connect
+	FROM i JOIN l ON l.uaid = i.uaid
+	WHERE p.uaid = i.uaid AND l.connected_at <= i.bound
+	RETURNING p.uaid
+)
+SELECT i.uaid, l.uaid IS NOT NULL, u.uaid IS NOT NULL, coalesce(l.node_id, ''), coalesce(l.connected_at, 0)
+FROM i LEFT JOIN l ON l.uaid = i.uaid LEFT JOIN u ON u.uaid = i.uaid`
+
+// PushUserConnectMany applies many connects in one statement.
+func (s *Store) PushUserConnectMany(ctx context.Context, p *store.PushUserConnectManyParams) ([]store.PushUserConnectResult, error) {
+	const op = "error recording push connections"
+	if err := store.PushConnectsDistinct(p.Connects); err != nil {
+		return nil, err
+	}
+	n := len(p.Connects)
+	if n == 0 {
+		return nil, nil
+	}
+	db, err := s.db(op)
 	if err != nil {
-		return mapErr(op, err)
+		return nil, err
 	}
-	if tag.RowsAffected() > 0 {
-		return nil
+	uaids, nodes := make([]string, n), make([]string, n)
+	stamps, bounds := make([]int64, n), make([]int64, n)
+	lasts := make([]time.Time, n)
+	at := make(map[string]int, n)
+	for i, c := range p.Connects {
+		uaids[i], nodes[i], stamps[i], lasts[i], bounds[i] = c.UAID, c.NodeID, c.ConnectedAt, ms(c.Now), c.StampBound()
+		at[c.UAID] = i
 	}
-	var one int
-	err = db.QueryRow(ctx, `SELECT 1 FROM push_users WHERE uaid = $1`, p.UAID).Scan(&one)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return herald.ErrNotFound
-	}
+	rows, err := db.Query(ctx, pushConnectManySQL, uaids, nodes, stamps, lasts, bounds)
 	if err != nil {
-		return mapErr(op, err)
+		return nil, mapErr(op, err)
 	}
-	return herald.ErrConflict
+	defer rows.Close()
+	out := make([]store.PushUserConnectResult, n)
+	seen := 0
+	for rows.Next() {
+		var uaid, node string
+		var found, connected bool
+		var stamp int64
+		if err := rows.Scan(&uaid, &found, &connected, &node, &stamp); err != nil {
+			return nil, mapErr(op, err)
+		}
+		r := store.PushUserConnectResult{Err: store.PushConnectOutcome(found, connected)}
+		if found && !connected {
+			r.NodeID, r.ConnectedAt = node, stamp
+		}
+		out[at[uaid]] = r
+		seen++
+	}
+	if err := rows.Err(); err != nil {
+		return nil, mapErr(op, err)
+	}
+	if seen != n {
+		return nil, mapErr(op, fmt.Errorf("connect batch answered %d of %d user agents", seen, n))
+	}
+	return out, nil
 }
 
 // PushUserDisconnect clears node_id if the record still names this
@@ -293,9 +351,27 @@ func (s *Store) PushMessageSave(ctx context.Context, p *store.PushMessageSavePar
 	return res, nil
 }
 
-// PushMessageList returns unexpired stored messages, topic ones first.
+// pushMessageColumns are what a list reads of a stored message.
+const pushMessageColumns = `id, channel_id, coalesce(topic, ''), data, headers, ttl, created_at, expires_at`
+
+// PushMessageList returns unexpired stored messages, topic ones first: a
+// list of one user agent.
 func (s *Store) PushMessageList(ctx context.Context, p *store.PushMessageListParams) ([]*store.PushMessage, error) {
+	out, err := s.PushMessageListMany(ctx, &store.PushMessageListManyParams{UAIDs: []string{p.UAID}, Now: p.Now, Limit: p.Limit})
+	if err != nil {
+		return nil, err
+	}
+	return out[p.UAID], nil
+}
+
+// PushMessageListMany lists many user agents' messages in one statement:
+// one bounded index scan per uaid (LATERAL).
+func (s *Store) PushMessageListMany(ctx context.Context, p *store.PushMessageListManyParams) (map[string][]*store.PushMessage, error) {
 	const op = "error listing push messages"
+	out := map[string][]*store.PushMessage{}
+	if len(p.UAIDs) == 0 {
+		return out, nil
+	}
 	db, err := s.db(op)
 	if err != nil {
 		return nil, err
@@ -304,18 +380,17 @@ func (s *Store) PushMessageList(ctx context.Context, p *store.PushMessageListPar
 	if limit <= 0 {
 		limit = 10
 	}
-	rows, err := db.Query(ctx, `SELECT id, channel_id, coalesce(topic, ''), data, headers, ttl, created_at, expires_at
-		FROM push_messages WHERE uaid = $1 AND expires_at > $2
-		ORDER BY topic IS NULL, id LIMIT $3`, p.UAID, ms(p.Now), limit)
+	rows, err := db.Query(ctx, `SELECT u.uaid, m.* FROM unnest($1::text[]) AS u(uaid) CROSS JOIN LATERAL (
+		SELECT `+pushMessageColumns+` FROM push_messages
+		WHERE uaid = u.uaid AND expires_at > $2 ORDER BY topic IS NULL, id LIMIT $3) m`, p.UAIDs, ms(p.Now), limit)
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
 	defer rows.Close()
-	var out []*store.PushMessage
 	for rows.Next() {
-		m := &store.PushMessage{UAID: p.UAID}
+		m := &store.PushMessage{}
 		var headers []byte
-		if err := rows.Scan(&m.ID, &m.ChannelID, &m.Topic, &m.Data, &headers, &m.TTL, &m.CreatedAt, &m.ExpiresAt); err != nil {
+		if err := rows.Scan(&m.UAID, &m.ID, &m.ChannelID, &m.Topic, &m.Data, &headers, &m.TTL, &m.CreatedAt, &m.ExpiresAt); err != nil {
 			return nil, mapErr(op, err)
 		}
 		m.CreatedAt, m.ExpiresAt = m.CreatedAt.UTC(), m.ExpiresAt.UTC()
@@ -325,26 +400,64 @@ func (s *Store) PushMessageList(ctx context.Context, p *store.PushMessageListPar
 		if m.Headers, err = store.PushHeadersDecode(headers); err != nil {
 			return nil, mapErr(op, err)
 		}
-		out = append(out, m)
+		out[m.UAID] = append(out[m.UAID], m)
 	}
 	return out, mapErr(op, rows.Err())
 }
 
-// PushMessageDelete deletes stored messages by id.
+// PushMessageDelete deletes stored messages by id: a batch of one.
 func (s *Store) PushMessageDelete(ctx context.Context, p *store.PushMessageDeleteParams) (int, error) {
-	const op = "error deleting push messages"
-	if len(p.IDs) == 0 {
-		return 0, nil
-	}
-	db, err := s.db(op)
+	n, err := s.PushMessageDeleteMany(ctx, &store.PushMessageDeleteManyParams{Deletes: []*store.PushMessageDeleteParams{p}})
 	if err != nil {
 		return 0, err
 	}
-	tag, err := db.Exec(ctx, `DELETE FROM push_messages WHERE uaid = $1 AND id = ANY($2)`, p.UAID, p.IDs)
-	if err != nil {
-		return 0, mapErr(op, err)
+	return n[0], nil
+}
+
+// PushMessageDeleteMany deletes many user agents' messages in one
+// statement and counts them per item.
+func (s *Store) PushMessageDeleteMany(ctx context.Context, p *store.PushMessageDeleteManyParams) ([]int, error) {
+	const op = "error deleting push messages"
+	out := make([]int, len(p.Deletes))
+	var uaids, ids []string
+	var items []int32
+	for i, d := range p.Deletes {
+		for _, id := range d.IDs {
+			uaids, ids, items = append(uaids, d.UAID), append(ids, id), append(items, int32(i))
+		}
 	}
-	return int(tag.RowsAffected()), nil
+	if len(ids) == 0 {
+		return out, nil
+	}
+	db, err := s.db(op)
+	if err != nil {
+		return nil, err
+	}
+	// An id named twice (in one item or two of one uaid) deletes one row,
+	// counted once, for the first item that names it.
+	rows, err := db.Query(ctx, `WITH d AS (
+		SELECT DISTINCT ON (uaid, id) uaid, id, item FROM unnest($1::text[], $2::text[], $3::int[]) AS d(uaid, id, item)
+		ORDER BY uaid, id, item
+	), x AS (
+		DELETE FROM push_messages m USING d WHERE m.uaid = d.uaid AND m.id = d.id RETURNING m.uaid, m.id
+	)
+	SELECT d.item, count(*) FROM x JOIN d ON d.uaid = x.uaid AND d.id = x.id GROUP BY d.item`, uaids, ids, items)
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var item int32
+		var n int
+		if err := rows.Scan(&item, &n); err != nil {
+			return nil, mapErr(op, err)
+		}
+		out[item] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, mapErr(op, err)
+	}
+	return out, nil
 }
 
 // PushBroadcastPut sets a broadcast's version.

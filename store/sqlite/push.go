@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/store"
@@ -43,27 +44,52 @@ func (s *Store) PushUserCreate(ctx context.Context, p *store.PushUserCreateParam
 	})
 }
 
-// PushUserConnect records a connection if no newer one is recorded.
+// PushUserConnect records a connection if no newer one is recorded: a
+// batch of one.
 func (s *Store) PushUserConnect(ctx context.Context, p *store.PushUserConnectParams) error {
-	return s.queueTx(ctx, "push user connect", func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE push_users SET node_id = ?, connected_at = ?, last_connect = ?
-			WHERE uaid = ? AND connected_at <= ?`, p.NodeID, p.ConnectedAt, ms(p.Now), p.UAID, p.StampBound())
-		if err != nil {
-			return err
+	res, err := s.PushUserConnectMany(ctx, &store.PushUserConnectManyParams{Connects: []*store.PushUserConnectParams{p}})
+	if err != nil {
+		return err
+	}
+	return res[0].Err
+}
+
+// PushUserConnectMany applies many connects in one write transaction:
+// per item the conditional update, and the record read only when it was
+// refused.
+func (s *Store) PushUserConnectMany(ctx context.Context, p *store.PushUserConnectManyParams) ([]store.PushUserConnectResult, error) {
+	if err := store.PushConnectsDistinct(p.Connects); err != nil {
+		return nil, err
+	}
+	if len(p.Connects) == 0 {
+		return nil, nil
+	}
+	out := make([]store.PushUserConnectResult, len(p.Connects))
+	err := s.queueTx(ctx, "push user connect", func(tx *sql.Tx) error {
+		for i, c := range p.Connects {
+			res, err := tx.ExecContext(ctx, `UPDATE push_users SET node_id = ?, connected_at = ?, last_connect = ?
+				WHERE uaid = ? AND connected_at <= ?`, c.NodeID, c.ConnectedAt, ms(c.Now), c.UAID, c.StampBound())
+			if err != nil {
+				return err
+			}
+			if n, _ := res.RowsAffected(); n > 0 {
+				out[i] = store.PushUserConnectResult{}
+				continue
+			}
+			r := store.PushUserConnectResult{}
+			err = tx.QueryRowContext(ctx, `SELECT node_id, connected_at FROM push_users WHERE uaid = ?`, c.UAID).Scan(&r.NodeID, &r.ConnectedAt)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return err
+			}
+			r.Err = store.PushConnectOutcome(err == nil, false)
+			out[i] = r
 		}
-		if n, _ := res.RowsAffected(); n > 0 {
-			return nil
-		}
-		var one int
-		err = tx.QueryRowContext(ctx, `SELECT 1 FROM push_users WHERE uaid = ?`, p.UAID).Scan(&one)
-		if errors.Is(err, sql.ErrNoRows) {
-			return herald.ErrNotFound
-		}
-		if err != nil {
-			return err
-		}
-		return herald.ErrConflict
+		return nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // PushUserDisconnect clears node_id if the record still names this
@@ -263,6 +289,7 @@ func (s *Store) PushMessageSave(ctx context.Context, p *store.PushMessageSavePar
 }
 
 // countCapped counts the rows of query (a SELECT 1 …) up to limit: a
+// countCapped counts the rows of query (a SELECT 1 …) up to limit: a
 // cap's check reads no more than the cap's worth of index entries.
 func countCapped(ctx context.Context, tx *sql.Tx, limit int, query string, args ...any) (int, error) {
 	var n int
@@ -272,20 +299,39 @@ func countCapped(ctx context.Context, tx *sql.Tx, limit int, query string, args 
 
 // PushMessageList returns unexpired stored messages, topic ones first.
 func (s *Store) PushMessageList(ctx context.Context, p *store.PushMessageListParams) ([]*store.PushMessage, error) {
-	limit := p.Limit
+	return s.pushMessageList(ctx, p.UAID, p.Now, p.Limit)
+}
+
+// PushMessageListMany lists many user agents' messages: in process, a
+// query per uaid costs no round trip.
+func (s *Store) PushMessageListMany(ctx context.Context, p *store.PushMessageListManyParams) (map[string][]*store.PushMessage, error) {
+	out := map[string][]*store.PushMessage{}
+	for _, uaid := range p.UAIDs {
+		msgs, err := s.pushMessageList(ctx, uaid, p.Now, p.Limit)
+		if err != nil {
+			return nil, err
+		}
+		if len(msgs) > 0 {
+			out[uaid] = msgs
+		}
+	}
+	return out, nil
+}
+
+func (s *Store) pushMessageList(ctx context.Context, uaid string, now time.Time, limit int) ([]*store.PushMessage, error) {
 	if limit <= 0 {
 		limit = 10
 	}
 	rows, err := s.rdb.QueryContext(ctx, `SELECT id, channel_id, topic, data, headers, ttl, created_at, expires_at
 		FROM push_messages WHERE uaid = ? AND expires_at > ?
-		ORDER BY topic IS NULL, id LIMIT ?`, p.UAID, ms(p.Now), limit)
+		ORDER BY topic IS NULL, id LIMIT ?`, uaid, ms(now), limit)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: push message list: %w", unavailable(err))
 	}
 	defer rows.Close()
 	var out []*store.PushMessage
 	for rows.Next() {
-		m := &store.PushMessage{UAID: p.UAID}
+		m := &store.PushMessage{UAID: uaid}
 		var topic, headers sql.NullString
 		var created, expires int64
 		if err := rows.Scan(&m.ID, &m.ChannelID, &topic, &m.Data, &headers, &m.TTL, &created, &expires); err != nil {
@@ -307,22 +353,45 @@ func (s *Store) PushMessageList(ctx context.Context, p *store.PushMessageListPar
 	return out, nil
 }
 
-// PushMessageDelete deletes stored messages by id.
+// PushMessageDelete deletes stored messages by id: a batch of one.
 func (s *Store) PushMessageDelete(ctx context.Context, p *store.PushMessageDeleteParams) (int, error) {
-	if len(p.IDs) == 0 {
-		return 0, nil
+	n, err := s.PushMessageDeleteMany(ctx, &store.PushMessageDeleteManyParams{Deletes: []*store.PushMessageDeleteParams{p}})
+	if err != nil {
+		return 0, err
 	}
-	var n int64
+	return n[0], nil
+}
+
+// PushMessageDeleteMany deletes many user agents' messages in one write
+// transaction. An id named twice is deleted, and counted, once.
+func (s *Store) PushMessageDeleteMany(ctx context.Context, p *store.PushMessageDeleteManyParams) ([]int, error) {
+	out := make([]int, len(p.Deletes))
+	some := false
+	for _, d := range p.Deletes {
+		some = some || len(d.IDs) > 0
+	}
+	if !some {
+		return out, nil
+	}
 	err := s.queueTx(ctx, "push message delete", func(tx *sql.Tx) error {
-		args := append([]any{p.UAID}, anySlice(p.IDs)...)
-		res, err := tx.ExecContext(ctx, `DELETE FROM push_messages WHERE uaid = ? AND id IN (`+placeholders(len(p.IDs))+`)`, args...)
-		if err != nil {
-			return err
+		for i, d := range p.Deletes {
+			if len(d.IDs) == 0 {
+				continue
+			}
+			args := append([]any{d.UAID}, anySlice(d.IDs)...)
+			res, err := tx.ExecContext(ctx, `DELETE FROM push_messages WHERE uaid = ? AND id IN (`+placeholders(len(d.IDs))+`)`, args...)
+			if err != nil {
+				return err
+			}
+			n, _ := res.RowsAffected()
+			out[i] = int(n)
 		}
-		n, _ = res.RowsAffected()
 		return nil
 	})
-	return int(n), err
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // PushBroadcastPut sets a broadcast's version.

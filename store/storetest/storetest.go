@@ -65,6 +65,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Tiers", testTiers},
 		{"Counts", testCounts},
 		{"Push", testPush},
+		{"PushMany", testPushMany},
 		{"PushLimits", testPushLimits},
 		{"Operator", testOperator},
 		{"Liveness", testLiveness},
