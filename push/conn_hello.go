@@ -121,10 +121,10 @@ func (c *conn) hello(msg *clientMessage) error {
 }
 
 // connectStored takes the router record of c.uaid for this session: in
-// the hub first, then in the store. The common reconnect is one
-// conditional update; only a refusal reads the record to tell the cases
-// apart, as hello always did before (issue 25: one store round trip less
-// per hello in a reconnect storm):
+// the hub first, then in the store, in one conditional update gathered
+// with other sessions' (h.connects); a refusal carries the record it lost
+// to, which tells the cases apart (issue 25: no read per hello, and one
+// statement for many hellos in a reconnect storm):
 //   - a node holds the user agent with a newer stamp: ErrConflict, the
 //     user agent is connected elsewhere;
 //   - no node holds it, or one holds the same stamp (another session of
@@ -143,11 +143,12 @@ func (c *conn) connectStored() error {
 		if !ok {
 			return herald.ErrConflict
 		}
-		ctx, cancel := storeCtx()
-		err := h.store.PushUserConnect(ctx, &store.PushUserConnectParams{
+		r, err := h.connects.do(&store.PushUserConnectParams{
 			UAID: c.uaid, NodeID: h.nodeID, ConnectedAt: c.connectedAt, Now: h.now(), Newer: true,
 		})
-		cancel()
+		if err == nil {
+			err = r.Err
+		}
 		if err == nil {
 			h.ghost(old)
 			return nil
@@ -156,16 +157,10 @@ func (c *conn) connectStored() error {
 		if !errors.Is(err, herald.ErrConflict) || retried {
 			return err
 		}
-		ctx, cancel = storeCtx()
-		u, err := h.store.PushUserGet(ctx, c.uaid)
-		cancel()
-		if err != nil {
-			return err
-		}
-		if u.NodeID != "" && u.ConnectedAt > c.connectedAt {
+		if r.NodeID != "" && r.ConnectedAt > c.connectedAt {
 			return herald.ErrConflict
 		}
-		c.connectedAt = max(c.connectedAt, u.ConnectedAt+1)
+		c.connectedAt = max(c.connectedAt, r.ConnectedAt+1)
 	}
 }
 

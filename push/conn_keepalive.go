@@ -79,11 +79,12 @@ const defaultRouterRefresh = 10 * time.Minute
 // connected_at (a no-op for the optimistic lock). A user agent not yet in
 // the store (no register) or taken over elsewhere is left alone.
 func (c *conn) refreshLastConnect(now time.Time) {
-	ctx, cancel := storeCtx()
-	defer cancel()
-	err := c.h.store.PushUserConnect(ctx, &store.PushUserConnectParams{
+	r, err := c.h.connects.do(&store.PushUserConnectParams{
 		UAID: c.uaid, NodeID: c.h.nodeID, ConnectedAt: c.connectedAt, Now: now,
 	})
+	if err == nil {
+		err = r.Err
+	}
 	if err != nil && !errors.Is(err, herald.ErrNotFound) && !errors.Is(err, herald.ErrConflict) {
 		c.h.log.Warn("push: refreshing last_connect", "err", err)
 	}

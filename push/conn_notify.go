@@ -108,9 +108,7 @@ func (c *conn) deleteMessages(ids []string) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	ctx, cancel := storeCtx()
-	defer cancel()
-	_, err := c.h.store.PushMessageDelete(ctx, &store.PushMessageDeleteParams{UAID: c.uaid, IDs: ids})
+	_, err := c.h.deletes.do(&store.PushMessageDeleteParams{UAID: c.uaid, IDs: ids})
 	return err
 }
 
@@ -162,9 +160,7 @@ func (c *conn) checkLoop() {
 		c.check = checkRunning
 		c.mu.Unlock()
 
-		ctx, cancel := storeCtx()
-		msgs, err := h.store.PushMessageList(ctx, &store.PushMessageListParams{UAID: c.uaid, Now: h.now(), Limit: BatchSize})
-		cancel()
+		msgs, err := h.lists.do(c.uaid)
 		if err != nil {
 			c.mu.Lock()
 			c.check = checkIdle

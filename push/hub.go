@@ -126,6 +126,12 @@ type hub struct {
 	closed bool
 	wg     sync.WaitGroup // sessions and their storage checks
 
+	// connects, lists and deletes gather the sessions' router writes,
+	// storage reads and ack deletions into one statement each (gather.go).
+	connects *gather[*store.PushUserConnectParams, store.PushUserConnectResult]
+	lists    *gather[string, []*store.PushMessage]
+	deletes  *gather[*store.PushMessageDeleteParams, int]
+
 	bc       broadcastRegistry
 	bcReady  chan struct{} // closed after the first broadcast load
 	stop     chan struct{}
@@ -173,6 +179,31 @@ func newHub(s *Server) *hub {
 	}
 	if h.msgLimit <= 0 {
 		h.msgLimit = DefaultMsgLimit
+	}
+	h.connects = &gather[*store.PushUserConnectParams, store.PushUserConnectResult]{
+		key: func(p *store.PushUserConnectParams) string { return p.UAID },
+		run: func(ctx context.Context, items []*store.PushUserConnectParams) ([]store.PushUserConnectResult, error) {
+			return h.store.PushUserConnectMany(ctx, &store.PushUserConnectManyParams{Connects: items})
+		},
+	}
+	h.lists = &gather[string, []*store.PushMessage]{
+		key: func(uaid string) string { return uaid },
+		run: func(ctx context.Context, uaids []string) ([][]*store.PushMessage, error) {
+			m, err := h.store.PushMessageListMany(ctx, &store.PushMessageListManyParams{UAIDs: uaids, Now: h.now(), Limit: BatchSize})
+			if err != nil {
+				return nil, err
+			}
+			out := make([][]*store.PushMessage, len(uaids))
+			for i, uaid := range uaids {
+				out[i] = m[uaid]
+			}
+			return out, nil
+		},
+	}
+	h.deletes = &gather[*store.PushMessageDeleteParams, int]{
+		run: func(ctx context.Context, items []*store.PushMessageDeleteParams) ([]int, error) {
+			return h.store.PushMessageDeleteMany(ctx, &store.PushMessageDeleteManyParams{Deletes: items})
+		},
 	}
 	h.upgrader = websocket.Upgrader{
 		HandshakeTimeout: h.handshakeTimeout,

@@ -87,6 +87,9 @@ type faultStore struct {
 	saveHook  func()
 	routeGets atomic.Int64
 	userGets  atomic.Int64
+
+	connectHook  func(items int)
+	connectCalls atomic.Int64
 }
 
 // PushRouteGet counts the endpoint's store reads.
@@ -107,11 +110,34 @@ func (f *faultStore) err(method string) error {
 	return f.fails[method]
 }
 
-func (f *faultStore) PushUserConnect(ctx context.Context, p *store.PushUserConnectParams) error {
-	if err := f.err("PushUserConnect"); err != nil {
-		return err
+// PushUserConnectMany fails as "PushUserConnect" is set to: a conflict
+// refuses every item, any other error fails the statement. It counts the
+// statements and calls the hook set with onConnect first.
+func (f *faultStore) PushUserConnectMany(ctx context.Context, p *store.PushUserConnectManyParams) ([]store.PushUserConnectResult, error) {
+	f.connectCalls.Add(1)
+	f.mu.Lock()
+	hook := f.connectHook
+	f.mu.Unlock()
+	if hook != nil {
+		hook(len(p.Connects))
 	}
-	return f.PushStore.PushUserConnect(ctx, p)
+	if err := f.err("PushUserConnect"); err != nil {
+		if !errors.Is(err, herald.ErrConflict) {
+			return nil, err
+		}
+		out := make([]store.PushUserConnectResult, len(p.Connects))
+		for i := range out {
+			out[i].Err = err
+		}
+		return out, nil
+	}
+	return f.PushStore.PushUserConnectMany(ctx, p)
+}
+
+func (f *faultStore) onConnect(hook func(items int)) {
+	f.mu.Lock()
+	f.connectHook = hook
+	f.mu.Unlock()
 }
 
 func (f *faultStore) PushUserGet(ctx context.Context, uaid string) (*store.PushUser, error) {
@@ -1100,7 +1126,8 @@ func TestDeliverContextEnds(t *testing.T) {
 }
 
 // A returning user agent's hello is one store call, the conditional
-// connect; the record is read only when the connect is refused.
+// connect; a refused connect answers with the record it lost to, so the
+// record is never read.
 func TestReconnectHelloWithoutRead(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
@@ -1112,7 +1139,7 @@ func TestReconnectHelloWithoutRead(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, testNode, u.NodeID)
 	// A record stamped ahead of this node's clock, held by no node: the
-	// refused connect reads it and connects after it.
+	// refused connect names it and the session connects after it.
 	_, err = e.st.PushUserDisconnect(context.Background(), &store.PushUserDisconnectParams{UAID: uaid, NodeID: testNode, ConnectedAt: u.ConnectedAt})
 	require.NoError(t, err)
 	require.NoError(t, c.ws.Close())
@@ -1125,6 +1152,7 @@ func TestReconnectHelloWithoutRead(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, testNode, u.NodeID)
 	require.Equal(t, ahead+1, u.ConnectedAt)
+	require.Equal(t, int64(0), e.fault.userGets.Load(), "PushUserGet calls")
 }
 
 func TestHelloStoreErrorCloses(t *testing.T) {

@@ -101,7 +101,7 @@ type workerPool struct {
 	queue []*conn
 	head  int
 	n     int // workers started
-	idle  int // workers waiting
+	idle  int // workers waiting and not yet woken for an item
 	max   int
 }
 
@@ -113,6 +113,12 @@ func (p *workerPool) submit(c *conn) {
 	p.queue = append(p.queue, c)
 	switch {
 	case p.idle > 0:
+		// Counted out here, not when it wakes: a burst of submits
+		// before it runs must wake or start one worker each, not signal
+		// the same sleeper again while the items queue behind workers
+		// that wait on the store (issue 25's reconnect storm, where
+		// hellos then passed their handshake deadline unread).
+		p.idle--
 		p.cond.Signal()
 	case p.n < p.max:
 		p.n++
@@ -127,7 +133,6 @@ func (p *workerPool) work() {
 		for p.head == len(p.queue) {
 			p.idle++
 			p.cond.Wait()
-			p.idle--
 		}
 		c := p.queue[p.head]
 		p.queue[p.head] = nil
