@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/heraldhq/herald/client"
 )
 
 // The cluster scenario (`herald bench push --nodes N`): N herald serve
@@ -110,6 +112,10 @@ type ClusterResult struct {
 	// (0 for the killed node; the replacement last).
 	NodeRSSMB      []float64 `json:"node_rss_mb"`
 	NodeRSSAfterMB []float64 `json:"node_rss_after_mb"`
+	// Handoffs sums the live nodes' herald_push_handoffs_total at the
+	// end by "kind/result" (push/ok, notif/retry, notif/dropped, …): how
+	// many nudges failed, were retried or given up during the run.
+	Handoffs map[string]float64 `json:"handoffs,omitempty"`
 	// The kill: node KilledNode's Displaced user agents lost their socket;
 	// Reconnected of them said hello again with their uaid (LostUAID were
 	// answered with another) within SettleSeconds of the kill, at
@@ -401,6 +407,11 @@ func RunPushCluster(ctx context.Context, cfg PushClusterConfig, env PushClusterE
 	if replacement != nil {
 		res.NodeRSSAfterMB = append(res.NodeRSSAfterMB, replacement.rssBytes()/(1<<20))
 	}
+	alive := slices.Delete(slices.Clone(env.Nodes), k, k+1)
+	if replacement != nil {
+		alive = append(alive, *replacement)
+	}
+	res.Handoffs = handoffCounts(ctx, alive)
 	for _, p := range env.Clients {
 		_ = sendClientCmd(p.In, pushClientCmd{Op: "quit"})
 	}
@@ -664,6 +675,13 @@ func WriteClusterReport(w io.Writer, r *ClusterResult) {
 	}
 	fmt.Fprintf(w, "           lost %d, duplicates %d; %d user agents still away at the end with %d messages not yet delivered (%d stored then); node RSS MB %s after the storm\n",
 		r.Lost, r.Duplicates, r.AwayAtEnd, r.UndeliveredAway, r.StoredAtEnd, fmtMBs(r.NodeRSSAfterMB))
+	if len(r.Handoffs) > 0 {
+		var parts []string
+		for _, k := range slices.Sorted(maps.Keys(r.Handoffs)) {
+			parts = append(parts, fmt.Sprintf("%s %.0f", k, r.Handoffs[k]))
+		}
+		fmt.Fprintf(w, "           hand-offs (kind/result, live nodes): %s\n", strings.Join(parts, ", "))
+	}
 }
 
 func fmtMBs(v []float64) string {
@@ -672,4 +690,33 @@ func fmtMBs(v []float64) string {
 		s[i] = strconv.FormatFloat(x, 'f', 0, 64)
 	}
 	return strings.Join(s, " / ")
+}
+
+// handoffCounts sums herald_push_handoffs_total{kind,result} over nodes.
+func handoffCounts(ctx context.Context, nodes []PushNode) map[string]float64 {
+	out := map[string]float64{}
+	for _, n := range nodes {
+		m, err := client.New("http://"+n.Addr, "").Metrics(ctx)
+		if err != nil {
+			continue
+		}
+		for series, v := range m {
+			rest, ok := strings.CutPrefix(series, "herald_push_handoffs_total{")
+			if !ok {
+				continue
+			}
+			var kind, result string
+			for _, kv := range strings.Split(strings.TrimSuffix(rest, "}"), ",") {
+				k, val, _ := strings.Cut(kv, "=")
+				switch k {
+				case "kind":
+					kind = strings.Trim(val, `"`)
+				case "result":
+					result = strings.Trim(val, `"`)
+				}
+			}
+			out[kind+"/"+result] += v
+		}
+	}
+	return out
 }

@@ -21,7 +21,7 @@ import (
 //	herald_push_messages_total{outcome,errno}    endpoint requests by outcome (direct, stored, dropped_ttl0, rejected; errno for rejected)
 //	herald_push_acks_total{code}                 acks from user agents by code (100, 101, 102)
 //	herald_push_nacks_total{code}                nacks by code (301, 302, 303)
-//	herald_push_handoffs_total{kind,result}      node-to-node hand-offs (kind push or notif; result ok, not_here, error)
+//	herald_push_handoffs_total{kind,result}      node-to-node hand-offs (kind push or notif; result ok, not_here, error; for notif also retry, dropped, given_up)
 //	herald_push_delivery_seconds                 endpoint receipt → frame written to the user agent
 //
 // The stored backlog is herald_push_stored_messages (NewPushStatsCollector).

@@ -440,3 +440,27 @@ func TestUnackedOnCloseReachesSessionElsewhere(t *testing.T) {
 	n := c2.readType("notification")
 	require.Equal(t, base64.RawURLEncoding.EncodeToString([]byte("in flight")), n["data"])
 }
+
+// The retry schedule covers minutes, not the 31 s it covered before (issue
+// 25's five-node storms starved a node for 79–245 s), and a user agent has
+// one waiting retry however many of its nudges fail.
+func TestNudgeRetriesPerUserAgentForMinutes(t *testing.T) {
+	t.Parallel()
+	var total time.Duration
+	for attempt := 1; attempt < nudgeAttempts; attempt++ {
+		total += nudgeDelay(attempt)
+	}
+	require.Equal(t, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 30 * time.Second},
+		[]time.Duration{nudgeDelay(1), nudgeDelay(2), nudgeDelay(3), nudgeDelay(4), nudgeDelay(5), nudgeDelay(6)})
+	require.Greater(t, total, 5*time.Minute)
+
+	e := setup(t)
+	uaid := newUAID()
+	e.s.retryNudge(uaid, 1)
+	e.s.retryNudge(uaid, 7) // another failed nudge of the same user agent
+	e.s.retryNudge(newUAID(), 3)
+	e.s.nudges.mu.Lock()
+	require.Equal(t, 2, e.s.nudges.pending[uaid], "the later failure keeps the earlier schedule's next attempt")
+	require.Len(t, e.s.nudges.pending, 2, "one waiting retry per user agent")
+	e.s.nudges.mu.Unlock()
+}
