@@ -245,11 +245,31 @@ func (c *conn) resetUAID() {
 	c.closeWith(closeUAIDReset, "uaid reset")
 }
 
+// helloAnswerWait bounds how long a delivery waits for a session's hello
+// answer (deliver), polling every helloAnswerPoll: a hello waits on one
+// gathered store statement (storeTimeout at most), then answers at once.
+const (
+	helloAnswerWait = storeTimeout
+	helloAnswerPoll = time.Millisecond
+)
+
 // deliver writes a direct message and waits for its outcome (Deliver).
 func (c *conn) deliver(ctx context.Context, m *store.PushMessage, version string) (DeliverOutcome, error) {
 	frame := encodeNotification(m, version)
 	var pd *pendingDirect
 	c.mu.Lock()
+	// A session in the hub whose hello is not answered yet is taking the
+	// router record (its connect may have committed already, and the
+	// sender read that record): wait for the answer. Answered
+	// NotConnected, the sender would clear the record of a user agent
+	// about to be connected here, and its later messages would be stored
+	// with nothing to nudge (TestBenchPushCluster lost one this way once
+	// connects were gathered, which widens the time from commit to answer).
+	for wait := helloAnswerWait; c.state == stateHello && !c.reset && wait > 0 && ctx.Err() == nil; wait -= helloAnswerPoll {
+		c.mu.Unlock()
+		time.Sleep(helloAnswerPoll)
+		c.mu.Lock()
+	}
 	if c.state != stateReady || c.reset {
 		c.mu.Unlock()
 		return NotConnected, nil

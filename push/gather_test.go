@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -244,4 +245,35 @@ func TestHellosShareAConnectStatement(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, testNode, u.NodeID)
 	}
+}
+
+// A delivery to a session whose hello is taking the router record waits
+// for the hello's answer instead of answering NotConnected: that answer
+// made the sending node clear the record of a user agent about to be
+// connected here (TestBenchPushCluster lost a message this way once
+// connects were gathered).
+func TestDeliverWaitsForHelloAnswer(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	chid := newChid()
+	uaid := e.seedUser(t, chid)
+	gate := make(chan struct{})
+	var once sync.Once
+	release := func() { once.Do(func() { close(gate) }) }
+	t.Cleanup(release)
+	e.fault.onConnect(func(int) { <-gate })
+	c := e.dial(t)
+	c.send(map[string]any{"messageType": "hello", "uaid": uaid, "use_webpush": true})
+	waitFor(t, "the session in the hub, its connect blocked", func() bool { return e.h.lookup(uaid) != nil })
+	res := e.deliverAsync(e.msg(uaid, chid, 60, "during hello", ""))
+	select {
+	case r := <-res:
+		t.Fatalf("Deliver answered %v before the hello was answered", r.out)
+	case <-time.After(50 * time.Millisecond):
+	}
+	release()
+	c.readType("hello")
+	n := c.readType("notification")
+	c.ack(chid, n["version"].(string))
+	require.Equal(t, Delivered, wait(t, res).out)
 }

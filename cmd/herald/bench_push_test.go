@@ -68,7 +68,7 @@ func TestBenchPushCluster(t *testing.T) {
 	require.Zero(t, c.LostUAID, "each kept its uaid")
 	require.Positive(t, c.KillSent)
 	require.Positive(t, c.Stored, "messages for the displaced user agents were stored while they were away")
-	require.Zero(t, c.Lost, "every message answered 201 arrived")
+	require.Zero(t, c.Lost, "every message answered 201 arrived: %s", errOut.String())
 	require.Len(t, c.NodeRSSMB, 2)
 	require.Positive(t, c.NodeRSSMB[0])
 	require.Positive(t, c.SettleSeconds)
