@@ -277,3 +277,33 @@ func TestDeliverWaitsForHelloAnswer(t *testing.T) {
 	c.ack(chid, n["version"].(string))
 	require.Equal(t, Delivered, wait(t, res).out)
 }
+
+// Statements split at gatherMax: N queued calls go in one, N+1 in two,
+// 2N in two full ones.
+func TestGatherSplitsAtItsBound(t *testing.T) {
+	for _, tc := range []struct {
+		queued int
+		sizes  []int
+	}{
+		{gatherMax, []int{gatherMax}},
+		{gatherMax + 1, []int{gatherMax, 1}},
+		{2 * gatherMax, []int{gatherMax, gatherMax}},
+	} {
+		tg := newTestGather(false)
+		results := make(chan gatherResult, tc.queued+1)
+		tg.block("first", results)
+		for i := range tc.queued {
+			go tg.send(fmt.Sprint("item", i), results)
+		}
+		waitFor(t, "calls queued", func() bool { return tg.queued() == tc.queued })
+		close(tg.gate)
+		for range tc.queued + 1 {
+			require.NoError(t, (<-results).err)
+		}
+		var sizes []int
+		for _, b := range tg.batches[1:] {
+			sizes = append(sizes, len(b))
+		}
+		require.Equal(t, tc.sizes, sizes, "%d queued", tc.queued)
+	}
+}

@@ -380,7 +380,8 @@ func (s *Store) PushMessageListMany(ctx context.Context, p *store.PushMessageLis
 	if limit <= 0 {
 		limit = 10
 	}
-	rows, err := db.Query(ctx, `SELECT u.uaid, m.* FROM unnest($1::text[]) AS u(uaid) CROSS JOIN LATERAL (
+	// A uaid named twice is listed once, as SQLite's loop does.
+	rows, err := db.Query(ctx, `SELECT u.uaid, m.* FROM (SELECT DISTINCT unnest($1::text[])) AS u(uaid) CROSS JOIN LATERAL (
 		SELECT `+pushMessageColumns+` FROM push_messages
 		WHERE uaid = u.uaid AND expires_at > $2 ORDER BY topic IS NULL, id LIMIT $3) m`, p.UAIDs, ms(p.Now), limit)
 	if err != nil {

@@ -73,8 +73,7 @@ func (s *Store) PushUserConnectMany(ctx context.Context, p *store.PushUserConnec
 				return err
 			}
 			if n, _ := res.RowsAffected(); n > 0 {
-				out[i] = store.PushUserConnectResult{}
-				continue
+				continue // out[i] is the zero result: connected
 			}
 			r := store.PushUserConnectResult{}
 			err = tx.QueryRowContext(ctx, `SELECT node_id, connected_at FROM push_users WHERE uaid = ?`, c.UAID).Scan(&r.NodeID, &r.ConnectedAt)
