@@ -20,6 +20,9 @@ type CeilingResult struct {
 	PerSecond float64 `json:"per_second"`
 	P50Ms     float64 `json:"p50_ms"`
 	P99Ms     float64 `json:"p99_ms"`
+	// CPUMicros is this process's CPU per request during the run: the
+	// client's and the in-process server's together.
+	CPUMicros float64 `json:"cpu_us_per_request"`
 }
 
 // Ceiling posts body to the receiver's /ceiling path n times (or until
@@ -39,7 +42,7 @@ func Ceiling(ctx context.Context, r *Receiver, body []byte, concurrency int, n i
 		wg    sync.WaitGroup
 		first atomic.Value
 	)
-	start := time.Now()
+	start, cpu0 := time.Now(), processCPU()
 	for range concurrency {
 		wg.Add(1)
 		go func() {
@@ -67,7 +70,7 @@ func Ceiling(ctx context.Context, r *Receiver, body []byte, concurrency int, n i
 		}()
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
+	elapsed, cpu := time.Since(start), processCPU()-cpu0
 	if err, ok := first.Load().(error); ok && err != nil && done.Load() == 0 {
 		return CeilingResult{}, fmt.Errorf("ceiling run: %w", err)
 	}
@@ -79,6 +82,7 @@ func Ceiling(ctx context.Context, r *Receiver, body []byte, concurrency int, n i
 	if res.Requests == 0 {
 		return res, errors.New("ceiling run: no request completed")
 	}
+	res.CPUMicros = cpu * 1e6 / float64(res.Requests)
 	return res, nil
 }
 

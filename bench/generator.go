@@ -222,7 +222,7 @@ func Run(ctx context.Context, cfg Config, start func(context.Context) (Node, fun
 	if backlogAttempts != nil {
 		backlogBefore = backlogAttempts()
 	}
-	cpuBefore := nodeCounters(ctx, api).cpuSeconds
+	cpuBefore, machineBefore := nodeCounters(ctx, api).cpuSeconds, readMachineTicks()
 	procBefore := processCPU()
 	var dbBefore float64
 	if cfg.PostgresCPU {
@@ -310,6 +310,7 @@ func Run(ctx context.Context, cfg Config, start func(context.Context) (Node, fun
 		}
 	}
 	res.ClaimTxs, res.DirectDispatched = tx.claims, tx.direct
+	res.Machine = usageSince(machineBefore, readMachineTicks())
 	if bursts != nil {
 		res.Bursts = &BurstResult{
 			Size: cfg.Burst, EverySeconds: cfg.BurstEvery.Seconds(), Bursts: bursts.bursts.Load(),

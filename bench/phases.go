@@ -72,6 +72,7 @@ type PhaseResult struct {
 	// DB is what PostgreSQL did during the phase (nil on SQLite or when
 	// the database is not observed).
 	DB      *DBObservation `json:"db,omitempty"`
+	Machine *MachineUsage  `json:"machine,omitempty"`
 	Samples []Sample       `json:"samples,omitempty"`
 }
 
@@ -133,6 +134,7 @@ func RunPhases(ctx context.Context, phases []Phase, node Node, watch *PGWatch, p
 			Lost:             max(res.DeliveriesWanted-res.Delivered-res.Dead, 0),
 			DeliveriesPerSec: res.DeliveriesPerSec, LatencyP50Ms: res.LatencyP50Ms, LatencyP99Ms: res.LatencyP99Ms,
 			CPUPerDeliveryUs: res.CPUPerDeliveryUs, DBCPUPerDeliveryUs: res.DBCPUPerDeliveryUs, Samples: res.Samples,
+			Machine: res.Machine,
 		}
 		after := nodeCounters(ctx, api)
 		if n := after.ingest - before.ingest; n > 0 {
@@ -215,7 +217,7 @@ func WritePhasesReport(w io.Writer, res *PhasesResult) {
 	fmt.Fprintf(w, "each run: single %d (64 publishers) → batch %d (100 a call, 8 publishers) → rate %d at 1,000/s, on the same node\n",
 		res.Counts[0], res.Counts[1], res.Counts[2])
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "run\tsingle/s\tsingle p99 ms\tbatch/s\tbatch p99 ms\trate p50 ms\trate p99 ms\trate worst 1 s p99\tcommit/completion ms (rate)\tlost\tcheckpoints\tautovacuums\ttop wait (rate)\t")
+	fmt.Fprintln(tw, "run\tsingle/s\tsingle p99 ms\tbatch/s\tbatch p99 ms\trate p50 ms\trate p99 ms\trate worst 1 s p99\tcommit/completion ms (rate)\tlost\tcheckpoints\tautovacuums\ttop wait (rate)\tsteal % (rate)\t")
 	observed := false
 	for _, run := range res.Runs {
 		for _, p := range run.Phases {
@@ -255,6 +257,11 @@ func WritePhasesReport(w io.Writer, res *PhasesResult) {
 			row += fmt.Sprintf("%d\t%d\t%d\t%s\t", lost, ckpt, av, top)
 		} else {
 			row += fmt.Sprintf("%d\t-\t-\t-\t", lost)
+		}
+		if p, ok := byName["rate"]; ok && p.Machine != nil {
+			row += fmt.Sprintf("%.0f\t", p.Machine.StealPct)
+		} else {
+			row += "-\t"
 		}
 		fmt.Fprintln(tw, row)
 	}

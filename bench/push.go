@@ -160,6 +160,9 @@ func RunPush(ctx context.Context, cfg PushConfig, node PushNode) (*PushResult, e
 				res.Max.Ceiling = &c
 				if c.PerSecond > 0 {
 					res.Max.CeilingRatio = res.Max.PerSecond / c.PerSecond
+					if res.Max.BenchCPUMicros > 0 {
+						res.Max.CeilingRatioBound = c.CPUMicros / res.Max.BenchCPUMicros
+					}
 				}
 			}
 		case "drain":
@@ -221,9 +224,20 @@ type RateResult struct {
 	MaxMs      float64 `json:"max_ms"`
 	// NodeCPUMicros is the node's user+system CPU per message sent
 	// (/proc/<pid>/stat), independent of the bench's own share of cores.
-	NodeCPUMicros float64        `json:"node_cpu_us_per_message"`
-	Ceiling       *CeilingResult `json:"ceiling,omitempty"`
-	CeilingRatio  float64        `json:"ceiling_ratio,omitempty"`
+	NodeCPUMicros float64 `json:"node_cpu_us_per_message"`
+	// BenchCPUMicros is the bench process's own CPU per message: the
+	// senders' HTTP requests and the user agents' frame reads and acks.
+	BenchCPUMicros float64        `json:"bench_cpu_us_per_message"`
+	Ceiling        *CeilingResult `json:"ceiling,omitempty"`
+	CeilingRatio   float64        `json:"ceiling_ratio,omitempty"`
+	// CeilingRatioBound is the ratio a node that cost no CPU at all would
+	// reach when the machine's cores are the limit of both runs: the
+	// ceiling's CPU per request (its client and server) over the bench's
+	// own CPU per message here. On a machine whose cores the bench shares
+	// with the node, CeilingRatio cannot exceed it.
+	CeilingRatioBound float64 `json:"ceiling_ratio_bound,omitempty"`
+	// Machine is this machine's CPU during the run (machine.go).
+	Machine *MachineUsage `json:"machine,omitempty"`
 }
 
 // DrainResult is the drain scenario's figures.
@@ -426,7 +440,7 @@ func benchRate(ctx context.Context, c PushNode, f *PushConfig, rate int) (*RateR
 		gap = time.Second / time.Duration(rate)
 	}
 	end := time.Now().Add(f.Duration)
-	cpu0 := c.cpuSeconds()
+	cpu0, self0, m0 := c.cpuSeconds(), processCPU(), readMachineTicks()
 	start := time.Now()
 	var swg sync.WaitGroup
 	for i, ua := range uas {
@@ -479,6 +493,8 @@ func benchRate(ctx context.Context, c PushNode, f *PushConfig, rate int) (*RateR
 	res.PerSecond = float64(res.Sent) / res.Seconds
 	if res.Sent > 0 {
 		res.NodeCPUMicros = (c.cpuSeconds() - cpu0) * 1e6 / float64(res.Sent)
+		res.BenchCPUMicros = (processCPU() - self0) * 1e6 / float64(res.Sent)
+		res.Machine = usageSince(m0, readMachineTicks())
 	}
 	q := lat.Quantiles(0.5, 0.99, 1)
 	res.P50Ms, res.P99Ms, res.MaxMs = q[0], q[1], q[2] // milliseconds
@@ -567,10 +583,21 @@ func WritePushReport(w io.Writer, r *PushResult) {
 		if x.r.VAPID != "" && x.r.VAPID != "none" {
 			vapid = " (VAPID " + x.r.VAPID + ")"
 		}
-		fmt.Fprintf(w, "%-10s %d user agents%s: %d messages in %.1fs = %.0f/s (target %d/s), %d errors; sender→UA p50 %.2f ms p99 %.2f ms max %.2f ms; node CPU %.0f µs/message\n",
+		fmt.Fprintf(w, "%-10s %d user agents%s: %d messages in %.1fs = %.0f/s (target %d/s), %d errors; sender→UA p50 %.2f ms p99 %.2f ms max %.2f ms; node CPU %.0f µs/message",
 			x.name, x.r.UserAgents, vapid, x.r.Sent, x.r.Seconds, x.r.PerSecond, x.r.TargetRate, x.r.Errors, x.r.P50Ms, x.r.P99Ms, x.r.MaxMs, x.r.NodeCPUMicros)
-		if x.r.Ceiling != nil {
-			fmt.Fprintf(w, "           raw HTTP ceiling %.0f requests/s: messages/ceiling %.2f\n", x.r.Ceiling.PerSecond, x.r.CeilingRatio)
+		if x.r.BenchCPUMicros > 0 {
+			fmt.Fprintf(w, ", bench %.0f µs/message", x.r.BenchCPUMicros)
+		}
+		fmt.Fprintln(w)
+		if m := x.r.Machine; m != nil {
+			fmt.Fprintf(w, "           machine %.0f%% busy, %.0f%% steal, %.0f%% idle (all cores)\n", m.BusyPct, m.StealPct, m.IdlePct)
+		}
+		if c := x.r.Ceiling; c != nil {
+			fmt.Fprintf(w, "           raw HTTP ceiling %.0f requests/s: messages/ceiling %.2f", c.PerSecond, x.r.CeilingRatio)
+			if c.CPUMicros > 0 && x.r.CeilingRatioBound > 0 {
+				fmt.Fprintf(w, "; %.0f µs of CPU a request (client and server), so a node costing nothing would reach %.2f", c.CPUMicros, x.r.CeilingRatioBound)
+			}
+			fmt.Fprintln(w)
 		}
 	}
 	if r.Drain != nil {

@@ -70,11 +70,14 @@ type Result struct {
 	// DBCPUPerDeliveryUs is the CPU of this machine's PostgreSQL server
 	// processes per delivery over the same span (Config.PostgresCPU; 0
 	// otherwise): the database's share of a delivery's cost (issue 26).
-	DBCPUPerDeliveryUs float64       `json:"db_cpu_us_per_delivery,omitempty"`
-	Complete           bool          `json:"complete"` // every expected delivery arrived or died before --wait ran out
-	Ceiling            CeilingResult `json:"ceiling"`
-	CeilingRatio       float64       `json:"ceiling_ratio"` // deliveries_per_second / ceiling.per_second
-	FirstPublishError  string        `json:"first_publish_error,omitempty"`
+	DBCPUPerDeliveryUs float64 `json:"db_cpu_us_per_delivery,omitempty"`
+	// Machine is this machine's CPU over the same span (steal: time the
+	// hypervisor gave to other guests; see machine.go).
+	Machine           *MachineUsage `json:"machine,omitempty"`
+	Complete          bool          `json:"complete"` // every expected delivery arrived or died before --wait ran out
+	Ceiling           CeilingResult `json:"ceiling"`
+	CeilingRatio      float64       `json:"ceiling_ratio"` // deliveries_per_second / ceiling.per_second
+	FirstPublishError string        `json:"first_publish_error,omitempty"`
 }
 
 // WriteReport writes r as `herald bench` prints it: one figure a line.
@@ -123,6 +126,9 @@ func WriteReport(w io.Writer, r *Result) {
 	}
 	if r.DBCPUPerDeliveryUs > 0 {
 		fmt.Fprintf(w, "PostgreSQL CPU      %.0f µs per delivery (every postgres process on this machine)\n", r.DBCPUPerDeliveryUs)
+	}
+	if m := r.Machine; m != nil {
+		fmt.Fprintf(w, "machine             %.0f%% busy, %.0f%% steal, %.0f%% idle (all cores)\n", m.BusyPct, m.StealPct, m.IdlePct)
 	}
 	if r.FirstPublishError != "" {
 		fmt.Fprintf(w, "first publish error %s\n", r.FirstPublishError)

@@ -91,7 +91,8 @@ func TestWritePushReport(t *testing.T) {
 			BytesPerConn: 61194, StackPerConn: 11141, HeapPerConn: 22118, NoFileLimit: 20000},
 		Rate: &RateResult{UserAgents: 4, TargetRate: 200, Sent: 100, Seconds: 0.5, PerSecond: 194, P50Ms: 0.35, P99Ms: 0.67, MaxMs: 0.67, NodeCPUMicros: 300},
 		Max: &RateResult{UserAgents: 4, Sent: 2334, Seconds: 0.5, PerSecond: 4663, P50Ms: 0.28, P99Ms: 3.31, MaxMs: 18.78, NodeCPUMicros: 120,
-			Ceiling: &CeilingResult{PerSecond: 14467}, CeilingRatio: 0.32},
+			BenchCPUMicros: 110, Machine: &MachineUsage{BusyPct: 88, StealPct: 2, IdlePct: 10},
+			Ceiling: &CeilingResult{PerSecond: 14467, CPUMicros: 58}, CeilingRatio: 0.32, CeilingRatioBound: 58.0 / 110},
 		Drain: &DrainResult{Messages: 25, Received: 25, Ms: 4.2},
 	}
 	var b bytes.Buffer
@@ -99,8 +100,24 @@ func TestWritePushReport(t *testing.T) {
 	require.Equal(t, `idle       50 connections in 0.1s (958/s), 50 still open, 0 failed
            node RSS 29 MB → 32 MB: 61194 bytes per connection (Go stacks 11141, heap 22118; open-file limit 20000)
 rate       4 user agents: 100 messages in 0.5s = 194/s (target 200/s), 0 errors; sender→UA p50 0.35 ms p99 0.67 ms max 0.67 ms; node CPU 300 µs/message
-max        4 user agents: 2334 messages in 0.5s = 4663/s (target 0/s), 0 errors; sender→UA p50 0.28 ms p99 3.31 ms max 18.78 ms; node CPU 120 µs/message
-           raw HTTP ceiling 14467 requests/s: messages/ceiling 0.32
+max        4 user agents: 2334 messages in 0.5s = 4663/s (target 0/s), 0 errors; sender→UA p50 0.28 ms p99 3.31 ms max 18.78 ms; node CPU 120 µs/message, bench 110 µs/message
+           machine 88% busy, 2% steal, 10% idle (all cores)
+           raw HTTP ceiling 14467 requests/s: messages/ceiling 0.32; 58 µs of CPU a request (client and server), so a node costing nothing would reach 0.53
 drain      25 stored messages received in 4.2 ms
 `, b.String())
+}
+
+// The aggregate line of /proc/stat becomes busy, steal and idle shares.
+func TestMachineUsage(t *testing.T) {
+	a := parseMachineTicks("cpu  100 0 50 800 50 0 0 0 0 0")
+	b := parseMachineTicks("cpu  400 0 150 1100 100 0 0 200 0 0")
+	u := usageSince(a, b)
+	require.NotNil(t, u)
+	// busy 300+100 = 400, steal 200, idle 300+50 = 350 of 950.
+	require.InDelta(t, 100*400.0/950, u.BusyPct, 1e-9)
+	require.InDelta(t, 100*200.0/950, u.StealPct, 1e-9)
+	require.InDelta(t, 100*350.0/950, u.IdlePct, 1e-9)
+	require.Nil(t, usageSince(a, a), "no time passed")
+	require.Nil(t, usageSince(parseMachineTicks("intr 1 2"), b), "not the cpu line")
+	require.False(t, parseMachineTicks("cpu 1 2 x 4 5 6 7 8").ok)
 }
