@@ -181,9 +181,9 @@ type tierRunner struct {
 	// worker, so that a claim can take more than the free workers and a
 	// freed worker starts the next delivery without a claim.
 	mu      sync.Mutex
-	running int64 // worker goroutines
-	urgent  []job // deliveries whose start is bounded: started first (startBound)
-	queue   []job
+	running int64     // worker goroutines
+	urgent  []job     // deliveries whose start is bounded: started first (startBound)
+	queue   fairQueue // the rest, round-robin over subscriptions (fairqueue.go)
 }
 
 // signal wakes the tier's loop (a slot freed or slots grew).

@@ -46,7 +46,7 @@ func (e *Engine) start(t *tierRunner, jobs []job) {
 		if startBound(j.c) {
 			t.urgent = append(t.urgent, j)
 		} else {
-			t.queue = append(t.queue, j)
+			t.queue.push(j)
 		}
 	}
 }
@@ -74,12 +74,8 @@ func (t *tierRunner) pop() (job, bool) {
 		j = t.urgent[0]
 		t.urgent[0] = job{}
 		t.urgent = t.urgent[1:]
-	case len(t.queue) > 0:
-		j = t.queue[0]
-		t.queue[0] = job{}
-		t.queue = t.queue[1:]
 	default:
-		return job{}, false
+		return t.queue.pop()
 	}
 	return j, true
 }
@@ -88,7 +84,7 @@ func (t *tierRunner) pop() (job, bool) {
 func (t *tierRunner) queued() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return len(t.urgent) + len(t.queue)
+	return len(t.urgent) + t.queue.len()
 }
 
 // run is one worker: it attempts j, then queued jobs, until the queue is
