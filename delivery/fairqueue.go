@@ -50,10 +50,12 @@ func (q *fairQueue) push(j job) {
 		q.ring[q.next] = s
 		q.next = (q.next + 1) % len(q.ring)
 	}
-	if s.head > 0 && s.head == len(s.jobs)/2 {
-		// A subscription that never drains would keep its served prefix.
-		s.jobs = s.jobs[:copy(s.jobs, s.jobs[s.head:])]
-		s.head = 0
+	if s.head > 0 && s.head >= len(s.jobs)/2 {
+		// A subscription that never drains would keep its served prefix:
+		// move the waiting jobs (at most as many as were served) down.
+		n := copy(s.jobs, s.jobs[s.head:])
+		clear(s.jobs[n:])
+		s.jobs, s.head = s.jobs[:n], 0
 	}
 	s.jobs = append(s.jobs, j)
 	q.n++

@@ -62,6 +62,15 @@ func TestFairQueueCompacts(t *testing.T) {
 		}
 	}
 	require.Equal(t, 1000, q.len())
+	// A trickle that never drains: one or two queued at a time.
+	var r fairQueue
+	r.push(fqJob("trickle", "x"))
+	for range 10000 {
+		r.push(fqJob("trickle", "x"))
+		_, _ = r.pop()
+	}
+	require.Equal(t, 1, r.len())
+	require.LessOrEqual(t, cap(r.subs["trickle"].jobs), 16)
 }
 
 // A tier whose workers are all busy queues what it starts, and a freed
