@@ -26,16 +26,9 @@ type subQueue struct {
 	head int
 }
 
-func subscriptionOf(j job) string {
-	if j.c.Subscription != nil {
-		return j.c.Subscription.ID
-	}
-	return j.c.Delivery.SubscriptionID
-}
-
 // push queues j behind its subscription's jobs.
 func (q *fairQueue) push(j job) {
-	id := subscriptionOf(j)
+	id := j.c.Delivery.SubscriptionID // a claim's row always has it
 	s := q.subs[id]
 	if s == nil {
 		if q.subs == nil {
@@ -74,7 +67,10 @@ func (q *fairQueue) pop() (job, bool) {
 	if s.head == len(s.jobs) {
 		// Drained: leave the ring; the next subscription moves into place.
 		delete(q.subs, s.id)
-		q.ring = append(q.ring[:q.next], q.ring[q.next+1:]...)
+		last := len(q.ring) - 1
+		copy(q.ring[q.next:], q.ring[q.next+1:])
+		q.ring[last] = nil // no drained subscription kept past the ring's end
+		q.ring = q.ring[:last]
 		if q.next >= len(q.ring) {
 			q.next = 0
 		}
