@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -48,6 +51,88 @@ func BenchmarkEventInsertMany(b *testing.B) {
 			b.ReportMetric(float64(b.N*size)/b.Elapsed().Seconds(), "events/s")
 		})
 	}
+}
+
+// BenchmarkEventInsertOne stores one event with one leased delivery per
+// call (direct dispatch), the commit that nearly every publish is at steady
+// rates (issue 26), and reports the CPU PostgreSQL's backends spent per
+// call (pg-µs/op) beside the time: back to back (gap=0), and with 5 ms
+// between calls as at 200/s, where the same statement costs the backend
+// about 2.3 times as much on this project's VM (docs/benchmarks.md).
+// pg-µs/op is 0 where the server is not on this machine.
+//
+//	go test -run '^$' -bench EventInsertOne ./store/postgres/
+func BenchmarkEventInsertOne(b *testing.B) {
+	ctx := context.Background()
+	payload := json.RawMessage(`{"blob":"` + strings.Repeat("x", 1024-11) + `"}`)
+	for _, gap := range []time.Duration{0, 5 * time.Millisecond} {
+		b.Run("gap="+gap.String(), func(b *testing.B) {
+			s := testdb.Postgres(b)
+			sub := newSub("sub_bench")
+			if _, err := s.SubscriptionCreate(ctx, &store.SubscriptionCreateParams{Subscription: sub, Secret: "whsec_x", Now: t0}); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			c0 := backendsCPU() // an idle backend spends next to nothing in the gaps
+			for i := 0; i < b.N; i++ {
+				if gap > 0 {
+					b.StopTimer()
+					time.Sleep(gap)
+					b.StartTimer()
+				}
+				_, err := s.EventInsertMany(ctx, &store.EventInsertManyParams{Now: t0, Events: []store.EventInsert{{
+					Event: &herald.Event{ID: herald.NewID(herald.PrefixEvent), Type: "bench", Data: payload, CreatedAt: t0},
+					Deliveries: []store.DeliveryInsert{{
+						ID: herald.NewID(herald.PrefixDelivery), SubscriptionID: sub.ID, NextAttemptAt: t0,
+						LeaseOwner: "bench", LeaseUntil: t0.Add(time.Hour),
+					}},
+				}}})
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric((backendsCPU()-c0)/float64(b.N)*1e6, "pg-µs/op")
+		})
+	}
+}
+
+// backendsCPU is the CPU seconds the client backends of the test database
+// have run (/proc/PID/schedstat: nanoseconds, not 10 ms ticks), 0 without
+// a local server. Only a benchmark's own connections use that database
+// while it runs.
+func backendsCPU() float64 {
+	u, err := url.Parse(testdb.URL())
+	if err != nil {
+		return 0
+	}
+	db := strings.TrimPrefix(u.Path, "/")
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	var total float64
+	for _, e := range entries {
+		pid := e.Name()
+		if pid[0] < '0' || pid[0] > '9' {
+			continue
+		}
+		cmd, err := os.ReadFile("/proc/" + pid + "/cmdline")
+		// "postgres: 15/main: USER DATABASE HOST(PORT) STATE"
+		if err != nil || !strings.HasPrefix(string(cmd), "postgres: ") || !strings.Contains(string(cmd), " "+db+" ") {
+			continue
+		}
+		sched, err := os.ReadFile("/proc/" + pid + "/schedstat")
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(sched))
+		if len(f) == 0 {
+			continue
+		}
+		ns, _ := strconv.ParseFloat(f[0], 64)
+		total += ns / 1e9
+	}
+	return total
 }
 
 // BenchmarkDeliveryClaim claims batches of 100 from a tier with a 100,000
