@@ -45,6 +45,7 @@ type benchFlags struct {
 	workers                 int
 	tiers                   string
 	ingestCommitters        int
+	ingestMaxBatch          int
 	ingestFlush             time.Duration
 	direct                  bool
 	backlog                 int64
@@ -99,6 +100,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&f.tiers, "tiers", "0s,100ms,500ms,1s,2s", "in-process node: retry tiers (short, so --fail-ratio runs finish)")
 	fs.IntVar(&f.ingestCommitters, "ingest-committers", 0, "in-process node: group committers (default as serve)")
 	fs.DurationVar(&f.ingestFlush, "ingest-flush-interval", 0, "in-process node: group commit wait")
+	fs.IntVar(&f.ingestMaxBatch, "ingest-max-batch", 0, "in-process node: most events in one group commit (default as serve)")
 	fs.BoolVar(&f.direct, "direct-dispatch", true, "in-process node: send fresh deliveries without a claim when workers are free")
 	fs.Float64Var(&f.rate, "rate", 0, "events per second to publish (0: as fast as possible)")
 	fs.Int64Var(&f.count, "count", 10000, "events to publish (with --duration: at most this many; default then 10,000,000)")
@@ -345,6 +347,9 @@ func (f *benchFlags) startInProcess(ctx context.Context, stderr io.Writer) (*her
 	c.DatabaseURL, c.SQLiteSync = f.databaseURL, f.sqliteSync
 	c.Workers, c.Tiers = f.workers, f.tiers
 	c.IngestWorkers, c.IngestFlush = f.ingestCommitters, f.ingestFlush
+	if f.ingestMaxBatch > 0 {
+		c.IngestBatch = f.ingestMaxBatch
+	}
 	c.Direct = f.direct
 	c.ShutdownWait = 2 * time.Second
 	c.holdDelivery = f.drain
