@@ -152,7 +152,9 @@ const customPlansSQL = `SET LOCAL plan_cache_mode = force_custom_plan`
 
 // genericPlansSQL is the first statement of the hot write batches, the
 // event insert (EventInsertMany) and the completion (DeliveryCompleteMany),
-// each one implicit transaction: their statements run with one generic
+// each one implicit transaction, when they run on the main pool (on the
+// hot-write pool its settings are the session's: smallWrites): their
+// statements run with one generic
 // plan per connection, made once, instead of being planned at every
 // execution (the connection's default, postgres.go). For a small commit
 // the planning cost more than the work: 0.23–0.29 ms against 0.09–0.13 ms
@@ -178,7 +180,7 @@ const genericPlansSQL = `SELECT set_config('plan_cache_mode', 'force_generic_pla
 const genericPlansMax = 16
 
 // genericPlans reports whether a write batch of these row counts runs
-// with genericPlansSQL.
+// with generic plans (smallWrites).
 func genericPlans(rows ...int) bool {
 	for _, n := range rows {
 		if n > genericPlansMax {
@@ -186,6 +188,31 @@ func genericPlans(rows ...int) bool {
 		}
 	}
 	return true
+}
+
+// hotConns is the most connections of the hot-write pool (Store.hot):
+// the two ingest committers of a PostgreSQL node, whose one-event commits
+// are nearly all of its transactions at steady rates; the completer and
+// anything else take one when it is free.
+const hotConns = 2
+
+// smallWrites returns where a write batch of these row counts runs and
+// whether it must open with genericPlansSQL. A small batch runs on a free
+// connection of the hot-write pool, whose session already has
+// genericPlansSQL's settings: one statement fewer per transaction, 5% of
+// a one-event commit's backend CPU on this project's VM (docs/benchmarks.md,
+// issue 26). When both are taken it runs on db with genericPlansSQL, and
+// a large batch on db as it is. The check and the acquire are not atomic:
+// a batch that loses the last free connection to another waits for one,
+// which is held for one round trip.
+func (s *Store) smallWrites(db querier, rows ...int) (querier, bool) {
+	if !genericPlans(rows...) {
+		return db, false
+	}
+	if st := s.hot.Stat(); st.IdleConns() > 0 || st.TotalConns() < st.MaxConns() {
+		return s.hot, false
+	}
+	return db, true
 }
 
 const asyncCommitSQL = `SET LOCAL synchronous_commit = off`

@@ -260,7 +260,7 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, params *store.Delivery
 	}
 	now := ms(params.Now)
 	batch := &pgx.Batch{}
-	generic := genericPlans(len(params.Outcomes), len(params.Events)) // claim.go
+	db, generic := s.smallWrites(db, len(params.Outcomes), len(params.Events)) // claim.go
 	if generic {
 		batch.Queue(genericPlansSQL)
 	}

@@ -403,7 +403,7 @@ func (s *Store) EventInsertMany(ctx context.Context, params *store.EventInsertMa
 	var ins *inserted
 	err = retryMoved(ctx, func() error {
 		batch := &pgx.Batch{}
-		generic := genericPlans(len(b.ids), b.deliveries) // claim.go
+		db, generic := s.smallWrites(db, len(b.ids), b.deliveries) // claim.go
 		if generic {
 			batch.Queue(genericPlansSQL)
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/heraldhq/herald/store"
 )
@@ -91,23 +92,72 @@ func (s *Store) SourceRejectsStored(ctx context.Context, source string) (int64, 
 }
 
 // PreparedPlans reads pg_prepared_statements on one of the pool's
-// connections: for each prepared statement whose text contains one of
-// marks, how many generic and custom plans it ran with. With MaxConns 1
-// that is the connection every call used.
+// connections and on every idle connection of the hot-write pool: for
+// each prepared statement whose text contains one of marks, how many
+// generic and custom plans it ran with. With MaxConns 1 that is every
+// connection a call used.
 func (s *Store) PreparedPlans(ctx context.Context, marks ...string) (map[string][2]int64, error) {
-	rows, err := s.pool.Query(ctx, `SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements`)
-	if err != nil {
+	out := map[string][2]int64{}
+	if err := preparedPlans(ctx, s.pool, marks, out); err != nil {
 		return nil, err
 	}
-	defer rows.Close()
+	for _, c := range s.hot.AcquireAllIdle(ctx) {
+		err := preparedPlans(ctx, c, marks, out)
+		c.Release()
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// PreparedPlansHot is PreparedPlans of the hot-write pool's idle
+// connections alone.
+func (s *Store) PreparedPlansHot(ctx context.Context, marks ...string) (map[string][2]int64, error) {
 	out := map[string][2]int64{}
+	for _, c := range s.hot.AcquireAllIdle(ctx) {
+		err := preparedPlans(ctx, c, marks, out)
+		c.Release()
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// HotHold takes every connection of the hot-write pool until release is
+// called, so small writes fall back to the main pool.
+func (s *Store) HotHold(ctx context.Context) (release func(), err error) {
+	var held []*pgxpool.Conn
+	release = func() {
+		for _, c := range held {
+			c.Release()
+		}
+	}
+	for range hotConns {
+		c, err := s.hot.Acquire(ctx)
+		if err != nil {
+			release()
+			return nil, err
+		}
+		held = append(held, c)
+	}
+	return release, nil
+}
+
+func preparedPlans(ctx context.Context, q querier, marks []string, out map[string][2]int64) error {
+	rows, err := q.Query(ctx, `SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
 	for rows.Next() {
 		var (
 			stmt            string
 			generic, custom int64
 		)
 		if err := rows.Scan(&stmt, &generic, &custom); err != nil {
-			return nil, err
+			return err
 		}
 		for _, m := range marks {
 			if strings.Contains(stmt, m) {
@@ -116,7 +166,7 @@ func (s *Store) PreparedPlans(ctx context.Context, marks ...string) (map[string]
 			}
 		}
 	}
-	return out, rows.Err()
+	return rows.Err()
 }
 
 // ClaimPlan is EXPLAIN's text of the claim statement for params, planned

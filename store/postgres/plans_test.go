@@ -18,8 +18,9 @@ import (
 // TestHotWritesUseGenericPlans: a small event insert and a small
 // completion run with one generic plan per connection (genericPlansSQL),
 // not planned at every execution as the connection's other statements
-// are; a large batch and claims still plan for their parameters. One pooled connection, so every call uses the
-// session whose prepared statements are read.
+// are; a large batch and claims still plan for their parameters. One
+// pooled connection and the hot-write pool's (read together), so every
+// session a call used is read.
 func TestHotWritesUseGenericPlans(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -67,6 +68,21 @@ func TestHotWritesUseGenericPlans(t *testing.T) {
 	plans, err = s.PreparedPlans(ctx, "INSERT INTO events")
 	require.NoError(t, err)
 	require.Equal(t, [2]int64{n + 1, 2}, plans["INSERT INTO events"], "16 events: generic; 17 and 100: custom")
+
+	// With every hot-write connection taken, a small batch runs on the
+	// main pool, still with a generic plan (genericPlansSQL).
+	release, err := s.HotHold(ctx)
+	require.NoError(t, err)
+	insertEvents(ctx, t, s, "held", 2, t0, "sub_p")
+	release()
+	plans, err = s.PreparedPlans(ctx, "INSERT INTO events")
+	require.NoError(t, err)
+	require.Equal(t, [2]int64{n + 2, 2}, plans["INSERT INTO events"], "2 events beside a held hot pool: generic")
+	// The small batches that found a free hot-write connection ran there.
+	hot, err := s.PreparedPlansHot(ctx, "INSERT INTO events", "WITH done AS")
+	require.NoError(t, err)
+	require.Equal(t, [2]int64{n + 1, 0}, hot["INSERT INTO events"], "the one-event inserts and the 16 on the hot-write pool")
+	require.Equal(t, [2]int64{n, 0}, hot["WITH done AS"], "the completions on the hot-write pool")
 }
 
 // TestClaimFindsClaimedRowsByTIDOnStaleStatistics: the claim locks its

@@ -41,6 +41,9 @@ type Config struct {
 // Store is the PostgreSQL implementation of store.Store.
 type Store struct {
 	pool   *pgxpool.Pool
+	// hot is the small pool whose sessions run generic plans, kept for
+	// small hot writes (smallWrites, claim.go).
+	hot *pgxpool.Pool
 	schema string
 	closed atomic.Bool
 	// orderedMu guards ordered: whether fifo/latest subscriptions exist
@@ -139,11 +142,24 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	pcfg.ShouldPing = func(_ context.Context, p pgxpool.ShouldPingParams) bool {
 		return p.IdleDuration > time.Second || time.Since(time.Unix(0, broken.Load())) < brokenPingWindow
 	}
+	// The hot-write pool: the same connections' settings, but generic
+	// plans and no sequential scans for the whole session, so a small
+	// write batch does not open with genericPlansSQL (claim.go). It
+	// connects on first use and holds at most hotConns connections.
+	hcfg := pcfg.Copy()
+	hcfg.MaxConns, hcfg.MinConns = hotConns, 0
+	hcfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
+	hcfg.ConnConfig.RuntimeParams["enable_seqscan"] = "off"
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, mapErr("error creating pool", err)
 	}
-	s := &Store{pool: pool, schema: schema, broken: broken, keys: cfg.Keys}
+	hot, err := pgxpool.NewWithConfig(ctx, hcfg)
+	if err != nil {
+		pool.Close()
+		return nil, mapErr("error creating pool", err)
+	}
+	s := &Store{pool: pool, hot: hot, schema: schema, broken: broken, keys: cfg.Keys}
 	s.growth.init()
 	if schema != "" {
 		_, err = pool.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{schema}.Sanitize())
@@ -155,10 +171,12 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		}
 		if err != nil {
 			pool.Close()
+			hot.Close()
 			return nil, mapErr("error creating schema", err)
 		}
 	} else if err := pool.Ping(ctx); err != nil {
 		pool.Close()
+		hot.Close()
 		return nil, mapErr("error connecting", err)
 	}
 	return s, nil
@@ -180,6 +198,7 @@ func (s *Store) Close() error {
 		s.leader.close()
 		s.liveness.close()
 		s.pool.Close()
+		s.hot.Close()
 	}
 	return nil
 }
