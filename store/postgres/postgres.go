@@ -40,10 +40,10 @@ type Config struct {
 
 // Store is the PostgreSQL implementation of store.Store.
 type Store struct {
-	pool   *pgxpool.Pool
+	pool *pgxpool.Pool
 	// hot is the small pool whose sessions run generic plans, kept for
 	// small hot writes (smallWrites, claim.go).
-	hot *pgxpool.Pool
+	hot    *pgxpool.Pool
 	schema string
 	closed atomic.Bool
 	// orderedMu guards ordered: whether fifo/latest subscriptions exist
