@@ -11,6 +11,26 @@ import (
 	"github.com/heraldhq/herald/store"
 )
 
+// insertLiveSQL is the first two CTEs of both event inserts: cur, the
+// versions guard on the fan-out cache's versions (parameters version and
+// pauses; both NULL: no check), and live, the named subscriptions ($9)
+// that exist, locked FOR KEY SHARE in id order (insertEventsSQL).
+func insertLiveSQL(version, pauses string) string {
+	return `cur AS (
+	SELECT coalesce((SELECT v.version = ` + version + `::bigint AND v.pauses_version = ` + pauses + `::bigint FROM subscriptions_version v),
+		false) OR ` + version + `::bigint IS NULL AS ok
+), live AS (
+	SELECT s.id FROM subscriptions s
+	WHERE s.id = ANY($9::text[]) AND s.deleted_at IS NULL AND (SELECT ok FROM cur)
+	ORDER BY s.id
+	FOR KEY SHARE
+)`
+}
+
+// insertDeliveryColumns are the columns both event inserts fill in deliveries.
+const insertDeliveryColumns = `id, event_id, event_tenant, subscription_id, state, tier, next_attempt_at,
+		event_key, event_version, lease_owner, lease_until, created_at, updated_at`
+
 // insertEventsSQL stores events and, in a data-modifying CTE, the deliveries
 // of those that were not duplicates — one statement, one round trip, atomic
 // on its own. It returns the keys (id, tenant) of the events actually
@@ -39,16 +59,8 @@ import (
 // so the publish positions their seq default takes from deliveries_seq
 // follow the call's order (store/ordering.go): the default is evaluated
 // above the sorted SELECT, row by row.
-const insertEventsSQL = `
-WITH cur AS (
-	SELECT coalesce((SELECT v.version = $16::bigint AND v.pauses_version = $17::bigint FROM subscriptions_version v),
-		false) OR $16::bigint IS NULL AS ok
-), live AS (
-	SELECT s.id FROM subscriptions s
-	WHERE s.id = ANY($9::text[]) AND s.deleted_at IS NULL AND (SELECT ok FROM cur)
-	ORDER BY s.id
-	FOR KEY SHARE
-), d AS (
+var insertEventsSQL = `
+WITH ` + insertLiveSQL("$16", "$17") + `, d AS (
 	SELECT d.* FROM unnest($7::text[], $8::text[], $9::text[], $11::timestamptz[], $12::text[], $13::timestamptz[],
 		$15::text[])
 		WITH ORDINALITY AS d(id, event_id, subscription_id, next_attempt_at, lease_owner, lease_until, event_tenant, pos)
@@ -65,8 +77,7 @@ WITH cur AS (
 	ON CONFLICT (id, tenant) DO NOTHING
 	RETURNING id, tenant, key, version
 ), dl AS (
-	INSERT INTO deliveries (id, event_id, event_tenant, subscription_id, state, tier, next_attempt_at,
-		event_key, event_version, lease_owner, lease_until, created_at, updated_at)
+	INSERT INTO deliveries (` + insertDeliveryColumns + `)
 	SELECT d.id, d.event_id, d.event_tenant, d.subscription_id,
 		CASE WHEN d.lease_owner IS NULL THEN 'pending' ELSE 'in_flight' END, 0, d.next_attempt_at,
 		ins.key, ins.version, d.lease_owner, d.lease_until, $10, $10
@@ -92,16 +103,8 @@ SELECT NULL, NULL, NULL WHERE NOT (SELECT ok FROM cur)`
 // event's key (gone NULL), then one row per live subscription (the third
 // column; the caller derives the gone ones from those it named), or one
 // row of NULLs when the guard failed (readInsertedOne).
-const insertEventSQL = `
-WITH cur AS (
-	SELECT coalesce((SELECT v.version = $14::bigint AND v.pauses_version = $15::bigint FROM subscriptions_version v),
-		false) OR $14::bigint IS NULL AS ok
-), live AS (
-	SELECT s.id FROM subscriptions s
-	WHERE s.id = ANY($9::text[]) AND s.deleted_at IS NULL AND (SELECT ok FROM cur)
-	ORDER BY s.id
-	FOR KEY SHARE
-), d AS (
+var insertEventSQL = `
+WITH ` + insertLiveSQL("$14", "$15") + `, d AS (
 	SELECT d.* FROM unnest($8::text[], $9::text[], $10::timestamptz[], $11::text[], $12::timestamptz[])
 		WITH ORDINALITY AS d(id, subscription_id, next_attempt_at, lease_owner, lease_until, pos)
 	WHERE d.subscription_id IN (SELECT id FROM live)
@@ -112,8 +115,7 @@ WITH cur AS (
 	ON CONFLICT (id, tenant) DO NOTHING
 	RETURNING id, tenant, key, version
 ), dl AS (
-	INSERT INTO deliveries (id, event_id, event_tenant, subscription_id, state, tier, next_attempt_at,
-		event_key, event_version, lease_owner, lease_until, created_at, updated_at)
+	INSERT INTO deliveries (` + insertDeliveryColumns + `)
 	SELECT d.id, ins.id, ins.tenant, d.subscription_id,
 		CASE WHEN d.lease_owner IS NULL THEN 'pending' ELSE 'in_flight' END, 0, d.next_attempt_at,
 		ins.key, ins.version, d.lease_owner, d.lease_until, $13, $13

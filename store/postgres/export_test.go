@@ -97,18 +97,11 @@ func (s *Store) SourceRejectsStored(ctx context.Context, source string) (int64, 
 // generic and custom plans it ran with. With MaxConns 1 that is every
 // connection a call used.
 func (s *Store) PreparedPlans(ctx context.Context, marks ...string) (map[string][2]int64, error) {
-	out := map[string][2]int64{}
-	if err := preparedPlans(ctx, s.pool, marks, out); err != nil {
+	out, err := s.PreparedPlansHot(ctx, marks...)
+	if err != nil {
 		return nil, err
 	}
-	for _, c := range s.hot.AcquireAllIdle(ctx) {
-		err := preparedPlans(ctx, c, marks, out)
-		c.Release()
-		if err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return out, preparedPlans(ctx, s.pool, marks, out)
 }
 
 // PreparedPlansHot is PreparedPlans of the hot-write pool's idle
