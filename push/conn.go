@@ -117,7 +117,6 @@ const (
 // file descriptor, else read on a goroutine of its own.
 func (c *conn) start() {
 	rt := sessions()
-	c.tIdx = -1
 	if rt.poll == nil || !rt.poll.attach(c) {
 		c.br = newBlockingReader(c)
 	}

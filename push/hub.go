@@ -334,7 +334,9 @@ func (h *hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// user agent gave up on (it waited past its own timeout on a busy node
 	// and reconnected elsewhere) may be read long after, and must not take
 	// the router record from the session that replaced it (see hello).
-	c := &conn{h: h, nc: ws.NetConn(), addr: clientKey(r), check: checkRunning, connectedAt: upgradedAt}
+	// tIdx is set before track: from there Close may close the session
+	// (and arm its timers) before start runs.
+	c := &conn{h: h, nc: ws.NetConn(), addr: clientKey(r), check: checkRunning, connectedAt: upgradedAt, tIdx: -1}
 	if !h.track(c) {
 		_ = writeFrame(c.nc, opClose, closePayload(closeGoingAway, "shutting down"), time.Now().Add(closeGrace))
 		_ = c.nc.Close()
