@@ -187,6 +187,10 @@ func TestDirectUnsolicitedBytesNotReused(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
 	conns := 0
+	// written is signalled once the unsolicited bytes are sent: no client
+	// can see bytes that have not arrived, so the next request waits for
+	// them (without it the test raced the receiver's goroutine).
+	written := make(chan struct{}, 3)
 	url := rawServer(t, func(c net.Conn) {
 		mu.Lock()
 		conns++
@@ -195,12 +199,33 @@ func TestDirectUnsolicitedBytesNotReused(t *testing.T) {
 		for readRequest(br) {
 			_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 			_, _ = io.WriteString(c, "HTTP/1.1 500 Injected\r\nContent-Length: 0\r\n\r\n")
+			written <- struct{}{}
 		}
 	})
 	s := directSender(t)
 	for range 3 {
 		res := s.Send(context.Background(), testRequest(url))
 		require.True(t, res.Success, "%d %s", res.Status, res.Message)
+		select {
+		case <-written:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the receiver did not write its unsolicited answer")
+		}
+		// Written is not yet received: the loopback can defer delivery to
+		// a softirq. Wait until a pooled connection shows the bytes (or
+		// none was pooled, the bytes having come with the answer).
+		require.Eventually(t, func() bool {
+			s.direct.mu.Lock()
+			defer s.direct.mu.Unlock()
+			for _, list := range s.direct.idle {
+				for _, c := range list {
+					if alive(c.nc) {
+						return false
+					}
+				}
+			}
+			return true
+		}, 10*time.Second, time.Millisecond, "the unsolicited bytes did not arrive")
 	}
 	mu.Lock()
 	defer mu.Unlock()
