@@ -34,12 +34,28 @@ const signatureHeader = "webhook-signature"
 // headers with it, and attempts store their headers redacted by it.
 var credentialWords = []string{"auth", "token", "secret", "key", "password", "passwd", "cookie", "session", "credential", "signature"}
 
+// credentialsByFirst is credentialWords by first byte, so one pass over a
+// name finds them (ten searches of every name were a third of an
+// attempt's header bookkeeping).
+var credentialsByFirst = func() (by [256][]string) {
+	for _, w := range credentialWords {
+		by[w[0]] = append(by[w[0]], w)
+	}
+	return by
+}()
+
 // CredentialHeader reports whether a header's value is a credential.
 func CredentialHeader(name string) bool {
-	n := strings.ToLower(name)
-	for _, w := range credentialWords {
-		if strings.Contains(n, w) {
-			return true
+	return credentialLower(strings.ToLower(name))
+}
+
+// credentialLower is CredentialHeader of a lower-cased name.
+func credentialLower(n string) bool {
+	for i := 0; i < len(n); i++ {
+		for _, w := range credentialsByFirst[n[i]] {
+			if strings.HasPrefix(n[i:], w) {
+				return true
+			}
 		}
 	}
 	return false
@@ -54,6 +70,11 @@ func RedactHeader(name, value string) string {
 	if value == "" || !CredentialHeader(name) {
 		return value
 	}
+	return redactCredential(name, value)
+}
+
+// redactCredential is RedactHeader of a credential's value.
+func redactCredential(name, value string) string {
 	if !strings.EqualFold(name, signatureHeader) {
 		return MaskedCredential
 	}
@@ -75,11 +96,11 @@ func AttemptHeaders(h map[string][]string) map[string]string {
 	if h == nil {
 		return nil
 	}
-	flat := make(map[string]string, len(h))
+	entries := make([]boundEntry, 0, len(h))
 	for name, vs := range h {
-		flat[name] = strings.Join(vs, ", ")
+		entries = append(entries, boundEntry{name: name, value: strings.Join(vs, ", ")})
 	}
-	return BoundHeaders(flat)
+	return boundEntries(entries)
 }
 
 // BoundHeaders returns h as an attempt stores it: names lower-cased,
@@ -98,32 +119,58 @@ func BoundHeaders(h map[string]string) map[string]string {
 		// every delivery's path).
 		return h
 	}
-	names := make([]string, 0, len(h))
-	for name := range h {
-		names = append(names, name)
+	entries := make([]boundEntry, 0, len(h))
+	for name, v := range h {
+		entries = append(entries, boundEntry{name: name, value: v})
+	}
+	return boundEntries(entries)
+}
+
+// boundEntry is one header line on its way through boundEntries.
+type boundEntry struct {
+	key         string // the lower-cased name, the sort key
+	name, value string
+}
+
+// boundEntries is BoundHeaders over header lines. Each name is lower-cased
+// once, not in every comparison of the sort: this runs twice on every
+// attempt (request and response), and lower-casing in the comparison was
+// most of its cost (docs/benchmarks.md, BenchmarkAttemptHeaders).
+func boundEntries(entries []boundEntry) map[string]string {
+	for i := range entries {
+		entries[i].key = strings.ToLower(entries[i].name)
 	}
 	// By lower-cased name, then by spelling, so two spellings of one name
 	// always resolve the same way.
-	slices.SortFunc(names, func(a, b string) int {
-		if c := strings.Compare(strings.ToLower(a), strings.ToLower(b)); c != 0 {
+	slices.SortFunc(entries, func(a, b boundEntry) int {
+		if c := strings.Compare(a.key, b.key); c != 0 {
 			return c
 		}
-		return strings.Compare(a, b)
+		return strings.Compare(a.name, b.name)
 	})
-	out := make(map[string]string, min(len(names), AttemptHeadersMax))
+	out := make(map[string]string, min(len(entries), AttemptHeadersMax))
 	total := 0
-	for _, name := range names {
+	for _, e := range entries {
 		if len(out) == AttemptHeadersMax {
 			break
 		}
-		n := strings.ToLower(CleanLine(name, 0))
+		n := e.key
+		if !isCleanLine(e.name) {
+			n = strings.ToLower(CleanLine(e.name, 0))
+		}
 		if n == "" || len(n) > AttemptHeaderValueMax {
 			continue
 		}
 		if _, dup := out[n]; dup {
 			continue // two spellings of one name: the first sorted wins
 		}
-		v := CleanLine(RedactHeader(n, h[name]), AttemptHeaderValueMax)
+		v := e.value
+		if v != "" && credentialLower(n) {
+			v = redactCredential(n, v)
+		}
+		if len(v) > AttemptHeaderValueMax || !isCleanLine(v) {
+			v = CleanLine(v, AttemptHeaderValueMax)
+		}
 		if total+len(n)+len(v) > AttemptHeadersBytesMax {
 			continue
 		}
@@ -142,7 +189,7 @@ func boundAlready(h map[string]string) bool {
 	for n, v := range h {
 		total += len(n) + len(v)
 		if n == "" || len(n) > AttemptHeaderValueMax || len(v) > AttemptHeaderValueMax || total > AttemptHeadersBytesMax ||
-			!isCleanLine(n) || !isCleanLine(v) || hasUpper(n) || RedactHeader(n, v) != v {
+			!isCleanLine(n) || !isCleanLine(v) || hasUpper(n) || v != "" && credentialLower(n) && redactCredential(n, v) != v {
 			return false
 		}
 	}

@@ -56,3 +56,28 @@ func TestBoundHeaders(t *testing.T) {
 	require.Len(t, BoundHeaders(few), AttemptHeadersMax)
 	require.Equal(t, map[string]string{"x-m": "a, b"}, AttemptHeaders(map[string][]string{"X-M": {"a", "b"}}))
 }
+
+// The headers of one webhook attempt, as the Sender records them: what it
+// sent (http.Header's canonical names) and a receiver's usual answer.
+func BenchmarkAttemptHeaders(b *testing.B) {
+	sent := map[string][]string{
+		"Content-Type":      {"application/json"},
+		"User-Agent":        {"herald/1.0"},
+		"Webhook-Id":        {"evt_01JEXAMPLE00000000000000"},
+		"Webhook-Timestamp": {"1764800000"},
+		"Webhook-Signature": {"v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4="},
+		"Herald-Attempt":    {"1"},
+		"Host":              {"127.0.0.1:8080"},
+		"Content-Length":    {"1024"},
+	}
+	answer := map[string][]string{
+		"Content-Length": {"0"},
+		"Date":           {"Fri, 04 Dec 2026 01:50:00 GMT"},
+		"Content-Type":   {"text/plain; charset=utf-8"},
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = AttemptHeaders(sent)
+		_ = AttemptHeaders(answer)
+	}
+}
