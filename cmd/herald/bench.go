@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/heraldhq/herald/bench"
+	"github.com/heraldhq/herald/internal/gctune"
 )
 
 // `herald bench` is the CLI of package bench: flags and their bounds, the
@@ -46,6 +47,7 @@ type benchFlags struct {
 	tiers                   string
 	ingestCommitters        int
 	ingestMaxBatch          int
+	gcHeapFloor             int64
 	ingestFlush             time.Duration
 	direct                  bool
 	backlog                 int64
@@ -102,6 +104,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&f.ingestFlush, "ingest-flush-interval", 0, "in-process node: group commit wait")
 	fs.IntVar(&f.ingestMaxBatch, "ingest-max-batch", 0, "in-process node: most events in one group commit (default as serve)")
 	fs.BoolVar(&f.direct, "direct-dispatch", true, "in-process node: send fresh deliveries without a claim when workers are free")
+	fs.Int64Var(&f.gcHeapFloor, "gc-heap-floor", gctune.DefaultFloor, "in-process node: serve's --gc-heap-floor, for the whole bench process (publishers and receiver too); 0: Go's default pacing")
 	fs.Float64Var(&f.rate, "rate", 0, "events per second to publish (0: as fast as possible)")
 	fs.Int64Var(&f.count, "count", 10000, "events to publish (with --duration: at most this many; default then 10,000,000)")
 	fs.DurationVar(&f.duration, "duration", 0, "publish for this long instead of a fixed count (at most 1h)")
@@ -351,6 +354,7 @@ func (f *benchFlags) startInProcess(ctx context.Context, stderr io.Writer) (*her
 		c.IngestBatch = f.ingestMaxBatch
 	}
 	c.Direct = f.direct
+	c.GCHeapFloor = f.gcHeapFloor
 	c.ShutdownWait = 2 * time.Second
 	c.holdDelivery = f.drain
 	if f.databaseURL != "" {
@@ -361,8 +365,10 @@ func (f *benchFlags) startInProcess(ctx context.Context, stderr io.Writer) (*her
 		return nil, nil, err
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	stopGC := tuneGC(c, logger)
 	n, err := startHeraldNode(ctx, c, logger)
 	if err != nil {
+		stopGC()
 		_ = os.RemoveAll(dir)
 		if c.pgSchema != "" {
 			_ = dropSchema(c.DatabaseURL, c.pgSchema)
@@ -371,6 +377,7 @@ func (f *benchFlags) startInProcess(ctx context.Context, stderr io.Writer) (*her
 	}
 	cleanup := func() {
 		n.stop()
+		stopGC()
 		if f.keep {
 			fmt.Fprintf(stderr, "kept: data dir %s", dir)
 			if c.pgSchema != "" {

@@ -19,6 +19,7 @@ import (
 	webpushdest "github.com/heraldhq/herald/destination/webpush"
 	"github.com/heraldhq/herald/httpapi"
 	"github.com/heraldhq/herald/ingest"
+	"github.com/heraldhq/herald/internal/gctune"
 	"github.com/heraldhq/herald/maintenance"
 	"github.com/heraldhq/herald/push"
 	"github.com/heraldhq/herald/seal"
@@ -79,6 +80,9 @@ type config struct {
 	AutoDisableAfter    time.Duration
 	MaxBodyBytes        int64
 	SecretGrace         time.Duration
+	// GCHeapFloor is the least heap goal of the garbage collector
+	// (internal/gctune); 0 is off, and GOGC in the environment wins.
+	GCHeapFloor int64
 
 	StaleAfter         time.Duration
 	RetentionDelivered time.Duration
@@ -179,6 +183,7 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.AutoDisableAfter, "auto-disable-after", herald.DefaultAutoDisableAfter,
 		"how long a streak of failed attempts must have lasted before --auto-disable-failures disables the subscription")
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", 1<<20, "largest accepted request body (the batch API allows 16×)")
+	fs.Int64Var(&c.GCHeapFloor, "gc-heap-floor", gctune.DefaultFloor, "bytes: while the live heap is small, let it grow to this before the garbage collector runs (fewer collections, less CPU per delivery; at most this much more memory); 0: Go's default pacing; ignored when GOGC is set")
 	fs.DurationVar(&c.SecretGrace, "secret-grace", 24*time.Hour, "how long a rotated-out secret keeps signing")
 	fs.DurationVar(&c.StaleAfter, "stale-after", 5*time.Minute, "raise herald.queue.stale when a tier's oldest due delivery waited this long (0: never)")
 	fs.DurationVar(&c.RetentionDelivered, "retention-delivered", 72*time.Hour, "keep delivered, skipped, superseded and cancelled deliveries (and attempts) this long (0: for ever)")
@@ -286,6 +291,9 @@ func (c *config) validate() error {
 		return err
 	}
 	c.tiers = tiers
+	if c.GCHeapFloor < 0 || c.GCHeapFloor > maxGCHeapFloor {
+		return fmt.Errorf("--gc-heap-floor must be from 0 (off) to %d bytes, got %d", int64(maxGCHeapFloor), c.GCHeapFloor)
+	}
 	if c.AutoDisableFailures < 0 || c.AutoDisableFailures > herald.MaxAutoDisableFailures {
 		return fmt.Errorf("--auto-disable-failures must be from 0 (never) to %d, got %d", herald.MaxAutoDisableFailures, c.AutoDisableFailures)
 	}
@@ -506,3 +514,6 @@ func (c *config) autoDisable() *herald.AutoDisable {
 		MinDurationS:        int64(c.AutoDisableAfter / time.Second),
 	}
 }
+
+// maxGCHeapFloor bounds --gc-heap-floor: 16 GiB.
+const maxGCHeapFloor = 16 << 30

@@ -190,6 +190,7 @@ func cmdServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	defer tuneGC(c, logger)()
 	n, err := startHeraldNode(ctx, c, logger)
 	if err != nil {
 		return err
