@@ -497,7 +497,7 @@ func (e *Engine) tierLoop(t *tierRunner) {
 			}
 			if limit > 0 {
 				seen = gen
-				n, next, err := e.claim(t, int(limit))
+				n, next, err := e.claim(t, int(limit), gen)
 				switch {
 				case err != nil:
 					if e.claimCtx.Err() != nil {
@@ -546,10 +546,13 @@ func (e *Engine) tierLoop(t *tierRunner) {
 }
 
 // claim claims up to limit deliveries and starts them. When it claims fewer
-// than limit it also returns when the tier's next delivery matures.
+// than limit it also returns when the tier's next delivery matures, unless
+// work was committed to the tier since gen (the tier's gen when the claim
+// began): the loop then claims again at once, and the next due time would
+// not be used.
 //
 // The caller reserved limit slots; claim gives back those it did not fill.
-func (e *Engine) claim(t *tierRunner, limit int) (int, *time.Time, error) {
+func (e *Engine) claim(t *tierRunner, limit int, gen uint64) (int, *time.Time, error) {
 	now := e.now()
 	// started is when the claim really started: the store reads it once it
 	// holds its locks (the writer, throttle rows) and records rate-limited
@@ -590,6 +593,13 @@ func (e *Engine) claim(t *tierRunner, limit int) (int, *time.Time, error) {
 	e.work.Add(len(claimed))
 	e.start(t, jobs)
 	if len(claimed) == limit {
+		return len(claimed), nil, nil
+	}
+	if t.gen.Load() != gen {
+		// A node that cannot direct-dispatch claims after nearly every
+		// commit, a few rows at a time: a next-due read after each claim
+		// was as much of PostgreSQL's time as the claims (docs/benchmarks.md,
+		// "a saturated PostgreSQL node has two speeds").
 		return len(claimed), nil, nil
 	}
 	// NextDue accounts for throttled subscriptions (their budget's return,

@@ -158,3 +158,54 @@ func TestRunQueueStaleLeaseGivenBack(t *testing.T) {
 		require.Equal(t, n, distinct)
 	})
 }
+
+// nextDueCounter counts DeliveryNextDue calls, and runs onClaim (once)
+// after a claim, as if work were committed while the claim ran.
+type nextDueCounter struct {
+	store.Store
+	nextDue atomic.Int64
+	claims  atomic.Int64
+	onClaim atomic.Pointer[func()]
+}
+
+func (c *nextDueCounter) DeliveryClaim(ctx context.Context, p *store.DeliveryClaimParams) ([]*store.ClaimedDelivery, error) {
+	res, err := c.Store.DeliveryClaim(ctx, p)
+	c.claims.Add(1)
+	if f := c.onClaim.Swap(nil); f != nil {
+		(*f)()
+	}
+	return res, err
+}
+
+func (c *nextDueCounter) DeliveryNextDue(ctx context.Context, p *store.DeliveryNextDueParams) (*time.Time, error) {
+	c.nextDue.Add(1)
+	return c.Store.DeliveryNextDue(ctx, p)
+}
+
+// A partial claim reads the tier's next due time only when nothing was
+// committed to the tier meanwhile: when something was, the loop claims
+// again at once and would not use it (a node that cannot direct-dispatch
+// claims after nearly every commit).
+func TestClaimSkipsNextDueWhenNotified(t *testing.T) {
+	t.Parallel()
+	testdb.ForEach(t, func(t *testing.T, s store.Store) {
+		const n = 3
+		g := newGate(t, false)
+		sub := createSub(t, s, g.srv.URL, 30*time.Second, []string{"queue.*"}, webhook.NewSecret())
+		prepublish(t, s, n)
+		c := &nextDueCounter{Store: s}
+		var h *queueHarness
+		ready := make(chan struct{})
+		notify := func() { <-ready; h.engine.Notify() }
+		c.onClaim.Store(&notify)
+		h = setupQueue(t, c, 8)
+		close(ready)
+
+		finished(t, s, sub.ID, n)
+		// The first claim took all three and was notified: no next-due
+		// read. The second, claiming what was notified, found nothing and
+		// was not: one read.
+		require.Eventually(t, func() bool { return c.claims.Load() == 2 && c.nextDue.Load() == 1 },
+			10*time.Second, time.Millisecond, "claims %d, next-due reads %d", c.claims.Load(), c.nextDue.Load())
+	})
+}
