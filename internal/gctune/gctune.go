@@ -74,10 +74,11 @@ func (t *Tuner) adjust() {
 
 // Percent is the GOGC that makes the heap goal live×(1+GOGC/100) at least
 // floor: base when live already gets there, at most maxPercent (and never
-// below base).
+// below base). Before the first cycle live is 0: base, so the first goal
+// is Go's own and cannot overshoot the floor.
 func Percent(live, floor uint64, base int) int {
 	if live == 0 {
-		return max(base, maxPercent)
+		return base
 	}
 	if live*uint64(100+base)/100 >= floor {
 		return base
@@ -93,6 +94,3 @@ func (t *Tuner) Stop() {
 	}
 	debug.SetGCPercent(t.percent)
 }
-
-// Current is the GOGC the tuner set last (for tests and the log).
-func (t *Tuner) Current() int { return int(t.set.Load()) }
