@@ -3,10 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -242,10 +245,16 @@ func TestCrashLivenessPausedNode(t *testing.T) {
 	// 5 s) takes them some 20 s after the stop.
 	addrA, a := startSubscribed(t, bin, append(livenessArgs(store, "node-a"), "--lease-margin", "6s"), srv.URL, 2*time.Second)
 	ids := publishHeld(t, addrA, recv, 6)
-	b := startNode(t, bin, freeAddr(t), livenessArgs(store, "node-b")...)
+	// B logs at info, so a failure shows its rescues.
+	b := startNode(t, bin, freeAddr(t), append(livenessArgs(store, "node-b"), "--log-level", "info")...)
 
 	require.NoError(t, a.cmd.Process.Signal(syscall.SIGSTOP))
 	t.Cleanup(func() { _ = a.cmd.Process.Signal(syscall.SIGCONT) })
+	// The signal returns before every thread of A has stopped: released
+	// now, the held requests' answers could still be read and completed
+	// by A (seen on a loaded machine: three of six delivered by A, never
+	// re-sent, the test waiting for them).
+	waitStopped(t, a.cmd.Process.Pid)
 	stopped := time.Now()
 	recv.mu.Lock()
 	recv.cut = stopped
@@ -260,7 +269,35 @@ func TestCrashLivenessPausedNode(t *testing.T) {
 	// Once the leases expire, B's lease rescue sends them: about 20 s
 	// after the stop (16 s leases, a rescue every 5 s); the deadline
 	// leaves room for a machine busy with the package's other tests.
-	took := recv.waitAnswered(t, ids, stopped, 60*time.Second, b.logs.String)
+	took := recv.waitAnswered(t, ids, stopped, 60*time.Second, func() string {
+		// Where the deliveries are, as B sees them, after B's logs.
+		_, body, err := apiCall(context.Background(), b.addr, "crash-token", http.MethodGet, "/v1/deliveries?limit=20", nil)
+		return fmt.Sprintf("%s\nB's GET /v1/deliveries (err %v):\n%s", b.logs.String(), err, body)
+	})
 	t.Logf("%d deliveries of a paused node; stop to answer after lease expiry: min %v, max %v", len(ids), slices.Min(took), slices.Max(took))
 	require.Equal(t, len(ids), recv.resent(ids, stopped), "each was re-sent once its lease expired")
+}
+
+// waitStopped waits until every thread of process pid is stopped (state T
+// in /proc/PID/task/TID/stat).
+func waitStopped(t *testing.T, pid int) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		if err != nil || len(tasks) == 0 {
+			return false
+		}
+		for _, task := range tasks {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+			if err != nil {
+				return false
+			}
+			// The state follows the command name in parentheses.
+			_, rest, ok := strings.Cut(string(b), ") ")
+			if !ok || !strings.HasPrefix(rest, "T") {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, time.Millisecond, "process %d did not stop", pid)
 }
