@@ -97,6 +97,8 @@ func TestConfigErrors(t *testing.T) {
 		{"negative per-ip cap", []string{"--push-max-conns-per-ip", "-1"}, "--push-max-conns-per-ip must not be negative"},
 		{"negative max conns", []string{"--max-conns", "-1"}, "--max-conns must not be negative"},
 		{"zero read timeout", []string{"--read-timeout", "0s"}, "--read-timeout must be positive"},
+		{"negative heap floor", []string{"--gc-heap-floor", "-1"}, "--gc-heap-floor must be from 0 (off)"},
+		{"huge heap floor", []string{"--gc-heap-floor", "17179869185"}, "--gc-heap-floor must be from 0 (off)"},
 		{"unknown file key", []string{"--config", unknown}, `unknown key "no_such_key"`},
 		{"missing file", []string{"--config", filepath.Join(dir, "absent.yaml")}, "error reading config file"},
 	}

@@ -190,7 +190,8 @@ func cmdServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer tuneGC(c, logger)()
+	stopGC := tuneGC(c, logger)
+	defer stopGC()
 	n, err := startHeraldNode(ctx, c, logger)
 	if err != nil {
 		return err

@@ -4,7 +4,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
-	"sync/atomic"
+	"sync"
 )
 
 // DefaultFloor is serve's --gc-heap-floor: 64 MiB. It costs a node at most
@@ -21,8 +21,12 @@ const maxPercent = 2000
 type Tuner struct {
 	floor   uint64
 	percent int // the configured GOGC, the least Tune sets
-	stopped atomic.Bool
-	set     atomic.Int64 // the GOGC last set
+
+	// mu orders adjust and Stop, so a cleanup running when Stop is called
+	// cannot set GOGC after Stop restored it.
+	mu      sync.Mutex
+	stopped bool
+	set     int // the GOGC last set
 	sample  []metrics.Sample
 }
 
@@ -34,8 +38,7 @@ func Tune(floor uint64, base int) *Tuner {
 	if floor == 0 || base < 0 {
 		return nil
 	}
-	t := &Tuner{floor: floor, percent: base, sample: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}}
-	t.set.Store(int64(base))
+	t := &Tuner{floor: floor, percent: base, set: base, sample: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}}
 	t.adjust()
 	t.arm()
 	return t
@@ -48,16 +51,20 @@ func Tune(floor uint64, base int) *Tuner {
 func (t *Tuner) arm() {
 	sentinel := new([16]byte)
 	runtime.AddCleanup(sentinel, func(t *Tuner) {
-		if t.stopped.Load() {
-			return
+		if t.adjust() {
+			t.arm()
 		}
-		t.adjust()
-		t.arm()
 	}, t)
 }
 
-// adjust sets GOGC for the next cycle from the live heap of the last.
-func (t *Tuner) adjust() {
+// adjust sets GOGC for the next cycle from the live heap of the last; false
+// once stopped.
+func (t *Tuner) adjust() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.stopped {
+		return false
+	}
 	metrics.Read(t.sample)
 	live := uint64(0)
 	if t.sample[0].Value.Kind() == metrics.KindUint64 {
@@ -66,10 +73,11 @@ func (t *Tuner) adjust() {
 	p := Percent(live, t.floor, t.percent)
 	// Only a change of more than a tenth is worth a call: the goal moves
 	// with every cycle's live heap, and each call recomputes the pacer.
-	if old := t.set.Load(); p != int(old) && (p > int(old)*11/10 || p < int(old)*9/10 || p == t.percent) {
+	if old := t.set; p != old && (p > old*11/10 || p < old*9/10 || p == t.percent) {
 		debug.SetGCPercent(p)
-		t.set.Store(int64(p))
+		t.set = p
 	}
+	return true
 }
 
 // Percent is the GOGC that makes the heap goal live×(1+GOGC/100) at least
@@ -89,8 +97,14 @@ func Percent(live, floor uint64, base int) int {
 
 // Stop ends the tuning and restores the configured GOGC. Safe on nil.
 func (t *Tuner) Stop() {
-	if t == nil || t.stopped.Swap(true) {
+	if t == nil {
 		return
 	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.stopped {
+		return
+	}
+	t.stopped = true
 	debug.SetGCPercent(t.percent)
 }
