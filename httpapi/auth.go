@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
+
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/store"
 )
@@ -44,10 +46,13 @@ func HashToken(token string) string {
 // TokenAuth accepts a static token (the configured --api-token, admin) and
 // tokens whose hash is stored (APITokenGet).
 //
-// Stored tokens are read on every request, without a cache: one
-// primary-key read, so a revocation or an expiry takes effect on the very
-// next request on every node (ADR 0013). The cache this replaced let a
-// removed token work for up to a minute.
+// Stored tokens are read on every request (Authenticate): one primary-key
+// read, so a revocation or an expiry takes effect on the very next request
+// on every node (ADR 0013). Publishing is the exception (ADR 0035):
+// AuthenticateCached answers from the tokens this node read recently, and
+// the publish's insert confirms the token in its own transaction
+// (store.EventInsertManyParams.Tokens), which keeps the same rule without
+// the read.
 type TokenAuth struct {
 	store  store.Store
 	static [sha256.Size]byte
@@ -55,6 +60,23 @@ type TokenAuth struct {
 	// token must never match.
 	hasStatic bool
 	now       func() time.Time
+	// cache holds the principals of tokens read and found valid, by hash
+	// (tokenCacheSize at most, least recently used out first). Only
+	// AuthenticateCached answers from it.
+	cache *lru.Cache[string, *cachedToken]
+}
+
+// tokenCacheSize bounds the tokens a node remembers for publishing: 4,096
+// principals, well under a MiB. Only tokens found valid are kept, so
+// guessed tokens cannot fill it.
+const tokenCacheSize = 4096
+
+// cachedToken is a token found valid by a read: its principal, what the
+// insert confirms, and its expiry (fixed at creation), checked here.
+type cachedToken struct {
+	p         *Principal
+	check     store.TokenCheck
+	expiresAt *time.Time
 }
 
 var _ Authenticator = (*TokenAuth)(nil)
@@ -63,7 +85,8 @@ var _ Authenticator = (*TokenAuth)(nil)
 // (when not empty, compared in constant time) and then against the tokens
 // stored in s.
 func NewTokenAuth(s store.Store, static string) Authenticator {
-	a := &TokenAuth{store: s, now: time.Now}
+	cache, _ := lru.New[string, *cachedToken](tokenCacheSize) // errs only on a size <= 0
+	a := &TokenAuth{store: s, now: time.Now, cache: cache}
 	if static != "" {
 		a.static, a.hasStatic = sha256.Sum256([]byte(static)), true
 	}
@@ -87,9 +110,15 @@ func (a *TokenAuth) Authenticate(ctx context.Context, token string) (*Principal,
 	if a.store == nil {
 		return nil, nil
 	}
-	hash := hex.EncodeToString(sum[:])
+	return a.read(ctx, hex.EncodeToString(sum[:]))
+}
+
+// read looks the token with this hash up, remembers it when valid and
+// forgets it otherwise.
+func (a *TokenAuth) read(ctx context.Context, hash string) (*Principal, error) {
 	t, err := a.store.APITokenGet(ctx, hash)
 	if errors.Is(err, herald.ErrNotFound) {
+		a.cache.Remove(hash)
 		return nil, nil
 	}
 	if err != nil {
@@ -102,13 +131,60 @@ func (a *TokenAuth) Authenticate(ctx context.Context, token string) (*Principal,
 		return nil, nil
 	}
 	if t.ExpiresAt != nil && !a.now().Before(*t.ExpiresAt) {
+		a.cache.Remove(hash)
 		return nil, nil
 	}
 	p := &Principal{TokenID: t.ID, Tenant: t.Tenant, Scopes: make([]Scope, len(t.Scopes))}
 	for i, s := range t.Scopes {
 		p.Scopes[i] = Scope(s)
 	}
+	a.cache.Add(hash, &cachedToken{p: p, check: store.TokenCheck{Hash: hash, ID: t.ID}, expiresAt: t.ExpiresAt})
 	return p, nil
+}
+
+// AuthenticateCached is Authenticate for a route whose write confirms the
+// token itself (publishing, v1Confirmed): a token this node found valid
+// before is taken without a read, and check names what the write must
+// confirm (store.WithTokenCheck). A token not in the cache is read as by
+// Authenticate, and check is nil. An expired token fails here as there.
+func (a *TokenAuth) AuthenticateCached(ctx context.Context, token string) (p *Principal, check *store.TokenCheck, err error) {
+	if token == "" || len(token) > maxTokenLen {
+		return nil, nil, nil
+	}
+	sum := sha256.Sum256([]byte(token))
+	if a.hasStatic && subtle.ConstantTimeCompare(sum[:], a.static[:]) == 1 {
+		return staticPrincipal, nil, nil
+	}
+	if a.store == nil {
+		return nil, nil, nil
+	}
+	hash := hex.EncodeToString(sum[:])
+	if c, ok := a.cache.Get(hash); ok {
+		if c.expiresAt != nil && !a.now().Before(*c.expiresAt) {
+			a.cache.Remove(hash)
+			return nil, nil, nil
+		}
+		return c.p, &c.check, nil
+	}
+	p, err = a.read(ctx, hash)
+	return p, nil, err
+}
+
+// Confirm reads a token AuthenticateCached took from the cache, for a
+// request that ends without the write that would have confirmed it (an
+// error, a batch with nothing to store). It reports whether the token is
+// still stored, and forgets it when not.
+func (a *TokenAuth) Confirm(ctx context.Context, check store.TokenCheck) (bool, error) {
+	p, err := a.read(ctx, check.Hash)
+	if err != nil {
+		return false, err
+	}
+	return p != nil && p.TokenID == check.ID, nil
+}
+
+// Forget drops a token from the cache (its insert found it gone).
+func (a *TokenAuth) Forget(check store.TokenCheck) {
+	a.cache.Remove(check.Hash)
 }
 
 // bearerToken returns the token of an "Authorization: Bearer <token>"
@@ -133,9 +209,53 @@ func parseBearer(h string) string {
 	return token
 }
 
+// cachedAuthenticator is an Authenticator that can also answer from the
+// tokens it read recently, for routes whose write confirms the token
+// (v1Confirmed). TokenAuth is one.
+type cachedAuthenticator interface {
+	AuthenticateCached(ctx context.Context, token string) (*Principal, *store.TokenCheck, error)
+	Confirm(ctx context.Context, check store.TokenCheck) (bool, error)
+	Forget(check store.TokenCheck)
+}
+
+// confirmToken settles the token of a request authenticated from the cache
+// (v1Confirmed) that ended without the insert that confirms it — with err,
+// or with nil when it had nothing to store: store.ErrTokenGone when the
+// token is gone (whatever err was, so a revoked token learns nothing from
+// the request), else err. It does nothing for a request whose token was
+// read.
+func (s *server) confirmToken(r *http.Request, err error) error {
+	check, ok := store.TokenCheckFrom(r.Context())
+	ca, cached := s.auth.(cachedAuthenticator)
+	if !ok || !cached {
+		return err
+	}
+	if errors.Is(err, store.ErrTokenGone) {
+		ca.Forget(check)
+		return err
+	}
+	valid, cerr := ca.Confirm(r.Context(), check)
+	switch {
+	case cerr != nil:
+		return cerr
+	case !valid:
+		return store.ErrTokenGone
+	}
+	return err
+}
+
 // authenticated lets a request through to h only with a valid token that
 // carries scope, with the principal in the request's context.
 func (s *server) authenticated(scope Scope, h http.HandlerFunc) http.Handler {
+	return s.authenticatedAs(scope, false, h)
+}
+
+// authenticatedAs is authenticated; with cached, a token the node found
+// valid before passes without a read, and the request's context carries
+// what its write must confirm (store.WithTokenCheck; v1Confirmed).
+func (s *server) authenticatedAs(scope Scope, cached bool, h http.HandlerFunc) http.Handler {
+	ca, canCache := s.auth.(cachedAuthenticator)
+	cached = cached && canCache
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		token := bearerToken(r)
 		// Without a bearer token, the portal's session cookie may stand
@@ -154,7 +274,22 @@ func (s *server) authenticated(scope Scope, h http.HandlerFunc) http.Handler {
 				"missing API token: send the header \"Authorization: Bearer <token>\""))
 			return
 		}
-		p, err := s.auth.Authenticate(r.Context(), token)
+		var (
+			p     *Principal
+			check *store.TokenCheck
+			err   error
+		)
+		if cached {
+			p, check, err = ca.AuthenticateCached(r.Context(), token)
+			if err == nil && check != nil && ((fromCookie && !isPortalSession(p)) || (scope != "" && !p.Has(scope))) {
+				// About to be refused: read the token first, so a revoked
+				// one is told so and nothing else.
+				check = nil
+				p, err = s.auth.Authenticate(r.Context(), token)
+			}
+		} else {
+			p, err = s.auth.Authenticate(r.Context(), token)
+		}
 		if err != nil {
 			s.writeError(w, r, err)
 			return
@@ -177,6 +312,10 @@ func (s *server) authenticated(scope Scope, h http.HandlerFunc) http.Handler {
 			s.writeError(w, r, herald.Errorf(herald.CodeForbidden, "this token lacks the scope %s", scope))
 			return
 		}
-		h(w, r.WithContext(WithPrincipal(r.Context(), p)))
+		ctx := WithPrincipal(r.Context(), p)
+		if check != nil {
+			ctx = store.WithTokenCheck(ctx, *check)
+		}
+		h(w, r.WithContext(ctx))
 	})
 }

@@ -270,6 +270,8 @@ func (s *server) eventPublishBatch(w http.ResponseWriter, r *http.Request) error
 			count := rr.DeliveryCount
 			out.Deliveries = &count
 		}
+	} else if err := s.confirmToken(r, nil); err != nil {
+		return err // nothing to store confirmed the token, and it is gone
 	}
 	return s.reply(w, http.StatusOK, batchJSON{Results: results})
 }

@@ -224,8 +224,8 @@ func (s *server) routes() {
 	// Compiling a filter against a sample reads and changes nothing.
 	s.v1("POST /v1/filters/test", ScopeSubscriptionsRead, s.filterTest)
 
-	s.v1("POST /v1/events", ScopeEventsPublish, s.eventPublish)
-	s.v1("POST /v1/events/batch", ScopeEventsPublish, s.eventPublishBatch)
+	s.v1Confirmed("POST /v1/events", ScopeEventsPublish, s.eventPublish)
+	s.v1Confirmed("POST /v1/events/batch", ScopeEventsPublish, s.eventPublishBatch)
 	s.v1("GET /v1/events", ScopeEventsRead, s.eventList)
 	s.v1("GET /v1/events/{id}", ScopeEventsRead, s.eventGet)
 	s.v1("POST /v1/events/{id}/resend", ScopeDeliveriesWrite, s.eventResend)
@@ -333,6 +333,23 @@ func (s *server) v1(pattern string, scope Scope, h handlerFunc) {
 	s.handle(pattern, s.authenticated(scope, func(w http.ResponseWriter, r *http.Request) {
 		if err := h(w, r); err != nil {
 			s.writeError(w, r, err)
+		}
+	}))
+}
+
+// v1Confirmed mounts a /v1 route whose write confirms the caller's token
+// in its own transaction (publishing; ADR 0035): the token may come from
+// the node's cache (authenticatedAs), and a request that ends without that
+// write — an error, or nothing to store — reads the token first
+// (confirmToken), so a revoked token gets 401 and nothing else.
+func (s *server) v1Confirmed(pattern string, scope Scope, h handlerFunc) {
+	if !ValidScope(string(scope)) {
+		panic("httpapi: route " + pattern + " declares no valid scope")
+	}
+	s.scopes[pattern] = scope
+	s.handle(pattern, s.authenticatedAs(scope, true, func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			s.writeError(w, r, s.confirmToken(r, err))
 		}
 	}))
 }

@@ -136,8 +136,11 @@ type Ingester struct {
 // PublishMany. A group commit holds whole requests, so a batch is never
 // split across transactions.
 type request struct {
-	evs  []*herald.Event
-	res  []store.EventInsertResult
+	evs []*herald.Event
+	// token, when set, is the API token the insert must confirm
+	// (store.WithTokenCheck, EventInsertManyParams.Tokens).
+	token *store.TokenCheck
+	res   []store.EventInsertResult
 	err  error
 	done chan struct{}
 }
@@ -222,7 +225,7 @@ func (i *Ingester) Close() {
 // batch committed.
 func (i *Ingester) PublishOne(ctx context.Context, ev *herald.Event) (store.EventInsertResult, error) {
 	start := time.Now()
-	r := &request{evs: []*herald.Event{ev}, done: make(chan struct{})}
+	r := &request{evs: []*herald.Event{ev}, token: tokenOf(ctx), done: make(chan struct{})}
 	if err := i.enqueue(ctx, r); err != nil {
 		return store.EventInsertResult{}, err
 	}
@@ -275,14 +278,18 @@ func (i *Ingester) PublishMany(ctx context.Context, events []*herald.Event) ([]s
 		err error
 	)
 	if i.started.Load() {
-		r := &request{evs: events, done: make(chan struct{})}
+		r := &request{evs: events, token: tokenOf(ctx), done: make(chan struct{})}
 		if err = i.enqueue(ctx, r); err == nil {
 			<-r.done // see PublishOne
 			res, err = r.res, r.err
 		}
 	} else {
 		// No committer (an ingester used without Start): commit here.
-		res, err = i.commit(ctx, events)
+		var tokens []store.TokenCheck
+		if t := tokenOf(ctx); t != nil {
+			tokens = []store.TokenCheck{*t}
+		}
+		res, err = i.commit(ctx, events, tokens)
 	}
 	i.cfg.Observer.ObservePublish(time.Since(start), err)
 	if err != nil {
@@ -296,7 +303,19 @@ func (i *Ingester) PublishMany(ctx context.Context, events []*herald.Event) ([]s
 // itself first and inserts unchecked, which changes cannot outrun.
 const guardedTries = 3
 
-func (i *Ingester) commit(ctx context.Context, events []*herald.Event) ([]store.EventInsertResult, error) {
+// tokenOf returns the token ctx asks the insert to confirm, or nil.
+func tokenOf(ctx context.Context) *store.TokenCheck {
+	if t, ok := store.TokenCheckFrom(ctx); ok {
+		return &t
+	}
+	return nil
+}
+
+// commit stores events in one transaction. tokens are the distinct API
+// tokens the insert must confirm (nil: none): when one is gone, nothing is
+// stored and the answer is store.ErrTokenGone, which flush treats as any
+// refusal, committing halves until only the gone token's requests fail.
+func (i *Ingester) commit(ctx context.Context, events []*herald.Event, tokens []store.TokenCheck) ([]store.EventInsertResult, error) {
 	// Matching runs on the cache as it is, and the insert checks in its own
 	// transaction that the cache's versions are the store's
 	// (store.EventInsertManyParams.Versions): one round trip per commit,
@@ -341,12 +360,25 @@ func (i *Ingester) commit(ctx context.Context, events []*herald.Event) ([]store.
 				refresh = true
 				continue
 			}
+			// Only system events nobody receives, which the API never
+			// publishes; should a caller to confirm come with them anyway,
+			// its token is read.
+			for _, t := range tokens {
+				if stored, err := i.cfg.Store.APITokenGet(ctx, t.Hash); err != nil || stored.ID != t.ID {
+					if err == nil || errors.Is(err, herald.ErrNotFound) {
+						err = store.ErrTokenGone
+					}
+					return nil, err
+				}
+			}
 			i.fanout.CountDropped(dropped)
-			return spreadResults(nil, kept, events), nil // only system events nobody receives
+			return spreadResults(nil, kept, events), nil
 		}
 		reserved = i.leaseDirect(inserts, targets, now)
 		start = time.Now()
-		res, err = i.cfg.Store.EventInsertMany(ctx, &store.EventInsertManyParams{Events: inserts, Now: now, Versions: version})
+		res, err = i.cfg.Store.EventInsertMany(ctx, &store.EventInsertManyParams{
+			Events: inserts, Now: now, Versions: version, Tokens: tokens,
+		})
 		if version != nil && errors.Is(err, store.ErrSubscriptionsMoved) {
 			if reserved > 0 {
 				i.cfg.Dispatcher.DispatchCancel(reserved)
@@ -367,6 +399,9 @@ func (i *Ingester) commit(ctx context.Context, events []*herald.Event) ([]store.
 	if err != nil {
 		if reserved > 0 {
 			i.cfg.Dispatcher.DispatchCancel(reserved)
+		}
+		if errors.Is(err, store.ErrTokenGone) {
+			return nil, store.ErrTokenGone // the caller's 401, as it is
 		}
 		return nil, fmt.Errorf("error storing events: %w", err)
 	}
@@ -613,14 +648,20 @@ func (i *Ingester) fill(g *group, wait time.Duration) {
 // 2·log2(batch) more transactions; results and duplicates are as if the
 // batch had committed whole (halves commit in order).
 func (i *Ingester) flush(batch []*request) {
-	var events []*herald.Event
+	var (
+		events []*herald.Event
+		tokens []store.TokenCheck
+	)
 	for _, r := range batch {
 		events = append(events, r.evs...)
+		if r.token != nil && !slices.Contains(tokens, *r.token) {
+			tokens = append(tokens, *r.token)
+		}
 	}
 	// The batch commits independently of any caller's context: callers
 	// that gave up are simply not waiting any more.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	res, err := i.commit(ctx, events)
+	res, err := i.commit(ctx, events, tokens)
 	cancel()
 	if err != nil && len(batch) > 1 && !transientStoreError(err) {
 		mid := len(batch) / 2

@@ -462,6 +462,40 @@ type EventInsertManyParams struct {
 	// subscription change committed before the insert is matched. Nil:
 	// no check.
 	Versions *SubscriptionsVersions
+	// Tokens, when set, are the API tokens the events were published with
+	// that no read has confirmed for this request (a node's token cache,
+	// ADR 0035). The store checks inside the insert's transaction that
+	// every one is still stored and, when one is not, inserts nothing and
+	// returns ErrTokenGone: a revoked token publishes nothing from the
+	// moment its delete commits, on every node, without a token read per
+	// request. Nil: no check.
+	Tokens []TokenCheck
+}
+
+// TokenCheck names a stored API token by its hash and id: a token deleted
+// and stored again under the same hash is another row with another id.
+type TokenCheck struct {
+	Hash, ID string
+}
+
+// ErrTokenGone is EventInsertMany's answer when a token of
+// EventInsertManyParams.Tokens is no longer stored: nothing was stored. It
+// is the API's 401 for a revoked token.
+var ErrTokenGone = &herald.Error{Code: herald.CodeUnauthorized, Message: "invalid, expired or revoked API token"}
+
+type tokenCheckKey struct{}
+
+// WithTokenCheck returns ctx carrying the token a publish must confirm at
+// its insert (EventInsertManyParams.Tokens); the API sets it for a caller
+// it authenticated from its cache, and the ingester reads it.
+func WithTokenCheck(ctx context.Context, t TokenCheck) context.Context {
+	return context.WithValue(ctx, tokenCheckKey{}, t)
+}
+
+// TokenCheckFrom returns the token ctx carries (WithTokenCheck).
+func TokenCheckFrom(ctx context.Context) (TokenCheck, bool) {
+	t, ok := ctx.Value(tokenCheckKey{}).(TokenCheck)
+	return t, ok
 }
 
 // ErrSubscriptionsMoved is EventInsertMany's answer when

@@ -12,13 +12,20 @@ import (
 )
 
 // insertLiveSQL is the first two CTEs of both event inserts: cur, the
-// versions guard on the fan-out cache's versions (parameters version and
-// pauses; both NULL: no check), and live, the named subscriptions ($9)
+// guards — tok, the publishing tokens (parameters hashes and ids, text
+// arrays; NULL: no check) are all still stored, and ok, tok and the
+// fan-out cache's versions (parameters version and pauses; both NULL: no
+// check) are the store's — and live, the named subscriptions ($9)
 // that exist, locked FOR KEY SHARE in id order (insertEventsSQL).
-func insertLiveSQL(version, pauses string) string {
-	return `cur AS (
-	SELECT coalesce((SELECT v.version = ` + version + `::bigint AND v.pauses_version = ` + pauses + `::bigint FROM subscriptions_version v),
-		false) OR ` + version + `::bigint IS NULL AS ok
+func insertLiveSQL(version, pauses, hashes, ids string) string {
+	return `tk AS (
+	SELECT (SELECT count(*) FROM api_tokens t
+		WHERE (t.hash, t.id) IN (SELECT * FROM unnest(` + hashes + `::text[], ` + ids + `::text[])))
+		= coalesce(cardinality(` + hashes + `::text[]), 0) AS tok
+), cur AS (
+	SELECT (coalesce((SELECT v.version = ` + version + `::bigint AND v.pauses_version = ` + pauses + `::bigint FROM subscriptions_version v),
+		false) OR ` + version + `::bigint IS NULL) AND tk.tok AS ok, tk.tok
+	FROM tk
 ), live AS (
 	SELECT s.id FROM subscriptions s
 	WHERE s.id = ANY($9::text[]) AND s.deleted_at IS NULL AND (SELECT ok FROM cur)
@@ -60,7 +67,7 @@ const insertDeliveryColumns = `id, event_id, event_tenant, subscription_id, stat
 // follow the call's order (store/ordering.go): the default is evaluated
 // above the sorted SELECT, row by row.
 var insertEventsSQL = `
-WITH ` + insertLiveSQL("$16", "$17") + `, d AS (
+WITH ` + insertLiveSQL("$16", "$17", "$18", "$19") + `, d AS (
 	SELECT d.* FROM unnest($7::text[], $8::text[], $9::text[], $11::timestamptz[], $12::text[], $13::timestamptz[],
 		$15::text[])
 		WITH ORDINALITY AS d(id, event_id, subscription_id, next_attempt_at, lease_owner, lease_until, event_tenant, pos)
@@ -84,12 +91,12 @@ WITH ` + insertLiveSQL("$16", "$17") + `, d AS (
 	FROM d JOIN ins ON ins.id = d.event_id AND ins.tenant = d.event_tenant
 	ORDER BY d.pos
 )
-SELECT id, tenant, NULL::text AS gone FROM ins
+SELECT id, tenant, NULL::text AS gone, NULL::boolean AS tok FROM ins
 UNION ALL
-SELECT NULL, NULL, x.id FROM (SELECT DISTINCT unnest($9::text[]) AS id) x
+SELECT NULL, NULL, x.id, NULL FROM (SELECT DISTINCT unnest($9::text[]) AS id) x
 WHERE x.id NOT IN (SELECT id FROM live) AND (SELECT ok FROM cur)
 UNION ALL
-SELECT NULL, NULL, NULL WHERE NOT (SELECT ok FROM cur)`
+SELECT NULL, NULL, NULL, tok FROM cur WHERE NOT ok`
 
 // insertEventSQL is insertEventsSQL for a call that stores one event (its
 // repeats within the call aside): the common case at steady rates, where
@@ -104,7 +111,7 @@ SELECT NULL, NULL, NULL WHERE NOT (SELECT ok FROM cur)`
 // column; the caller derives the gone ones from those it named), or one
 // row of NULLs when the guard failed (readInsertedOne).
 var insertEventSQL = `
-WITH ` + insertLiveSQL("$14", "$15") + `, d AS (
+WITH ` + insertLiveSQL("$14", "$15", "$16", "$17") + `, d AS (
 	SELECT d.* FROM unnest($8::text[], $9::text[], $10::timestamptz[], $11::text[], $12::timestamptz[])
 		WITH ORDINALITY AS d(id, subscription_id, next_attempt_at, lease_owner, lease_until, pos)
 	WHERE d.subscription_id IN (SELECT id FROM live)
@@ -122,11 +129,11 @@ WITH ` + insertLiveSQL("$14", "$15") + `, d AS (
 	FROM ins, d
 	ORDER BY d.pos
 )
-SELECT id, tenant, NULL::text AS live FROM ins
+SELECT id, tenant, NULL::text AS live, NULL::boolean AS tok FROM ins
 UNION ALL
-SELECT NULL, NULL, id FROM live
+SELECT NULL, NULL, id, NULL FROM live
 UNION ALL
-SELECT NULL, NULL, NULL WHERE NOT (SELECT ok FROM cur)`
+SELECT NULL, NULL, NULL, tok FROM cur WHERE NOT ok`
 
 // readInsertedOne reads insertEventSQL's answer as readInserted reads
 // insertEventsSQL's: a named subscription is gone when no live row names
@@ -135,7 +142,8 @@ func readInsertedOne(rows pgx.Rows, subs []string) (*inserted, error) {
 	ins := &inserted{isNew: map[store.EventKey]bool{}, gone: map[string]bool{}}
 	live := make(map[string]bool, len(subs))
 	var newID, newTenant, liveID *string
-	if _, err := pgx.ForEachRow(rows, []any{&newID, &newTenant, &liveID}, func() error {
+	var tok *bool
+	if _, err := pgx.ForEachRow(rows, []any{&newID, &newTenant, &liveID, &tok}, func() error {
 		switch {
 		case newID != nil:
 			ins.isNew[store.EventKey{ID: *newID, Tenant: *newTenant}] = true
@@ -143,6 +151,7 @@ func readInsertedOne(rows pgx.Rows, subs []string) (*inserted, error) {
 			live[*liveID] = true
 		default:
 			ins.moved = true
+			ins.tokensGone = tok != nil && !*tok
 		}
 		return nil
 	}); err != nil {
@@ -224,21 +233,31 @@ func newEventBatch(events []store.EventInsert, now time.Time) *eventBatch {
 	b.ids, b.tenants, b.subs = ids, tenants, dSubs
 	b.deliveries = len(dIDs)
 	b.args = []any{ids, types, keys, versions, datas, created, dIDs, dEvents, dSubs, ms(now), dNext,
-		dOwners, dUntil, tenants, dTenants, nil, nil}
+		dOwners, dUntil, tenants, dTenants, nil, nil, nil, nil}
 	if len(ids) == 1 {
 		b.one = []any{ids[0], types[0], keys[0], versions[0], datas[0], created[0], tenants[0],
-			dIDs, dSubs, dNext, dOwners, dUntil, ms(now), nil, nil}
+			dIDs, dSubs, dNext, dOwners, dUntil, ms(now), nil, nil, nil, nil}
 	}
 	return b
 }
 
-// guard makes the insert check the fan-out cache's versions v (nil: none,
-// the arguments newEventBatch left NULL).
-func (b *eventBatch) guard(v *store.SubscriptionsVersions) {
+// guard makes the insert check the fan-out cache's versions v and the
+// publishing tokens (nil: none, the arguments newEventBatch left NULL).
+func (b *eventBatch) guard(v *store.SubscriptionsVersions, tokens []store.TokenCheck) {
 	if v != nil {
 		b.args[15], b.args[16] = v.Subscriptions, v.Pauses
 		if b.one != nil {
 			b.one[13], b.one[14] = v.Subscriptions, v.Pauses
+		}
+	}
+	if len(tokens) > 0 {
+		hashes, ids := make([]string, len(tokens)), make([]string, len(tokens))
+		for i, t := range tokens {
+			hashes[i], ids[i] = t.Hash, t.ID
+		}
+		b.args[17], b.args[18] = hashes, ids
+		if b.one != nil {
+			b.one[15], b.one[16] = hashes, ids
 		}
 	}
 }
@@ -284,14 +303,17 @@ func (b *eventBatch) read(br pgx.BatchResults, events []store.EventInsert) ([]st
 type inserted struct {
 	isNew map[store.EventKey]bool
 	gone  map[string]bool
-	// moved: the versions guard failed and nothing was inserted.
-	moved bool
+	// moved: a guard failed and nothing was inserted; tokensGone: the
+	// tokens' (else the versions').
+	moved      bool
+	tokensGone bool
 }
 
 func readInserted(rows pgx.Rows) (*inserted, error) {
 	ins := &inserted{isNew: map[store.EventKey]bool{}, gone: map[string]bool{}}
 	var newID, newTenant, goneID *string
-	if _, err := pgx.ForEachRow(rows, []any{&newID, &newTenant, &goneID}, func() error {
+	var tok *bool
+	if _, err := pgx.ForEachRow(rows, []any{&newID, &newTenant, &goneID, &tok}, func() error {
 		switch {
 		case newID != nil:
 			ins.isNew[store.EventKey{ID: *newID, Tenant: *newTenant}] = true
@@ -299,6 +321,7 @@ func readInserted(rows pgx.Rows) (*inserted, error) {
 			ins.gone[*goneID] = true
 		default:
 			ins.moved = true
+			ins.tokensGone = tok != nil && !*tok
 		}
 		return nil
 	}); err != nil {
@@ -393,7 +416,7 @@ func (s *Store) EventInsertMany(ctx context.Context, params *store.EventInsertMa
 		return nil, err
 	}
 	b := newEventBatch(params.Events, params.Now)
-	b.guard(params.Versions)
+	b.guard(params.Versions, params.Tokens)
 	// The insert alone (after genericPlansSQL for a small batch, in the
 	// same round trip),
 	// one implicit transaction; a deadlock or a serialization failure
@@ -440,6 +463,9 @@ func (s *Store) EventInsertMany(ctx context.Context, params *store.EventInsertMa
 	})
 	if err != nil {
 		return nil, mapErr(op, err)
+	}
+	if ins.tokensGone {
+		return nil, store.ErrTokenGone
 	}
 	if ins.moved {
 		return nil, store.ErrSubscriptionsMoved

@@ -15,10 +15,24 @@ import (
 // EventInsertMany stores events and their deliveries in one transaction.
 func (s *Store) EventInsertMany(ctx context.Context, params *store.EventInsertManyParams) ([]store.EventInsertResult, error) {
 	var (
-		out   []store.EventInsertResult
-		moved bool
+		out        []store.EventInsertResult
+		moved      bool
+		tokensGone bool
 	)
 	err := s.writeTx(ctx, "event insert many", func(tx *sql.Tx) error {
+		// Under the single writer, like the versions below: a delete of
+		// the token cannot commit between this read and the insert.
+		for _, t := range params.Tokens {
+			var n int
+			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM api_tokens WHERE hash = ? AND id = ?`,
+				t.Hash, t.ID).Scan(&n); err != nil {
+				return err
+			}
+			if n == 0 {
+				tokensGone = true
+				return nil // nothing written; the commit is empty
+			}
+		}
 		if params.Versions != nil {
 			// Under the single writer: no subscription change can commit
 			// between this read and the insert.
@@ -37,6 +51,9 @@ func (s *Store) EventInsertMany(ctx context.Context, params *store.EventInsertMa
 	})
 	if err != nil {
 		return nil, err
+	}
+	if tokensGone {
+		return nil, store.ErrTokenGone
 	}
 	if moved {
 		return nil, store.ErrSubscriptionsMoved

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"encoding/json"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -268,6 +269,78 @@ func testEvent(t *testing.T, newStore NewStoreFunc) {
 		ev, d, err = insert(nil)
 		require.NoError(t, err)
 		requireStored(ev, d, true)
+	})
+
+	t.Run("TokensGuard", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newStore)
+		sub := b.createSub(t)
+		token := func(hash, id string) store.TokenCheck {
+			require.NoError(t, b.store.APITokenCreate(b.ctx, &store.APITokenCreateParams{
+				Hash: hash, ID: id, Name: id, Scopes: []string{"events:publish"}, Now: now,
+			}))
+			return store.TokenCheck{Hash: hash, ID: id}
+		}
+		a := token(strings.Repeat("a", 64), "tok_guard_a")
+		c := token(strings.Repeat("c", 64), "tok_guard_c")
+		// n events in one call (one and several take different statements
+		// on PostgreSQL), confirming tokens.
+		insert := func(n int, tokens ...store.TokenCheck) ([]*herald.Event, error) {
+			var evs []*herald.Event
+			var ins []store.EventInsert
+			for range n {
+				ev := newEvent()
+				evs = append(evs, ev)
+				ins = append(ins, store.EventInsert{Event: ev, Deliveries: []store.DeliveryInsert{
+					{ID: herald.NewID(herald.PrefixDelivery), SubscriptionID: sub.ID, NextAttemptAt: now},
+				}})
+			}
+			v := b.versions(t)
+			_, err := b.store.EventInsertMany(b.ctx, &store.EventInsertManyParams{Now: now, Versions: &v, Tokens: tokens, Events: ins})
+			return evs, err
+		}
+		requireStored := func(evs []*herald.Event, stored bool) {
+			t.Helper()
+			for _, ev := range evs {
+				got, err := b.store.EventGet(b.ctx, &store.EventGetParams{ID: ev.ID})
+				if stored {
+					require.NoError(t, err)
+					require.Len(t, got.Deliveries, 1)
+					continue
+				}
+				require.ErrorIs(t, err, herald.ErrNotFound, "event of an insert whose token is gone")
+			}
+		}
+		for _, n := range []int{1, 3} {
+			evs, err := insert(n, a, c)
+			require.NoError(t, err, "stored tokens pass (%d events)", n)
+			requireStored(evs, true)
+		}
+
+		// Revoked: nothing is stored, alone or beside a valid token.
+		tokens, err := b.store.APITokenList(b.ctx)
+		require.NoError(t, err)
+		require.Len(t, tokens, 2)
+		require.NoError(t, b.store.APITokenDelete(b.ctx, a.ID))
+		for _, n := range []int{1, 3} {
+			for _, set := range [][]store.TokenCheck{{a}, {c, a}} {
+				evs, err := insert(n, set...)
+				require.ErrorIs(t, err, store.ErrTokenGone, "%d events, tokens %v", n, set)
+				requireStored(evs, false)
+			}
+		}
+		// The same hash stored again is another token (another id).
+		token(a.Hash, "tok_guard_a2")
+		evs, err := insert(1, a)
+		require.ErrorIs(t, err, store.ErrTokenGone)
+		requireStored(evs, false)
+		evs, err = insert(3, store.TokenCheck{Hash: a.Hash, ID: "tok_guard_a2"}, c)
+		require.NoError(t, err)
+		requireStored(evs, true)
+		// No tokens: no check.
+		evs, err = insert(1)
+		require.NoError(t, err)
+		requireStored(evs, true)
 	})
 
 	t.Run("AllOrNothing", func(t *testing.T) {
