@@ -141,8 +141,8 @@ type request struct {
 	// (store.WithTokenCheck, EventInsertManyParams.Tokens).
 	token *store.TokenCheck
 	res   []store.EventInsertResult
-	err  error
-	done chan struct{}
+	err   error
+	done  chan struct{}
 }
 
 // ErrClosed is returned by Publish after Close. It carries
