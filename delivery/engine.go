@@ -296,9 +296,18 @@ func (e *Engine) NodeID() string { return e.cfg.NodeID }
 func (e *Engine) Tiers() Tiers { return e.cfg.Tiers }
 
 // Notify wakes the tier loops (new or redriven work was committed).
-func (e *Engine) Notify() {
+func (e *Engine) Notify() { e.NotifyTiers(store.AllTiers) }
+
+// NotifyTiers wakes the loops of the tiers in mask (store.TierBit): work
+// was committed to them. A woken loop claims, so a tier woken for work of
+// another costs an empty claim: a saturated PostgreSQL node whose every
+// commit woke all nine default tiers ran thousands of them a second
+// (docs/benchmarks.md, "two speeds").
+func (e *Engine) NotifyTiers(mask uint64) {
 	for _, t := range e.tiers {
-		t.notify()
+		if store.TierIn(mask, t.tier) {
+			t.notify()
+		}
 	}
 }
 

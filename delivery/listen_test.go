@@ -60,7 +60,7 @@ func TestListenWakesIdleEngine(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = worker.(store.Notifier).Listen(ctx, func() {
+		_ = worker.(store.Notifier).Listen(ctx, func(uint64) {
 			engine.Notify()
 			select {
 			case listening <- struct{}{}:

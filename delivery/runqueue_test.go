@@ -3,8 +3,10 @@ package delivery_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -207,5 +209,73 @@ func TestClaimSkipsNextDueWhenNotified(t *testing.T) {
 		// was not: one read.
 		require.Eventually(t, func() bool { return c.claims.Load() == 2 && c.nextDue.Load() == 1 },
 			10*time.Second, time.Millisecond, "claims %d, next-due reads %d", c.claims.Load(), c.nextDue.Load())
+	})
+}
+
+// tierClaims counts claims per tier.
+type tierClaims struct {
+	store.Store
+	mu sync.Mutex
+	n  map[int]int
+}
+
+func (c *tierClaims) DeliveryClaim(ctx context.Context, p *store.DeliveryClaimParams) ([]*store.ClaimedDelivery, error) {
+	c.mu.Lock()
+	c.n[p.Tier]++
+	c.mu.Unlock()
+	return c.Store.DeliveryClaim(ctx, p)
+}
+
+func (c *tierClaims) counts() [3]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return [3]int{c.n[0], c.n[1], c.n[2]}
+}
+
+// NotifyTiers wakes only the loops of the tiers named: each woken loop
+// claims, and a saturated node whose every commit woke every tier ran
+// thousands of empty claims a second.
+func TestNotifyTiersWakesOnlyThem(t *testing.T) {
+	t.Parallel()
+	testdb.ForEach(t, func(t *testing.T, s store.Store) {
+		c := &tierClaims{Store: s, n: map[int]int{}}
+		engine := delivery.New(delivery.Config{
+			Store:             c,
+			Sender:            webhook.NewSender(webhook.Config{Guard: &webhook.Guard{AllowLoopback: true}}),
+			Tiers:             delivery.Tiers{0, time.Minute, time.Hour},
+			Workers:           6,
+			PollInterval:      time.Hour,
+			IdlePollInterval:  time.Hour,
+			RebalanceInterval: time.Hour,
+			ShutdownTimeout:   time.Minute,
+			Logger:            slog.New(slog.NewTextHandler(io.Discard, nil)),
+		})
+		engine.Start()
+		t.Cleanup(engine.Stop)
+		want := [3]int{1, 1, 1} // each loop's first claim
+		wait := func(what string) {
+			t.Helper()
+			for deadline := time.Now().Add(10 * time.Second); c.counts() != want; time.Sleep(time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("%s: claims per tier %v, want %v", what, c.counts(), want)
+				}
+			}
+		}
+		wait("start")
+		engine.NotifyTiers(store.TierBit(0))
+		want[0]++
+		wait("tier 0 notified")
+		engine.NotifyTiers(store.TierBit(2))
+		want[2]++
+		wait("tier 2 notified")
+		engine.NotifyTiers(store.TierBit(1) | store.TierBit(2))
+		want[1]++
+		want[2]++
+		wait("tiers 1 and 2 notified")
+		engine.Notify()
+		for i := range want {
+			want[i]++
+		}
+		wait("every tier notified")
 	})
 }

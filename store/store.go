@@ -276,13 +276,30 @@ type Store interface {
 // creates due work (PostgreSQL LISTEN/NOTIFY). It is a hint: nodes keep
 // polling, so a lost notification only delays work until the next poll.
 type Notifier interface {
-	// Listen calls onWork whenever any node (this one included) committed
-	// new due work, until ctx ends; it then returns ctx's error. It keeps a
-	// dedicated connection and reconnects when it drops; onWork is also
-	// called once each time the listener is (re)established, since
+	// Listen calls onWork whenever another node committed due work, with
+	// the tiers it committed to (TierBit), until ctx ends; it then returns
+	// ctx's error. Commits through this store are not reported: the node
+	// that commits wakes its own loops for them. It keeps a dedicated
+	// connection and reconnects when it drops; onWork is also called once,
+	// with AllTiers, each time the listener is (re)established, since
 	// notifications may have been missed meanwhile. onWork must not block.
-	Listen(ctx context.Context, onWork func()) error
+	Listen(ctx context.Context, onWork func(tiers uint64)) error
 }
+
+// AllTiers is a tiers mask (TierBit) naming every tier.
+const AllTiers = ^uint64(0)
+
+// TierBit is tier's bit in a tiers mask: bit t for tiers 0–62, bit 63 for
+// tier 63 and every one above it.
+func TierBit(tier int) uint64 {
+	if tier < 0 || tier >= 63 {
+		return 1 << 63
+	}
+	return 1 << tier
+}
+
+// TierIn reports whether tiers (a mask of TierBit) names tier.
+func TierIn(tiers uint64, tier int) bool { return tiers&TierBit(tier) != 0 }
 
 // Vacuumer is implemented by stores whose queue tables keep dead row
 // versions until something cleans them up (PostgreSQL's MVCC). Every claim

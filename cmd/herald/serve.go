@@ -337,7 +337,7 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 		FlushInterval: c.IngestFlush,
 		BusyWait:      c.IngestBusyWait,
 		Committers:    committers,
-		OnCommit:      engine.Notify,
+		OnCommit:      func() { engine.NotifyTiers(store.TierBit(0)) }, // fresh deliveries are tier 0's
 		Dispatcher:    dispatcher,
 		Logger:        logger,
 		Observer:      obs,
@@ -465,7 +465,7 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 	if nf, ok := s.(store.Notifier); ok {
 		go func() {
 			defer close(listenDone)
-			_ = nf.Listen(listenCtx, engine.Notify)
+			_ = nf.Listen(listenCtx, engine.NotifyTiers)
 		}()
 	} else {
 		close(listenDone)

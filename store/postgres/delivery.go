@@ -485,7 +485,7 @@ func (s *Store) DeliveryRetry(ctx context.Context, params *store.DeliveryRetryPa
 	if err != nil {
 		return nil, err
 	}
-	s.notifyWork() // wake other nodes (notify.go)
+	s.notifyWork(store.TierBit(0)) // redriven to tier 0; wake other nodes (notify.go)
 	return out, nil
 }
 

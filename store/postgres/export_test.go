@@ -193,3 +193,6 @@ func (s *Store) GrowthAnalyzeOff() {
 
 // GrowthAnalyzeRuns is how many ANALYZEs on growth started.
 func (s *Store) GrowthAnalyzeRuns() int64 { return s.growth.runs.Load() }
+
+// WorkPayload exposes workPayload (notify.go) to the external tests.
+var WorkPayload = workPayload

@@ -55,7 +55,7 @@ func TestListenWakesOtherNode(t *testing.T) {
 	woken := make(chan struct{}, 100)
 	done := make(chan error, 1)
 	go func() {
-		done <- b.(store.Notifier).Listen(ctx, func() { woken <- struct{}{} })
+		done <- b.(store.Notifier).Listen(ctx, func(uint64) { woken <- struct{}{} })
 	}()
 	wait := func(what string) {
 		t.Helper()

@@ -2,8 +2,13 @@ package postgres
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -13,8 +18,12 @@ import (
 )
 
 // workChannel is the LISTEN/NOTIFY channel that wakes nodes. The payload
-// is the schema, so deployments (or tests) sharing a database in different
-// schemas do not wake one another.
+// is "<schema> <tiers> <sender>": the schema, so deployments (or tests)
+// sharing a database in different schemas do not wake one another; the
+// tiers the work went to (store.TierBit, hexadecimal), so a node wakes
+// only their loops; and the sending store's random tag, so a node skips
+// its own notifications (it woke its loops itself). A payload of the
+// schema alone (herald before 2026-12-04) wakes every tier.
 const workChannel = "herald_work"
 
 // Timing of notifications.
@@ -40,13 +49,31 @@ type workNotifier struct {
 	done chan struct{}
 	stop sync.Once
 	wg   sync.WaitGroup
+	// tiers gathers the tiers of the commits the next notification is
+	// for (store.TierBit).
+	tiers atomic.Uint64
+	// tagOnce makes tag, this store's sender tag (workChannel).
+	tagOnce sync.Once
+	tag     string
 }
 
-// notifyWork wakes every node listening on this schema, debounced. Called
-// after commits that created due work (new deliveries, retries, redrives,
-// released or rescued leases).
-func (s *Store) notifyWork() {
+// senderTag returns this store's tag in notifications (workChannel).
+func (w *workNotifier) senderTag() string {
+	w.tagOnce.Do(func() {
+		var b [8]byte
+		_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+		w.tag = hex.EncodeToString(b[:])
+	})
+	return w.tag
+}
+
+// notifyWork wakes every other node listening on this schema, debounced,
+// for work committed to tiers (store.TierBit). Called after commits that
+// created due work (new deliveries, retries, redrives, released or
+// rescued leases).
+func (s *Store) notifyWork(tiers uint64) {
 	w := &s.work
+	w.tiers.Or(tiers)
 	w.once.Do(func() {
 		w.kick = make(chan struct{}, 1)
 		w.done = make(chan struct{})
@@ -71,9 +98,14 @@ func (s *Store) notifyLoop() {
 			return
 		case <-w.kick:
 		}
+		tiers := w.tiers.Swap(0)
+		if tiers == 0 {
+			tiers = store.AllTiers // not expected: every caller names its tiers
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		// A lost notification only delays work until the next poll.
-		_, _ = s.pool.Exec(ctx, "SELECT pg_notify($1, current_schema())", workChannel)
+		_, _ = s.pool.Exec(ctx, "SELECT pg_notify($1, current_schema() || $2)", workChannel,
+			" "+strconv.FormatUint(tiers, 16)+" "+w.senderTag())
 		cancel()
 		t := time.NewTimer(notifyDebounce)
 		select {
@@ -105,7 +137,7 @@ func (s *Store) notifyInserted(events []store.EventInsert, res []store.EventInse
 		}
 		for _, d := range events[i].Deliveries {
 			if d.LeaseOwner == "" {
-				s.notifyWork()
+				s.notifyWork(store.TierBit(0)) // inserted deliveries start in tier 0
 				return
 			}
 		}
@@ -115,7 +147,7 @@ func (s *Store) notifyInserted(events []store.EventInsert, res []store.EventInse
 // Listen implements store.Notifier on a dedicated connection (LISTEN needs
 // a session; it does not work through a transaction-pooling PgBouncer, where
 // nodes fall back to polling).
-func (s *Store) Listen(ctx context.Context, onWork func()) error {
+func (s *Store) Listen(ctx context.Context, onWork func(tiers uint64)) error {
 	backoff := 100 * time.Millisecond
 	for {
 		err := s.listenOnce(ctx, onWork)
@@ -139,7 +171,7 @@ func (s *Store) Listen(ctx context.Context, onWork func()) error {
 
 // listenOnce connects, listens and delivers notifications until the
 // connection fails or ctx ends.
-func (s *Store) listenOnce(ctx context.Context, onWork func()) error {
+func (s *Store) listenOnce(ctx context.Context, onWork func(tiers uint64)) error {
 	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig)
 	if err != nil {
 		return err
@@ -157,38 +189,68 @@ func (s *Store) listenOnce(ctx context.Context, onWork func()) error {
 		return err
 	}
 	// Anything committed while we were not listening was not heard.
-	onWork()
+	onWork(store.AllTiers)
+	own := s.work.senderTag()
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return err
 		}
-		if n.Channel == workChannel && n.Payload == schema {
-			onWork()
+		if n.Channel != workChannel {
+			continue
+		}
+		if tiers, ok := workPayload(n.Payload, schema, own); ok {
+			onWork(tiers)
 		}
 	}
 }
 
-// notifyIf notifies when cond holds.
+// workPayload reads a notification's payload (workChannel): the tiers to
+// wake, and false when it is for another schema or was sent by own.
+func workPayload(payload, schema, own string) (uint64, bool) {
+	if payload == schema {
+		return store.AllTiers, true // a node from before tiers and tags
+	}
+	rest, ok := strings.CutPrefix(payload, schema+" ")
+	if !ok {
+		return 0, false
+	}
+	mask, sender, ok := strings.Cut(rest, " ")
+	if !ok || sender == own || strings.Contains(sender, " ") {
+		return 0, false
+	}
+	tiers, err := strconv.ParseUint(mask, 16, 64)
+	if err != nil || tiers == 0 {
+		return store.AllTiers, true // unreadable: wake everything rather than nothing
+	}
+	return tiers, true
+}
+
+// notifyIf notifies every tier when cond holds (the callers do not know
+// which tiers their rows are in; they are rare: releases, rescues,
+// redrives).
 func (s *Store) notifyIf(cond bool) {
 	if cond {
-		s.notifyWork()
+		s.notifyWork(store.AllTiers)
 	}
 }
 
 // notifyCompleted notifies when completions scheduled retries or inserted
 // system events with deliveries.
 func (s *Store) notifyCompleted(params *store.DeliveryCompleteManyParams) {
+	var tiers uint64
 	for _, o := range params.Outcomes {
 		if o.State == herald.DeliveryPending {
-			s.notifyWork()
-			return
+			tiers |= store.TierBit(o.Tier)
 		}
 	}
 	for _, e := range params.Events {
 		if len(e.Deliveries) > 0 {
-			s.notifyWork()
-			return
+			tiers |= store.TierBit(0)
+			break
 		}
+	}
+	if tiers != 0 {
+		s.notifyWork(tiers)
 	}
 }
