@@ -109,9 +109,17 @@ func (c *Collector) Received() []*Received {
 // webhook-ids, and returns them all (duplicates included).
 func (c *Collector) AwaitDistinct(t *testing.T, want int, within time.Duration) []*Received {
 	t.Helper()
-	require.Eventually(t, func() bool {
-		distinct, _ := Distinct(c.Received())
-		return distinct == want
-	}, within, 20*time.Millisecond, "every delivered event reaches the consumer")
-	return c.Received()
+	deadline := time.Now().Add(within)
+	for {
+		msgs := c.Received()
+		distinct, _ := Distinct(msgs)
+		if distinct == want {
+			return msgs
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("every delivered event reaches the consumer: %d distinct of %d after %s (%d messages)",
+				distinct, want, within, len(msgs))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
