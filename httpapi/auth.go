@@ -98,19 +98,30 @@ var staticPrincipal = &Principal{Scopes: []Scope{ScopeAdmin}}
 
 // Authenticate implements Authenticator.
 func (a *TokenAuth) Authenticate(ctx context.Context, token string) (*Principal, error) {
+	hash, p, decided := a.digest(token)
+	if decided {
+		return p, nil
+	}
+	return a.read(ctx, hash)
+}
+
+// digest decides what needs no store: an empty or overlong token (nil),
+// the static token (admin), no store (nil). Otherwise decided is false and
+// hash is the token's stored form (HashToken).
+func (a *TokenAuth) digest(token string) (hash string, p *Principal, decided bool) {
 	if token == "" || len(token) > maxTokenLen {
-		return nil, nil
+		return "", nil, true
 	}
 	// Compare digests, not tokens: ConstantTimeCompare leaks lengths, and
 	// digests all have the same one.
 	sum := sha256.Sum256([]byte(token))
 	if a.hasStatic && subtle.ConstantTimeCompare(sum[:], a.static[:]) == 1 {
-		return staticPrincipal, nil
+		return "", staticPrincipal, true
 	}
 	if a.store == nil {
-		return nil, nil
+		return "", nil, true
 	}
-	return a.read(ctx, hex.EncodeToString(sum[:]))
+	return hex.EncodeToString(sum[:]), nil, false
 }
 
 // read looks the token with this hash up, remembers it when valid and
@@ -148,17 +159,10 @@ func (a *TokenAuth) read(ctx context.Context, hash string) (*Principal, error) {
 // confirm (store.WithTokenCheck). A token not in the cache is read as by
 // Authenticate, and check is nil. An expired token fails here as there.
 func (a *TokenAuth) AuthenticateCached(ctx context.Context, token string) (p *Principal, check *store.TokenCheck, err error) {
-	if token == "" || len(token) > maxTokenLen {
-		return nil, nil, nil
+	hash, p, decided := a.digest(token)
+	if decided {
+		return p, nil, nil
 	}
-	sum := sha256.Sum256([]byte(token))
-	if a.hasStatic && subtle.ConstantTimeCompare(sum[:], a.static[:]) == 1 {
-		return staticPrincipal, nil, nil
-	}
-	if a.store == nil {
-		return nil, nil, nil
-	}
-	hash := hex.EncodeToString(sum[:])
 	if c, ok := a.cache.Get(hash); ok {
 		if c.expiresAt != nil && !a.now().Before(*c.expiresAt) {
 			a.cache.Remove(hash)
