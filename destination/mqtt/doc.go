@@ -26,7 +26,10 @@
 // it holds it in memory, and with persistence on it writes its database
 // every autosave_interval (default 1800 s) or at a clean exit. A broker
 // that crashes loses what it acknowledged since, and herald has already
-// counted it delivered.
+// counted it delivered. Mosquitto 2.0 saves only the sessions of clients
+// that connected with CleanStart false; a subscriber that connected clean
+// loses its subscription at a restart, and what is published before it
+// subscribes again goes nowhere.
 //
 // MQTT has no deduplication either: when the connection drops after the
 // broker took a message but before its PUBACK reached herald, the attempt
