@@ -83,6 +83,10 @@ type config struct {
 	// GCHeapFloor is the least heap goal of the garbage collector
 	// (internal/gctune); 0 is off, and GOGC in the environment wins.
 	GCHeapFloor int64
+	// AdaptProcs is --adapt-procs: "auto" (on for PostgreSQL, off for
+	// SQLite), "on" or "off"; GOMAXPROCS in the environment wins
+	// (internal/proctune, ADR 0037).
+	AdaptProcs string
 
 	StaleAfter         time.Duration
 	RetentionDelivered time.Duration
@@ -184,6 +188,7 @@ func (c *config) flags(fs *flag.FlagSet) {
 		"how long a streak of failed attempts must have lasted before --auto-disable-failures disables the subscription")
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", 1<<20, "largest accepted request body (the batch API allows 16×)")
 	fs.Int64Var(&c.GCHeapFloor, "gc-heap-floor", gctune.DefaultFloor, "bytes: while the live heap is small, let it grow to this before the garbage collector runs (fewer collections, less CPU per delivery; at most this much more memory); 0: Go's default pacing; ignored when GOGC is set")
+	fs.StringVar(&c.AdaptProcs, "adapt-procs", "auto", "on: run Go on one core (GOMAXPROCS=1) while the node uses under 0.75 of a core, on every core once it uses over 0.85 of one (less CPU per delivery at low rates); auto: on with --database-url, off on SQLite (its commit's fsync would hold the only core); off; ignored when GOMAXPROCS is set")
 	fs.DurationVar(&c.SecretGrace, "secret-grace", 24*time.Hour, "how long a rotated-out secret keeps signing")
 	fs.DurationVar(&c.StaleAfter, "stale-after", 5*time.Minute, "raise herald.queue.stale when a tier's oldest due delivery waited this long (0: never)")
 	fs.DurationVar(&c.RetentionDelivered, "retention-delivered", 72*time.Hour, "keep delivered, skipped, superseded and cancelled deliveries (and attempts) this long (0: for ever)")
@@ -293,6 +298,11 @@ func (c *config) validate() error {
 	c.tiers = tiers
 	if c.GCHeapFloor < 0 || c.GCHeapFloor > maxGCHeapFloor {
 		return fmt.Errorf("--gc-heap-floor must be from 0 (off) to %d bytes, got %d", int64(maxGCHeapFloor), c.GCHeapFloor)
+	}
+	switch c.AdaptProcs {
+	case "auto", "on", "off":
+	default:
+		return fmt.Errorf("--adapt-procs must be auto, on or off, got %q", c.AdaptProcs)
 	}
 	if c.AutoDisableFailures < 0 || c.AutoDisableFailures > herald.MaxAutoDisableFailures {
 		return fmt.Errorf("--auto-disable-failures must be from 0 (never) to %d, got %d", herald.MaxAutoDisableFailures, c.AutoDisableFailures)

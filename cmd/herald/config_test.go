@@ -99,6 +99,7 @@ func TestConfigErrors(t *testing.T) {
 		{"zero read timeout", []string{"--read-timeout", "0s"}, "--read-timeout must be positive"},
 		{"negative heap floor", []string{"--gc-heap-floor", "-1"}, "--gc-heap-floor must be from 0 (off)"},
 		{"huge heap floor", []string{"--gc-heap-floor", "17179869185"}, "--gc-heap-floor must be from 0 (off)"},
+		{"bad adapt-procs", []string{"--adapt-procs", "yes"}, "--adapt-procs must be auto, on or off"},
 		{"unknown file key", []string{"--config", unknown}, `unknown key "no_such_key"`},
 		{"missing file", []string{"--config", filepath.Join(dir, "absent.yaml")}, "error reading config file"},
 	}

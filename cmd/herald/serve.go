@@ -192,6 +192,8 @@ func cmdServe(ctx context.Context, args []string) error {
 	}
 	stopGC := tuneGC(c, logger)
 	defer stopGC()
+	stopProcs := tuneProcs(c, logger)
+	defer stopProcs()
 	n, err := startHeraldNode(ctx, c, logger)
 	if err != nil {
 		return err
