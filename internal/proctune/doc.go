@@ -12,8 +12,9 @@
 // ADR 0037).
 //
 // A Tuner reads the process's CPU time (getrusage) every Interval (250
-// ms). At one P, two intervals averaging above Up (0.85 of a core) restore
-// Max, so a burst waits at most half a second for the other cores; at Max,
+// ms). At one P, one interval above 0.95 of a core, or two averaging above
+// Up (0.85), restore Max, so a burst that fills the P waits at most one
+// interval for the other cores; at Max,
 // an average under Down (0.75 of a core) over DownAfter (2 s) lowers it to
 // one.
 // Down is below Up and a load costs no more on one P than on several, so a

@@ -78,7 +78,7 @@ func TestBusyIntervalsRaise(t *testing.T) {
 	r.lower(t)
 	// One busy interval between quiet ones: a collection, not load.
 	require.Equal(t, 1, r.use(0.2))
-	require.Equal(t, 1, r.use(1.0))
+	require.Equal(t, 1, r.use(0.94))
 	require.Equal(t, 1, r.use(0.2))
 	require.Equal(t, 1, r.use(proctune.DefaultUp-0.05))
 	require.Equal(t, 1, r.use(proctune.DefaultUp-0.05), "a mean just under Up stays on one P")
@@ -88,11 +88,16 @@ func TestBusyIntervalsRaise(t *testing.T) {
 	for range 5 * per {
 		require.Equal(t, 8, r.use((proctune.DefaultDown+proctune.DefaultUp)/2))
 	}
-	// Saturated from quiet: Max after two intervals.
+	// Saturated from quiet: Max after one full interval.
 	r = newRig(2)
 	r.lower(t)
-	require.Equal(t, 1, r.use(1.0))
+	require.Equal(t, 1, r.use(0.1))
 	require.Equal(t, 2, r.use(1.0))
+	// The first interval on one P decides alone only when full.
+	r = newRig(2)
+	r.lower(t)
+	require.Equal(t, 1, r.use(0.9))
+	require.Equal(t, 2, r.use(0.9))
 }
 
 func TestZeroSpanChangesNothing(t *testing.T) {
