@@ -7,9 +7,11 @@
 // goroutine made runnable wakes a spinning thread on another core to look
 // for it: futex wake-ups, context switches and the scheduler's search,
 // paid per delivery. On one P the hand-off stays on the thread that made
-// it. Measured with a separate serve at 200/s, 10–24% less node CPU per
-// delivery on both stores, p99 unchanged (docs/benchmarks.md, issue 26;
-// ADR 0037).
+// it. Measured on a separate PostgreSQL node, alternated: a median 19%
+// less node CPU per delivery at 200/s and 8% at 1,000/s, p99 unchanged
+// (docs/benchmarks.md, issue 26; ADR 0037). serve leaves SQLite nodes
+// alone by default: there the commit's fsync is a cgo call that holds the
+// one P, and p99 rose.
 //
 // A Tuner reads the process's CPU time (getrusage) every Interval (250
 // ms). At one P, one interval above 0.95 of a core, or two averaging above
