@@ -3,7 +3,6 @@ package proctune
 import (
 	"runtime"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -98,8 +97,11 @@ func New(cfg Config) *Tuner {
 }
 
 // Start runs the tuner until Stop; it returns nil, changing nothing, when
-// Max is 1 (nothing to lower).
+// Max is 1 (nothing to lower) or the process's CPU time cannot be read.
 func Start(cfg Config) *Tuner {
+	if cfg.CPU == nil && !canReadCPU {
+		return nil // no way to tell load from idle here
+	}
 	t := New(cfg)
 	if t.cfg.Max <= 1 {
 		return nil
@@ -199,14 +201,4 @@ func (t *Tuner) Stop() {
 			t.procs = t.cfg.Max
 		}
 	})
-}
-
-// processCPU is the user and system CPU time of every thread of this
-// process.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
