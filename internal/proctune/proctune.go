@@ -2,6 +2,7 @@ package proctune
 
 import (
 	"runtime"
+	"runtime/metrics"
 	"sync"
 	"time"
 )
@@ -25,7 +26,30 @@ const (
 	// fullP is the use of one interval at one P that raises GOMAXPROCS
 	// alone: the P was busy nearly all the time.
 	fullP = 0.95
+	// LateWait, lateShare and lateMin: at one P, an interval in which at
+	// least lateShare of at least lateMin goroutine wake-ups waited
+	// LateWait or more to run raises GOMAXPROCS, whatever the CPU reads.
+	// A node that shares its cores with other busy processes (PostgreSQL,
+	// a load generator) can be saturated while using less than Down of a
+	// core: there the P, not the CPU, is what it lacks.
+	// Measured on a separate PostgreSQL node (runtime samples about 400
+	// wake-ups an interval at 1,000/s): at 200/s and 1,000/s on one P 0–2.3%
+	// of them waited 1 ms or more; saturated, 16–33%, on two Ps as on one.
+	LateWait  = time.Millisecond
+	lateShare = 0.10
+	lateMin   = 200
+	// contendedHold is how long GOMAXPROCS stays at Max after late
+	// wake-ups raised it, so a saturated node on a shared machine does not
+	// fall back to one P every DownAfter.
+	contendedHold = 30 * time.Second
 )
+
+// Reading is what a step reads: the process's CPU time so far and the
+// Config.Waits counts.
+type Reading struct {
+	CPU       time.Duration
+	Late, All uint64
+}
 
 // Config configures a Tuner. Zero values take the defaults.
 type Config struct {
@@ -40,7 +64,11 @@ type Config struct {
 	// getrusage(RUSAGE_SELF)); Set sets GOMAXPROCS (default
 	// runtime.GOMAXPROCS). Tests replace both.
 	CPU func() time.Duration
-	Set func(int)
+	// Waits returns how many times so far a goroutine made runnable
+	// waited at least LateWait to run, and how many times one was made
+	// runnable (default: runtime/metrics /sched/latencies:seconds).
+	Waits func() (late, all uint64)
+	Set   func(int)
 	// OnChange, when set, is told each change (for a log line).
 	OnChange func(procs int, cores float64)
 }
@@ -57,7 +85,8 @@ type Tuner struct {
 
 	mu    sync.Mutex
 	procs int           // the GOMAXPROCS last set
-	last  time.Duration // CPU at the previous step
+	last  Reading       // at the previous step
+	hold  time.Duration // left of contendedHold
 	// prevUsed and prevSpan are the previous interval's CPU and length
 	// (Up's mean); lowUsed and lowSpan add up CPU and time at Max since
 	// the last Down check.
@@ -85,6 +114,9 @@ func New(cfg Config) *Tuner {
 	if cfg.CPU == nil {
 		cfg.CPU = processCPU
 	}
+	if cfg.Waits == nil {
+		cfg.Waits = schedWaits()
+	}
 	t := &Tuner{cfg: cfg, procs: cfg.Max, stop: make(chan struct{}), done: make(chan struct{})}
 	t.restore = func() { t.cfg.Set(t.cfg.Max) }
 	if cfg.Set == nil {
@@ -106,7 +138,7 @@ func Start(cfg Config) *Tuner {
 	if t.cfg.Max <= 1 {
 		return nil
 	}
-	t.last = t.cfg.CPU()
+	t.last = t.read()
 	go t.loop()
 	return t
 }
@@ -120,31 +152,44 @@ func (t *Tuner) loop() {
 		case <-t.stop:
 			return
 		case <-tk.C:
-			t.Step(t.cfg.CPU(), t.cfg.Interval)
+			t.Step(t.read(), t.cfg.Interval)
 		}
 	}
 }
 
-// Step takes the process's CPU time now and the span since the last step,
-// and sets GOMAXPROCS when the use calls for it. It returns the GOMAXPROCS
-// in force after it.
+func (t *Tuner) read() Reading {
+	late, all := t.cfg.Waits()
+	return Reading{CPU: t.cfg.CPU(), Late: late, All: all}
+}
+
+// Step takes a reading and the span since the last step, and sets
+// GOMAXPROCS when they call for it. It returns the GOMAXPROCS in force
+// after it.
 //
 // At one P, an interval over fullP, or the mean of this interval and the
 // one before over Up, raises it to Max: a burst that fills the P waits one
 // interval, and one busy interval short of full (a collection, a large
-// commit) does not count alone. At Max, the mean over DownAfter
-// under Down lowers it to one.
-func (t *Tuner) Step(cpu time.Duration, span time.Duration) int {
+// commit) does not count alone. So do late wake-ups (LateWait), and then
+// Max holds for contendedHold. At Max, the mean over DownAfter under Down
+// lowers it to one.
+func (t *Tuner) Step(r Reading, span time.Duration) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	used := cpu - t.last
-	t.last = cpu
+	used := r.CPU - t.last.CPU
+	late, all := r.Late-t.last.Late, r.All-t.last.All
+	t.last = r
 	if span <= 0 {
 		return t.procs
 	}
 	prevUsed, prevSpan := t.prevUsed, t.prevSpan
 	t.prevUsed, t.prevSpan = used, span
 	if t.procs < t.cfg.Max {
+		if all >= lateMin && float64(late) >= lateShare*float64(all) {
+			t.set(t.cfg.Max, used.Seconds()/span.Seconds())
+			t.lowUsed, t.lowSpan = 0, 0
+			t.hold = contendedHold
+			return t.procs
+		}
 		cores := used.Seconds() / span.Seconds()
 		if cores <= fullP {
 			if prevSpan == 0 { // the first interval on one P has no pair
@@ -156,6 +201,10 @@ func (t *Tuner) Step(cpu time.Duration, span time.Duration) int {
 			t.set(t.cfg.Max, cores)
 			t.lowUsed, t.lowSpan = 0, 0
 		}
+		return t.procs
+	}
+	if t.hold > 0 {
+		t.hold -= span
 		return t.procs
 	}
 	t.lowUsed += used
@@ -201,4 +250,24 @@ func (t *Tuner) Stop() {
 			t.procs = t.cfg.Max
 		}
 	})
+}
+
+// schedWaits returns a reader of the runtime's scheduling latencies: the
+// wake-ups that waited LateWait or more, and all of them, so far.
+func schedWaits() func() (late, all uint64) {
+	sample := []metrics.Sample{{Name: "/sched/latencies:seconds"}}
+	return func() (late, all uint64) {
+		metrics.Read(sample)
+		if sample[0].Value.Kind() != metrics.KindFloat64Histogram {
+			return 0, 0
+		}
+		h := sample[0].Value.Float64Histogram()
+		for i, n := range h.Counts {
+			all += n
+			if h.Buckets[i] >= LateWait.Seconds() {
+				late += n
+			}
+		}
+		return late, all
+	}
 }

@@ -13,7 +13,7 @@ import (
 // records each GOMAXPROCS it sets.
 type rig struct {
 	t   *proctune.Tuner
-	cpu time.Duration
+	r   proctune.Reading
 	set []int
 }
 
@@ -31,8 +31,18 @@ var per = int(proctune.DefaultDownAfter / q)
 // use steps the tuner over one interval during which the process used
 // cores.
 func (r *rig) use(cores float64) int {
-	r.cpu += time.Duration(cores * float64(q))
-	return r.t.Step(r.cpu, q)
+	r.r.CPU += time.Duration(cores * float64(q))
+	r.r.All += 1000 // wake-ups, none late
+	return r.t.Step(r.r, q)
+}
+
+// contended steps over one interval in which the process used cores and
+// late of all wake-ups waited LateWait or more.
+func (r *rig) contended(cores float64, late, all uint64) int {
+	r.r.CPU += time.Duration(cores * float64(q))
+	r.r.Late += late
+	r.r.All += all
+	return r.t.Step(r.r, q)
 }
 
 // lower brings a rig at Max down to one P.
@@ -102,7 +112,7 @@ func TestBusyIntervalsRaise(t *testing.T) {
 
 func TestZeroSpanChangesNothing(t *testing.T) {
 	r := newRig(2)
-	require.Equal(t, 2, r.t.Step(time.Second, 0))
+	require.Equal(t, 2, r.t.Step(proctune.Reading{CPU: time.Second}, 0))
 	require.Empty(t, r.set)
 }
 
@@ -112,8 +122,9 @@ func TestStartStopRestoresMax(t *testing.T) {
 	set := make(chan int, 16)
 	tu := proctune.Start(proctune.Config{
 		Max: 3, Interval: time.Millisecond, DownAfter: 2 * time.Millisecond,
-		CPU: func() time.Duration { return 0 }, // idle
-		Set: func(n int) { set <- n },
+		CPU:   func() time.Duration { return 0 }, // idle
+		Waits: func() (uint64, uint64) { return 0, 0 },
+		Set:   func(n int) { set <- n },
 	})
 	require.NotNil(t, tu)
 	select {
@@ -127,4 +138,29 @@ func TestStartStopRestoresMax(t *testing.T) {
 	require.Equal(t, 3, <-set, "Stop restores Max")
 	tu = nil
 	tu.Stop() // safe on nil
+}
+
+func TestLateWakeupsRaiseAndHold(t *testing.T) {
+	r := newRig(2)
+	r.lower(t)
+	require.Equal(t, 1, r.contended(0.5, 30, 1000), "3% late: not contended")
+	require.Equal(t, 1, r.contended(0.5, 100, 150), "too few wake-ups to judge")
+	require.Equal(t, 2, r.contended(0.5, 150, 1000), "15% late at half a core: the P is short")
+	// Held at Max well past DownAfter, though the CPU reads low.
+	for range int(20 * time.Second / q) {
+		require.Equal(t, 2, r.use(0.5))
+	}
+	for range int(15 * time.Second / q) {
+		r.use(0.5)
+	}
+	require.Equal(t, 1, r.t.Procs(), "lowered once the hold and a low DownAfter have passed")
+}
+
+func TestSchedWaitsReadsTheRuntime(t *testing.T) {
+	tu := proctune.Start(proctune.Config{Max: 2, Interval: time.Hour, Set: func(int) {}})
+	require.NotNil(t, tu)
+	defer tu.Stop()
+	late, all := proctune.SchedWaits()()
+	require.Positive(t, all, "the runtime counted wake-ups")
+	require.LessOrEqual(t, late, all)
 }
