@@ -15,14 +15,14 @@
 //
 // A Tuner reads the process's CPU time (getrusage) and the runtime's
 // scheduling latencies every Interval (250 ms). At one P, one interval
-// above 0.95 of a core, or two averaging above Up (0.85), restore Max, so
-// a burst that fills the P waits at most one interval for the other cores.
-// So does an interval in which 10% or more of the goroutines made runnable
-// waited LateWait (1 ms) or more to run: a node that shares its cores with
-// PostgreSQL or a load generator can be saturated while using less than
-// Down, and then Max holds for 30 s. At Max, an average under Down (0.75
-// of a core) over DownAfter (2 s) lowers it to one. Down is below Up and a
-// load costs no more on one P than on several, so a steady load does not
-// flip between the two. Each change is one runtime.GOMAXPROCS call (a
-// brief stop of the world).
+// above 0.95 of a core, or two averaging above DefaultUp (0.85), restore
+// Max, so a burst that fills the P waits at most one interval for the
+// other cores. So does an interval in which 10% or more of the goroutines
+// made runnable waited LateWait (1 ms) or more to run: a node that shares
+// its cores with PostgreSQL or a load generator can be saturated while
+// using less than DefaultDown, and then Max holds for 30 s. At Max, an
+// average under DefaultDown (0.75 of a core) over DownAfter (2 s) lowers
+// it to one. DefaultDown is below DefaultUp and a load costs no more on
+// one P than on several, so a steady load does not flip between the two.
+// Each change is one runtime.GOMAXPROCS call (a brief stop of the world).
 package proctune

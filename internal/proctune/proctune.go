@@ -30,7 +30,7 @@ const (
 	// least lateShare of at least lateMin goroutine wake-ups waited
 	// LateWait or more to run raises GOMAXPROCS, whatever the CPU reads.
 	// A node that shares its cores with other busy processes (PostgreSQL,
-	// a load generator) can be saturated while using less than Down of a
+	// a load generator) can be saturated while using less than DefaultDown of a
 	// core: there the P, not the CPU, is what it lacks.
 	// Measured on a separate PostgreSQL node (runtime samples about 400
 	// wake-ups an interval at 1,000/s): at 200/s and 1,000/s on one P 0–2.3%
@@ -57,8 +57,6 @@ type Config struct {
 	// Start is called).
 	Max       int
 	Interval  time.Duration
-	Up        float64
-	Down      float64
 	DownAfter time.Duration
 	// CPU returns the process's CPU time so far, user and system (default
 	// getrusage(RUSAGE_SELF)); Set sets GOMAXPROCS (default
@@ -88,8 +86,8 @@ type Tuner struct {
 	last  Reading       // at the previous step
 	hold  time.Duration // left of contendedHold
 	// prevUsed and prevSpan are the previous interval's CPU and length
-	// (Up's mean); lowUsed and lowSpan add up CPU and time at Max since
-	// the last Down check.
+	// (DefaultUp's mean); lowUsed and lowSpan add up CPU and time at Max since
+	// the last DefaultDown check.
 	prevUsed, prevSpan time.Duration
 	lowUsed, lowSpan   time.Duration
 }
@@ -101,12 +99,6 @@ func New(cfg Config) *Tuner {
 	}
 	if cfg.Interval <= 0 {
 		cfg.Interval = DefaultInterval
-	}
-	if cfg.Up <= 0 {
-		cfg.Up = DefaultUp
-	}
-	if cfg.Down <= 0 {
-		cfg.Down = DefaultDown
 	}
 	if cfg.DownAfter <= 0 {
 		cfg.DownAfter = DefaultDownAfter
@@ -167,11 +159,11 @@ func (t *Tuner) read() Reading {
 // after it.
 //
 // At one P, an interval over fullP, or the mean of this interval and the
-// one before over Up, raises it to Max: a burst that fills the P waits one
+// one before over DefaultUp, raises it to Max: a burst that fills the P waits one
 // interval, and one busy interval short of full (a collection, a large
 // commit) does not count alone. So do late wake-ups (LateWait), and then
-// Max holds for contendedHold. At Max, the mean over DownAfter under Down
-// lowers it to one.
+// Max holds for contendedHold. At Max, the mean over DownAfter under
+// DefaultDown lowers it to one.
 func (t *Tuner) Step(r Reading, span time.Duration) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -197,7 +189,7 @@ func (t *Tuner) Step(r Reading, span time.Duration) int {
 			}
 			cores = (prevUsed + used).Seconds() / (prevSpan + span).Seconds()
 		}
-		if cores > t.cfg.Up {
+		if cores > DefaultUp {
 			t.set(t.cfg.Max, cores)
 			t.lowUsed, t.lowSpan = 0, 0
 		}
@@ -212,7 +204,7 @@ func (t *Tuner) Step(r Reading, span time.Duration) int {
 	if t.lowSpan >= t.cfg.DownAfter {
 		cores := t.lowUsed.Seconds() / t.lowSpan.Seconds()
 		t.lowUsed, t.lowSpan = 0, 0
-		if cores < t.cfg.Down {
+		if cores < DefaultDown {
 			t.set(1, cores)
 			t.prevUsed, t.prevSpan = 0, 0
 		}
