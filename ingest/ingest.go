@@ -29,6 +29,9 @@ const (
 	DefaultSteadyWait = 2 * time.Millisecond
 	// busyGroup is the group size that says publishers are queueing.
 	busyGroup = 8
+	// DefaultBatchYield is how long after a single publish batch publishes
+	// still commit one at a time (Config.BatchYield).
+	DefaultBatchYield = time.Second
 )
 
 // Config configures an Ingester.
@@ -65,6 +68,17 @@ type Config struct {
 	// 200/s (5ms apart) a 2ms wait under 4× delayed every publish by 2ms
 	// and gathered nothing (docs/benchmarks.md, "Issue 26", 2026-12-02).
 	SteadyWait time.Duration
+	// BatchYield: while a single publish (PublishOne) came within this
+	// long, batch publishes (PublishMany: the batch API and broker
+	// sources) commit one at a time, so an import of many batches cannot
+	// fill every group commit and every core ahead of the single
+	// publishes (issue 28: a 20,000-event burst through 8 batch callers
+	// put 400–800 events in each group commit and a steady stream's
+	// publishes waited behind two of them). The batches still arrive
+	// faster than a node delivers them; with no single publish within the
+	// window, batches commit side by side as before (the batch ingest
+	// ceiling is unchanged). Default DefaultBatchYield; negative: never.
+	BatchYield time.Duration
 	// Committers is the number of concurrent group committers.
 	Committers int
 	// OnCommit is called after each commit that created pending
@@ -130,6 +144,11 @@ type Ingester struct {
 	gathering sync.Mutex
 	last      int
 	prev      time.Time
+	// lastOne is when the last single publish came (UnixNano), and
+	// batchTurn the one batch that commits while singles are recent
+	// (Config.BatchYield).
+	lastOne   atomic.Int64
+	batchTurn chan struct{}
 }
 
 // request is one publish call's events: one for PublishOne, a batch for
@@ -164,6 +183,9 @@ func New(cfg Config) *Ingester {
 	if cfg.SteadyWait == 0 {
 		cfg.SteadyWait = DefaultSteadyWait
 	}
+	if cfg.BatchYield == 0 {
+		cfg.BatchYield = DefaultBatchYield
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -178,11 +200,12 @@ func New(cfg Config) *Ingester {
 		fanout = NewFanout(cfg.Store, cfg.Logger)
 	}
 	return &Ingester{
-		cfg:     cfg,
-		fanout:  fanout,
-		reqs:    make(chan *request, cfg.MaxBatch*cfg.Committers),
-		closing: make(chan struct{}),
-		stop:    make(chan struct{}),
+		batchTurn: make(chan struct{}, 1),
+		cfg:       cfg,
+		fanout:    fanout,
+		reqs:      make(chan *request, cfg.MaxBatch*cfg.Committers),
+		closing:   make(chan struct{}),
+		stop:      make(chan struct{}),
 	}
 }
 
@@ -225,6 +248,9 @@ func (i *Ingester) Close() {
 // batch committed.
 func (i *Ingester) PublishOne(ctx context.Context, ev *herald.Event) (store.EventInsertResult, error) {
 	start := time.Now()
+	if i.cfg.BatchYield > 0 {
+		i.lastOne.Store(start.UnixNano())
+	}
 	r := &request{evs: []*herald.Event{ev}, token: tokenOf(ctx), done: make(chan struct{})}
 	if err := i.enqueue(ctx, r); err != nil {
 		return store.EventInsertResult{}, err
@@ -278,6 +304,15 @@ func (i *Ingester) PublishMany(ctx context.Context, events []*herald.Event) ([]s
 		err error
 	)
 	if i.started.Load() {
+		if i.yieldToSingles(start) {
+			select {
+			case i.batchTurn <- struct{}{}:
+				defer func() { <-i.batchTurn }()
+			case <-ctx.Done():
+				i.cfg.Observer.ObservePublish(time.Since(start), ctx.Err())
+				return nil, ctx.Err()
+			}
+		}
 		r := &request{evs: events, token: tokenOf(ctx), done: make(chan struct{})}
 		if err = i.enqueue(ctx, r); err == nil {
 			<-r.done // see PublishOne
@@ -296,6 +331,13 @@ func (i *Ingester) PublishMany(ctx context.Context, events []*herald.Event) ([]s
 		return nil, err
 	}
 	return res, nil
+}
+
+// yieldToSingles reports whether a batch publish starting at now waits
+// for its turn: a single publish came within BatchYield.
+func (i *Ingester) yieldToSingles(now time.Time) bool {
+	last := i.lastOne.Load()
+	return last != 0 && now.UnixNano()-last < int64(i.cfg.BatchYield)
 }
 
 // guardedTries is how many inserts of one commit may check the cache's

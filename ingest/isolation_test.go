@@ -181,8 +181,10 @@ func groupCommitSharedByBatches(t *testing.T, s store.Store) {
 	createSub(t, s, nil, nil, herald.SubscriptionEnabled)
 	rs := &refusingStore{Store: s, refuse: func(ev *herald.Event) bool { return ev.ID == "poison" }}
 	// 3 batches of 10 and 5 single publishes fill MaxBatch 35 exactly; the
-	// long FlushInterval holds the commit until they are all in it.
-	ing := setup(t, rs, Config{MaxBatch: 35, FlushInterval: time.Minute})
+	// long FlushInterval holds the commit until they are all in it. The
+	// batches do not yield to the single publishes (BatchYield; it would
+	// let only one batch at a time into a group).
+	ing := setup(t, rs, Config{MaxBatch: 35, FlushInterval: time.Minute, BatchYield: -1})
 
 	batch := func(name string, n int) []*herald.Event {
 		evs := make([]*herald.Event, n)
