@@ -49,6 +49,7 @@ type benchFlags struct {
 	ingestMaxBatch          int
 	gcHeapFloor             int64
 	ingestFlush             time.Duration
+	ingestBatchYield        time.Duration
 	direct                  bool
 	backlog                 int64
 	rate                    float64
@@ -103,6 +104,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&f.ingestCommitters, "ingest-committers", 0, "in-process node: group committers (default as serve)")
 	fs.DurationVar(&f.ingestFlush, "ingest-flush-interval", 0, "in-process node: group commit wait")
 	fs.IntVar(&f.ingestMaxBatch, "ingest-max-batch", 0, "in-process node: most events in one group commit (default as serve)")
+	fs.DurationVar(&f.ingestBatchYield, "ingest-batch-yield", 0, "in-process node: serve's --ingest-batch-yield (default as serve; negative: batches never yield)")
 	fs.BoolVar(&f.direct, "direct-dispatch", true, "in-process node: send fresh deliveries without a claim when workers are free")
 	fs.Int64Var(&f.gcHeapFloor, "gc-heap-floor", gctune.DefaultFloor, "in-process node: serve's --gc-heap-floor, for the whole bench process (publishers and receiver too); 0: Go's default pacing")
 	fs.Float64Var(&f.rate, "rate", 0, "events per second to publish (0: as fast as possible)")
@@ -352,6 +354,9 @@ func (f *benchFlags) startInProcess(ctx context.Context, stderr io.Writer) (*her
 	c.IngestWorkers, c.IngestFlush = f.ingestCommitters, f.ingestFlush
 	if f.ingestMaxBatch > 0 {
 		c.IngestBatch = f.ingestMaxBatch
+	}
+	if f.ingestBatchYield != 0 {
+		c.IngestBatchYield = f.ingestBatchYield
 	}
 	c.Direct = f.direct
 	c.GCHeapFloor = f.gcHeapFloor

@@ -68,11 +68,14 @@ type config struct {
 	IngestBatch    int
 	IngestFlush    time.Duration
 	IngestBusyWait time.Duration
-	IngestWorkers  int
-	Direct         bool
-	LeaseMargin    time.Duration
-	PollInterval   time.Duration
-	ShutdownWait   time.Duration
+	// IngestBatchYield: batch publishes commit one at a time for this long
+	// after a single publish (ingest.Config.BatchYield).
+	IngestBatchYield time.Duration
+	IngestWorkers    int
+	Direct           bool
+	LeaseMargin      time.Duration
+	PollInterval     time.Duration
+	ShutdownWait     time.Duration
 	// AutoDisableFailures and AutoDisableAfter are the server's
 	// auto-disable rule (herald.AutoDisable); 0 failures turns it off for
 	// every subscription.
@@ -176,6 +179,7 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.SQLiteSync, "sqlite-synchronous", "full", "SQLite synchronous mode: full (survives power loss) or normal (survives process crashes)")
 	fs.IntVar(&c.IngestBatch, "ingest-max-batch", 1000, "most events in one group commit")
 	fs.DurationVar(&c.IngestFlush, "ingest-flush-interval", 0, "how long a group commit waits for more events (0: flush when the committer is free)")
+	fs.DurationVar(&c.IngestBatchYield, "ingest-batch-yield", ingest.DefaultBatchYield, "for this long after a single publish, batch publishes (batch API, broker sources) commit one at a time so imports cannot delay single publishes; negative: never")
 	fs.DurationVar(&c.IngestBusyWait, "ingest-busy-wait", ingest.DefaultBusyWait, "with --ingest-flush-interval 0: how long a group commit waits for more events while publishers queue (the previous commit held 8 or more); negative: never")
 	fs.IntVar(&c.IngestWorkers, "ingest-committers", 0, "concurrent group committers (default 1 on SQLite, 2 on PostgreSQL)")
 	fs.BoolVar(&c.Direct, "direct-dispatch", true, "send fresh deliveries of unordered, unthrottled subscriptions without a claim when workers are free")

@@ -338,6 +338,7 @@ func startHeraldNode(ctx context.Context, c *config, logger *slog.Logger) (*hera
 		MaxBatch:      c.IngestBatch,
 		FlushInterval: c.IngestFlush,
 		BusyWait:      c.IngestBusyWait,
+		BatchYield:    c.IngestBatchYield,
 		Committers:    committers,
 		OnCommit:      func() { engine.NotifyTiers(store.TierBit(0)) }, // fresh deliveries are tier 0's
 		Dispatcher:    dispatcher,
