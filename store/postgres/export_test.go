@@ -196,3 +196,13 @@ func (s *Store) GrowthAnalyzeRuns() int64 { return s.growth.runs.Load() }
 
 // WorkPayload exposes workPayload (notify.go) to the external tests.
 var WorkPayload = workPayload
+
+// SessionSetting reads one setting as a connection of each pool sees it
+// (main, hot), for tests of what Open asks of every session.
+func (s *Store) SessionSetting(ctx context.Context, name string) (mainPool, hotPool string, err error) {
+	if err = s.pool.QueryRow(ctx, "SELECT current_setting($1)", name).Scan(&mainPool); err != nil {
+		return "", "", err
+	}
+	err = s.hot.QueryRow(ctx, "SELECT current_setting($1)", name).Scan(&hotPool)
+	return mainPool, hotPool, err
+}

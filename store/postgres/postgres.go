@@ -71,6 +71,11 @@ type Store struct {
 	resealHook func(ctx context.Context)
 }
 
+// BackendFlushAfter is the backend_flush_after herald's connections ask
+// for unless the URL names one (see Open): the checkpointer's default,
+// 256 kB.
+const BackendFlushAfter = "256kB"
+
 // brokenPingWindow: for this long after a pooled connection broke, every
 // connection is pinged when acquired, not only those idle over a second
 // (pgx's default). A database outage or restart breaks every pooled
@@ -136,6 +141,18 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	// 28). An operator's own setting in the URL wins.
 	if _, ok := pcfg.ConnConfig.RuntimeParams["jit"]; !ok {
 		pcfg.ConnConfig.RuntimeParams["jit"] = "off"
+	}
+	// A backend that writes dirty buffers out (shared_buffers is small
+	// against herald's write rate) leaves them in the kernel's page cache
+	// by default (backend_flush_after = 0), where 300 MB gathered in 30 s
+	// and the kernel's writeback then wrote it in one go, stalling every
+	// commit's WAL fsync behind it for tens of milliseconds (issue 28:
+	// seconds with a p99 of 31–91 ms at 1,000/s). BackendFlushAfter asks
+	// the kernel to start writing every 256 kB instead, as the
+	// checkpointer and background writer already do (ADR 0039). An
+	// operator's own setting in the URL wins.
+	if _, ok := pcfg.ConnConfig.RuntimeParams["backend_flush_after"]; !ok {
+		pcfg.ConnConfig.RuntimeParams["backend_flush_after"] = BackendFlushAfter
 	}
 	broken := &atomic.Int64{}
 	pcfg.ConnConfig.Tracer = brokenTracer{broken}
