@@ -76,6 +76,13 @@ type Store struct {
 // 256 kB.
 const BackendFlushAfter = "256kB"
 
+// paramDefault sets a session setting the URL did not name.
+func paramDefault(params map[string]string, name, value string) {
+	if _, ok := params[name]; !ok {
+		params[name] = value
+	}
+}
+
 // brokenPingWindow: for this long after a pooled connection broke, every
 // connection is pinged when acquired, not only those idle over a second
 // (pgx's default). A database outage or restart breaks every pooled
@@ -124,36 +131,30 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		// connection the pool ever opens gets it, with no extra round trip.
 		pcfg.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{schema}.Sanitize()
 	}
+	// Session settings herald asks for as startup parameters (no extra
+	// round trip); each is a default: the same name in the URL wins.
+	params := pcfg.ConnConfig.RuntimeParams
 	// herald's statements are few and hot, and their best plans depend on
 	// table sizes that change by orders of magnitude (a fresh schema
 	// fills in seconds): a generic plan cached per connection while a table
 	// was nearly empty kept scanning whole tables long after (measured:
 	// claims at 49 ms, EventInsertMany's read-back at 21 ms). Planning each
-	// execution costs well under a millisecond. An operator's own setting
-	// in the URL wins.
-	if _, ok := pcfg.ConnConfig.RuntimeParams["plan_cache_mode"]; !ok {
-		pcfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
-	}
+	// execution costs well under a millisecond.
+	paramDefault(params, "plan_cache_mode", "force_custom_plan")
 	// JIT compilation is for long analytical queries; herald's are short,
 	// and the server decides by estimated cost, which a table without
 	// fresh statistics inflates: retention's event sweep was compiled at
 	// every run, 0.9 s of CPU for a statement that found nothing (issue
-	// 28). An operator's own setting in the URL wins.
-	if _, ok := pcfg.ConnConfig.RuntimeParams["jit"]; !ok {
-		pcfg.ConnConfig.RuntimeParams["jit"] = "off"
-	}
+	// 28).
+	paramDefault(params, "jit", "off")
 	// A backend that writes dirty buffers out (shared_buffers is small
 	// against herald's write rate) leaves them in the kernel's page cache
 	// by default (backend_flush_after = 0), where 300 MB gathered in 30 s
 	// and the kernel's writeback then wrote it in one go, stalling every
-	// commit's WAL fsync behind it for tens of milliseconds (issue 28:
-	// seconds with a p99 of 31–91 ms at 1,000/s). BackendFlushAfter asks
-	// the kernel to start writing every 256 kB instead, as the
-	// checkpointer and background writer already do (ADR 0039). An
-	// operator's own setting in the URL wins.
-	if _, ok := pcfg.ConnConfig.RuntimeParams["backend_flush_after"]; !ok {
-		pcfg.ConnConfig.RuntimeParams["backend_flush_after"] = BackendFlushAfter
-	}
+	// commit's WAL fsync behind it for tens of milliseconds (issue 28).
+	// BackendFlushAfter asks the kernel to start writing early, as the
+	// checkpointer and background writer already do (ADR 0039).
+	paramDefault(params, "backend_flush_after", BackendFlushAfter)
 	broken := &atomic.Int64{}
 	pcfg.ConnConfig.Tracer = brokenTracer{broken}
 	pcfg.ShouldPing = func(_ context.Context, p pgxpool.ShouldPingParams) bool {
