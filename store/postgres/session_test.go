@@ -13,7 +13,8 @@ import (
 
 // TestSessionSettings: every connection of both pools starts with the
 // settings Open asks for (jit off, backend_flush_after, per-pool plan
-// modes), and a setting named in the URL wins over herald's default.
+// modes), a setting named in the URL wins over herald's default, and one
+// the server refuses is a clear error.
 func TestSessionSettings(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -45,4 +46,8 @@ func TestSessionSettings(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, [2]string{want, want}, [2]string{mainPool, hotPool}, "the URL's %s wins", name)
 	}
+
+	// A value the server refuses fails Open with the server's words.
+	_, err := postgres.Open(ctx, postgres.Config{URL: testdb.URL() + sep + "backend_flush_after=abc", Schema: schema})
+	require.ErrorContains(t, err, `invalid value for parameter "backend_flush_after"`)
 }
