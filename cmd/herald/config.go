@@ -20,6 +20,7 @@ import (
 	"github.com/heraldhq/herald/httpapi"
 	"github.com/heraldhq/herald/ingest"
 	"github.com/heraldhq/herald/internal/gctune"
+	"github.com/heraldhq/herald/internal/proctune"
 	"github.com/heraldhq/herald/maintenance"
 	"github.com/heraldhq/herald/push"
 	"github.com/heraldhq/herald/seal"
@@ -90,6 +91,10 @@ type config struct {
 	// SQLite), "on" or "off"; GOMAXPROCS in the environment wins
 	// (internal/proctune, ADR 0037).
 	AdaptProcs string
+	// SysmonAwake is --sysmon-awake: serve re-executes itself once with
+	// GODEBUG=schedtrace set so Go's monitor thread skips its deep sleep
+	// (internal/proctune, ADR 0040); a schedtrace in GODEBUG wins.
+	SysmonAwake bool
 
 	StaleAfter         time.Duration
 	RetentionDelivered time.Duration
@@ -193,6 +198,7 @@ func (c *config) flags(fs *flag.FlagSet) {
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", 1<<20, "largest accepted request body (the batch API allows 16×)")
 	fs.Int64Var(&c.GCHeapFloor, "gc-heap-floor", gctune.DefaultFloor, "bytes: while the live heap is small, let it grow to this before the garbage collector runs (fewer collections, less CPU per delivery; at most this much more memory); 0: Go's default pacing; ignored when GOGC is set")
 	fs.StringVar(&c.AdaptProcs, "adapt-procs", "auto", "on: run Go on one core (GOMAXPROCS=1) while the node uses under 0.75 of a core, on every core once it uses over 0.85 of one (less CPU per delivery at low rates); auto: on with --database-url, off on SQLite (its commit's fsync would hold the only core); off; ignored when GOMAXPROCS is set")
+	fs.BoolVar(&c.SysmonAwake, "sysmon-awake", true, "Linux: start once more with GODEBUG="+proctune.SysmonGODEBUG+" (same process id) so Go's monitor thread does not deep-sleep between deliveries and wake on the next system call (less CPU per delivery at low rates, ADR 0040); ignored when GODEBUG sets schedtrace")
 	fs.DurationVar(&c.SecretGrace, "secret-grace", 24*time.Hour, "how long a rotated-out secret keeps signing")
 	fs.DurationVar(&c.StaleAfter, "stale-after", 5*time.Minute, "raise herald.queue.stale when a tier's oldest due delivery waited this long (0: never)")
 	fs.DurationVar(&c.RetentionDelivered, "retention-delivered", 72*time.Hour, "keep delivered, skipped, superseded and cancelled deliveries (and attempts) this long (0: for ever)")

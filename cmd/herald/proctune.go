@@ -31,3 +31,13 @@ func tuneProcs(c *config, logger *slog.Logger) (stop func()) {
 func adaptProcs(c *config) bool {
 	return c.AdaptProcs == "on" || (c.AdaptProcs == "auto" && c.DatabaseURL != "")
 }
+
+// keepSysmonAwake applies --sysmon-awake (ADR 0040): unless GODEBUG already
+// sets schedtrace, it starts this program again in the same process with
+// proctune.SysmonGODEBUG, and returns only on failure (or when off).
+func keepSysmonAwake(c *config) error {
+	if !c.SysmonAwake {
+		return nil
+	}
+	return proctune.KeepSysmonAwake()
+}

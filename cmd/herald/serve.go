@@ -186,9 +186,14 @@ func cmdServe(ctx context.Context, args []string) error {
 	if err := c.load(fs, args); err != nil {
 		return err
 	}
+	// Before anything is opened: on success this process starts again.
+	sysmonErr := keepSysmonAwake(c)
 	logger, err := newLogger(c)
 	if err != nil {
 		return err
+	}
+	if sysmonErr != nil {
+		logger.Warn("--sysmon-awake is off for this run", "err", sysmonErr)
 	}
 	stopGC := tuneGC(c, logger)
 	defer stopGC()

@@ -1,0 +1,43 @@
+//go:build linux
+
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhq/herald/internal/proctune"
+)
+
+// TestServeKeepsSysmonAwake starts `herald serve` as a user would: the
+// process the test started (same pid) runs with proctune.SysmonGODEBUG in
+// its environment, and --sysmon-awake=false leaves GODEBUG alone.
+func TestServeKeepsSysmonAwake(t *testing.T) {
+	t.Parallel()
+	bin := heraldBinary(t)
+	for _, tt := range []struct {
+		flag string
+		want string
+	}{
+		{"--sysmon-awake=true", "GODEBUG=" + proctune.SysmonGODEBUG},
+		{"--sysmon-awake=false", ""},
+	} {
+		logs := &syncBuffer{}
+		n := startChaosNode(t, bin, freeAddr(t), logs, []string{"--data-dir", t.TempDir(), tt.flag})
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", n.cmd.Process.Pid))
+		require.NoError(t, err)
+		got := ""
+		for _, kv := range strings.Split(string(raw), "\x00") {
+			if strings.HasPrefix(kv, "GODEBUG=") {
+				got = kv
+			}
+		}
+		require.Equal(t, tt.want, got, "%s: the environment of the running node; logs:\n%s", tt.flag, logs.Tail(4<<10))
+		require.NoError(t, n.cmd.Process.Kill())
+		<-n.done
+	}
+}
