@@ -19,25 +19,32 @@ import (
 func TestServeKeepsSysmonAwake(t *testing.T) {
 	t.Parallel()
 	bin := heraldBinary(t)
+	awake, _ := proctune.SysmonEnv(os.Environ())
 	for _, tt := range []struct {
 		flag string
 		want string
 	}{
-		{"--sysmon-awake=true", "GODEBUG=" + proctune.SysmonGODEBUG},
-		{"--sysmon-awake=false", ""},
+		{"--sysmon-awake=true", godebugOf(awake)},
+		{"--sysmon-awake=false", godebugOf(os.Environ())},
 	} {
 		logs := &syncBuffer{}
 		n := startChaosNode(t, bin, freeAddr(t), logs, []string{"--data-dir", t.TempDir(), tt.flag})
 		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", n.cmd.Process.Pid))
 		require.NoError(t, err)
-		got := ""
-		for _, kv := range strings.Split(string(raw), "\x00") {
-			if strings.HasPrefix(kv, "GODEBUG=") {
-				got = kv
-			}
-		}
+		got := godebugOf(strings.Split(string(raw), "\x00"))
 		require.Equal(t, tt.want, got, "%s: the environment of the running node; logs:\n%s", tt.flag, logs.Tail(4<<10))
 		require.NoError(t, n.cmd.Process.Kill())
 		<-n.done
 	}
+}
+
+// godebugOf is the GODEBUG entry of env ("" when there is none).
+func godebugOf(env []string) string {
+	got := ""
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "GODEBUG=") {
+			got = kv
+		}
+	}
+	return got
 }

@@ -25,4 +25,10 @@
 // it to one. DefaultDown is below DefaultUp and a load costs no more on
 // one P than on several, so a steady load does not flip between the two.
 // Each change is one runtime.GOMAXPROCS call (a brief stop of the world).
+//
+// KeepSysmonAwake (serve --sysmon-awake, ADR 0040) starts the program once
+// more with SysmonGODEBUG, so Go's monitor thread does not park whenever
+// every P is idle, to be woken with its shortest step by the next system
+// call: at a few hundred deliveries a second that happened several times
+// per delivery.
 package proctune
