@@ -78,6 +78,8 @@ type benchFlags struct {
 	burstEvery              time.Duration
 	idle                    time.Duration
 	phaseCounts             string
+	steady                  bool
+	steadyCounts            string
 	observeDB               string
 }
 
@@ -130,6 +132,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Int64Var(&f.burst, "burst", 0, "side load: every --burst-every, publish this many events (batch API, 100 a call, 8 publishers) to a subscription of their own while the measured load runs (0..1,000,000; the soak of issue 28: --duration 30m --rate 1000 --sample 30s --burst 20000 --burst-every 5m)")
 	fs.DurationVar(&f.burstEvery, "burst-every", 5*time.Minute, "--burst: the interval between bursts (1s..1h)")
 	fs.DurationVar(&f.idle, "idle", 0, "measure a node with no traffic for this long (1s..1h) instead: its CPU and, on PostgreSQL, the database's, as a share of one core")
+	fs.BoolVar(&f.steady, "steady", false, "the steady-rate check of issue 26 on one node (--target, or a fresh in-process one): single publishes at 200/s, then at 1,000/s, then as fast as possible (64 publishers), printing the CPU per delivery of each (the node's with --target; PostgreSQL's with --observe-database or an in-process PostgreSQL node) and its ratio to the saturated phase")
+	fs.StringVar(&f.steadyCounts, "steady-counts", "3000,10000,20000", "--steady: events of the 200/s, 1,000/s and saturated phases (each 1..1000000)")
 	fs.StringVar(&f.phaseCounts, "phase-counts", "30000,50000,10000", "--phases: events of the single, batch and rate phases (0 skips a phase)")
 	fs.StringVar(&f.observeDB, "observe-database", "", "a --target node's PostgreSQL URL (loopback): reports the CPU of this machine's PostgreSQL processes per delivery, and with --phases the checkpoints, autovacuum runs and wait events of each phase (an in-process PostgreSQL node is observed anyway)")
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object instead of the report")
@@ -176,6 +180,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if f.phases > 0 {
 		return runBenchPhases(ctx, &f, stdout, stderr)
+	}
+	if f.steady {
+		return runBenchSteady(ctx, &f, stdout, stderr)
 	}
 	if f.idle > 0 {
 		return runBenchIdle(ctx, &f, stdout, stderr)
@@ -247,6 +254,9 @@ func (f *benchFlags) validate() error {
 	}
 	if f.phases < 0 || f.phases > 100 {
 		return errors.New("--phases must be 0..100")
+	}
+	if f.steady && (f.phases > 0 || f.idle > 0) {
+		return errors.New("--steady runs alone: not with --phases or --idle")
 	}
 	if f.observeDB != "" {
 		if f.target == "" {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -47,47 +46,11 @@ func runBenchPhases(ctx context.Context, f *benchFlags, stdout, stderr io.Writer
 		if progress != nil {
 			fmt.Fprintf(progress, "run %d of %d\n", run, f.phases)
 		}
-		var watch *bench.PGWatch
-		start := func(ctx context.Context) (bench.Node, func(), error) {
-			if f.target != "" {
-				if f.observeDB != "" {
-					w, err := bench.WatchPostgres(ctx, f.observeDB, "")
-					if err != nil {
-						return bench.Node{}, nil, err
-					}
-					watch = w
-				}
-				return bench.Node{URL: f.target, Token: f.token, Remote: true}, func() {}, nil
-			}
-			n, cleanup, err := f.startInProcess(ctx, stderr)
-			if err != nil {
-				return bench.Node{}, nil, err
-			}
-			if f.databaseURL != "" {
-				w, err := bench.WatchPostgres(ctx, f.databaseURL, n.cfg.pgSchema)
-				if err != nil {
-					cleanup()
-					return bench.Node{}, nil, err
-				}
-				watch = w
-			}
-			return bench.Node{URL: n.URL(), Token: n.cfg.APIToken}, cleanup, nil
-		}
 		phases := bench.DefaultPhases(counts, f.payload)
 		for i := range phases {
 			phases[i].PostgresCPU = f.databaseURL != "" || f.observeDB != ""
 		}
-		// The node (and its database watch) first, so the watch exists
-		// before the first phase's mark.
-		node, stop, err := start(ctx)
-		if err != nil {
-			return err
-		}
-		out, err := bench.RunPhases(ctx, phases, node, watch, progress)
-		stop()
-		if watch != nil {
-			watch.Close()
-		}
+		out, err := f.runPhasesOnNode(ctx, phases, progress, stderr)
 		if err != nil {
 			return err
 		}
@@ -103,24 +66,77 @@ func runBenchPhases(ctx context.Context, f *benchFlags, stdout, stderr io.Writer
 	return ctx.Err()
 }
 
+// runPhasesOnNode runs phases in order on one node (phasesNode), stopped
+// afterwards.
+func (f *benchFlags) runPhasesOnNode(ctx context.Context, phases []bench.Phase, progress, stderr io.Writer) ([]bench.PhaseResult, error) {
+	node, watch, stop, err := f.phasesNode(ctx, stderr)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	return bench.RunPhases(ctx, phases, node, watch, progress)
+}
+
+// phasesNode starts the node that phases run on, and its database watch
+// (nil on SQLite or an unobserved --target) first, so the watch exists
+// before the first phase's mark: --target with --observe-database, or a
+// fresh in-process node. stop ends both.
+func (f *benchFlags) phasesNode(ctx context.Context, stderr io.Writer) (bench.Node, *bench.PGWatch, func(), error) {
+	var watch *bench.PGWatch
+	closeWatch := func() {
+		if watch != nil {
+			watch.Close()
+		}
+	}
+	if f.target != "" {
+		if f.observeDB != "" {
+			w, err := bench.WatchPostgres(ctx, f.observeDB, "")
+			if err != nil {
+				return bench.Node{}, nil, nil, err
+			}
+			watch = w
+		}
+		return bench.Node{URL: f.target, Token: f.token, Remote: true}, watch, closeWatch, nil
+	}
+	n, cleanup, err := f.startInProcess(ctx, stderr)
+	if err != nil {
+		return bench.Node{}, nil, nil, err
+	}
+	if f.databaseURL != "" {
+		w, err := bench.WatchPostgres(ctx, f.databaseURL, n.cfg.pgSchema)
+		if err != nil {
+			cleanup()
+			return bench.Node{}, nil, nil, err
+		}
+		watch = w
+	}
+	return bench.Node{URL: n.URL(), Token: n.cfg.APIToken}, watch, func() { cleanup(); closeWatch() }, nil
+}
+
 // parsePhaseCounts reads --phase-counts: three counts, each 0..1,000,000,
 // not all zero.
 func parsePhaseCounts(raw string) ([3]int64, error) {
+	return parseCounts3("--phase-counts", "single,batch,rate (e.g. 30000,50000,10000)", raw, 0)
+}
+
+// parseCounts3 reads a flag of three counts, each least..1,000,000 and not
+// all zero; what names them in the error.
+func parseCounts3(flagName, what, raw string, least int64) ([3]int64, error) {
 	var out [3]int64
 	parts := strings.Split(raw, ",")
 	if len(parts) != 3 {
-		return out, errors.New("--phase-counts must be three counts: single,batch,rate (e.g. 30000,50000,10000)")
+		return out, fmt.Errorf("%s must be three counts: %s", flagName, what)
 	}
 	var total int64
 	for i, p := range parts {
 		n, err := strconv.ParseInt(strings.TrimSpace(p), 10, 64)
-		if err != nil || n < 0 || n > 1_000_000 {
-			return out, fmt.Errorf("--phase-counts: %q is not a count of 0..1000000", p)
+		if err != nil || n < least || n > 1_000_000 {
+			return out, fmt.Errorf("%s: %q is not a count of %d..1000000", flagName, p, least)
 		}
 		out[i], total = n, total+n
 	}
 	if total == 0 {
-		return out, errors.New("--phase-counts: every phase is 0")
+		return out, fmt.Errorf("%s: every phase is 0", flagName)
 	}
 	return out, nil
 }

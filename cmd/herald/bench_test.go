@@ -380,3 +380,48 @@ func TestBenchIdle(t *testing.T) {
 		require.Empty(t, out.String())
 	}
 }
+
+// TestBenchSteady: --steady runs 200/s, 1,000/s and saturated on one
+// in-process node and reports each phase's CPU against the saturated one.
+func TestBenchSteady(t *testing.T) {
+	t.Parallel()
+	t.Run("SQLite", func(t *testing.T) {
+		t.Parallel()
+		var out, errOut bytes.Buffer
+		require.NoError(t, runBench(t.Context(), []string{"--json", "--steady", "--steady-counts", "20,50,200"}, &out, &errOut), "stderr:\n%s", errOut.String())
+		var res bench.SteadyResult
+		require.NoError(t, json.Unmarshal(out.Bytes(), &res), "output:\n%s", out.String())
+		require.Equal(t, "in-process sqlite (synchronous=full)", res.Target)
+		require.Equal(t, "process", res.CPUScope)
+		require.Len(t, res.Rows, 3)
+		for i, want := range []struct {
+			name  string
+			count int64
+		}{{"200/s", 20}, {"1,000/s", 50}, {"saturated", 200}} {
+			r := res.Rows[i]
+			require.Equal(t, want.name, r.Name)
+			require.Equal(t, want.count, r.Published)
+			require.Equal(t, want.count, r.Delivered)
+			require.Zero(t, r.Lost)
+			require.Positive(t, r.CPUPerDeliveryUs, "%s: CPU per delivery", r.Name)
+			require.InDelta(t, r.CPUPerDeliveryUs/res.Rows[2].CPUPerDeliveryUs, r.NodeRatio, 1e-9)
+			require.Zero(t, r.DBCPUPerDeliveryUs, "SQLite has no PostgreSQL")
+		}
+		require.InDelta(t, 1.0, res.Rows[2].NodeRatio, 1e-9)
+		require.Less(t, res.Rows[0].DeliveriesPerSec, 300.0, "the first phase is paced at 200/s")
+	})
+	t.Run("Flags", func(t *testing.T) {
+		t.Parallel()
+		for _, args := range [][]string{
+			{"--steady", "--steady-counts", "1,2"},
+			{"--steady", "--steady-counts", "0,10,10"},
+			{"--steady", "--steady-counts", "10,x,10"},
+			{"--steady", "--phases", "1"},
+			{"--steady", "--idle", "1s"},
+		} {
+			var out, errOut bytes.Buffer
+			require.Error(t, runBench(t.Context(), args, &out, &errOut), "args %v", args)
+			require.Empty(t, out.String())
+		}
+	})
+}

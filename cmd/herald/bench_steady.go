@@ -1,0 +1,46 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+
+	"github.com/heraldhq/herald/bench"
+)
+
+// runBenchSteady is `herald bench --steady`: issue 26's steady-rate check
+// (bench.SteadyPhases) on one node, --target or a fresh in-process one,
+// reporting each rate's CPU per delivery beside the saturated phase's.
+func runBenchSteady(ctx context.Context, f *benchFlags, stdout, stderr io.Writer) error {
+	counts, err := parseCounts3("--steady-counts", "200/s,1000/s,saturated (e.g. 3000,10000,20000)", f.steadyCounts, 1)
+	if err != nil {
+		return err
+	}
+	target, scope := f.target, "node"
+	if f.target == "" {
+		target, scope = "in-process sqlite (synchronous="+f.sqliteSync+")", "process"
+		if f.databaseURL != "" {
+			target = "in-process postgres"
+		}
+	}
+	phases := bench.SteadyPhases(counts, f.payload)
+	for i := range phases {
+		phases[i].PostgresCPU = f.databaseURL != "" || f.observeDB != ""
+	}
+	var progress io.Writer
+	if f.progress {
+		progress = stderr
+	}
+	out, err := f.runPhasesOnNode(ctx, phases, progress, stderr)
+	if err != nil {
+		return err
+	}
+	res := bench.NewSteadyResult(target, scope, out)
+	if f.jsonOut {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	bench.WriteSteadyReport(stdout, res)
+	return ctx.Err()
+}
