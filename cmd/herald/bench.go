@@ -133,8 +133,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&f.burstEvery, "burst-every", 5*time.Minute, "--burst: the interval between bursts (1s..1h)")
 	fs.DurationVar(&f.idle, "idle", 0, "measure a node with no traffic for this long (1s..1h) instead: its CPU and, on PostgreSQL, the database's, as a share of one core")
 	fs.BoolVar(&f.steady, "steady", false, "the steady-rate check of issue 26 on one node (--target, or a fresh in-process one): single publishes at 200/s, then at 1,000/s, then as fast as possible (64 publishers), printing the CPU per delivery of each (the node's with --target; PostgreSQL's with --observe-database or an in-process PostgreSQL node) and its ratio to the saturated phase")
-	fs.StringVar(&f.steadyCounts, "steady-counts", "3000,10000,20000", "--steady: events of the 200/s, 1,000/s and saturated phases (each 1..1000000)")
-	fs.StringVar(&f.phaseCounts, "phase-counts", "30000,50000,10000", "--phases: events of the single, batch and rate phases (0 skips a phase)")
+	fs.StringVar(&f.steadyCounts, "steady-counts", countsFlag(bench.DefaultSteadyCounts), "--steady: events of the 200/s, 1,000/s and saturated phases (each 1..1000000)")
+	fs.StringVar(&f.phaseCounts, "phase-counts", countsFlag(bench.DefaultPhaseCounts), "--phases: events of the single, batch and rate phases (0 skips a phase)")
 	fs.StringVar(&f.observeDB, "observe-database", "", "a --target node's PostgreSQL URL (loopback): reports the CPU of this machine's PostgreSQL processes per delivery, and with --phases the checkpoints, autovacuum runs and wait events of each phase (an in-process PostgreSQL node is observed anyway)")
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object instead of the report")
 	fs.BoolVar(&f.progress, "progress", isTerminal(os.Stderr), "progress line on stderr every 500ms (default when stderr is a terminal)")
@@ -192,7 +192,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Batch: f.batch, Fanout: f.fanout, FailRatio: f.failRatio, Delay: f.delay, Backlog: f.backlog,
 		Wait: f.wait, CeilingMax: f.ceilingMax, Sample: f.sample, Drain: f.drain,
 		Destination: f.destination, BrokerURL: f.brokerURL, RawConcurrency: f.rawConcurrency,
-		PostgresCPU: f.databaseURL != "" || f.observeDB != "",
+		PostgresCPU: f.measuresPostgres(),
 		Burst:       f.burst, BurstEvery: f.burstEvery,
 	}
 	if f.progress {

@@ -36,7 +36,7 @@ func runBenchIdle(ctx context.Context, f *benchFlags, stdout, stderr io.Writer) 
 		return ctx.Err()
 	case <-time.After(settle):
 	}
-	res, err := bench.MeasureIdleNode(ctx, node, f.idle, f.databaseURL != "" || f.observeDB != "")
+	res, err := bench.MeasureIdleNode(ctx, node, f.idle, f.measuresPostgres())
 	if err != nil {
 		return err
 	}

@@ -26,16 +26,12 @@ func runBenchPhases(ctx context.Context, f *benchFlags, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
-	res := &bench.PhasesResult{Target: f.target, Counts: counts}
+	res := &bench.PhasesResult{Target: f.phasesTarget(), Counts: counts}
 	goal := float64(phasesP99GoalSQLiteMs)
 	switch {
-	case f.target == "" && f.databaseURL != "":
-		res.Target, goal = "in-process postgres", phasesP99GoalPostgresMs
-	case f.target == "":
-		res.Target = "in-process sqlite (synchronous=" + f.sqliteSync + ")"
-	case f.observeDB != "":
+	case f.measuresPostgres():
 		goal = phasesP99GoalPostgresMs
-	default:
+	case f.target != "":
 		goal = 0 // the store of --target is unknown
 	}
 	var progress io.Writer
@@ -46,11 +42,7 @@ func runBenchPhases(ctx context.Context, f *benchFlags, stdout, stderr io.Writer
 		if progress != nil {
 			fmt.Fprintf(progress, "run %d of %d\n", run, f.phases)
 		}
-		phases := bench.DefaultPhases(counts, f.payload)
-		for i := range phases {
-			phases[i].PostgresCPU = f.databaseURL != "" || f.observeDB != ""
-		}
-		out, err := f.runPhasesOnNode(ctx, phases, progress, stderr)
+		out, err := f.runPhasesOnNode(ctx, bench.DefaultPhases(counts, f.payload), progress, stderr)
 		if err != nil {
 			return err
 		}
@@ -66,9 +58,31 @@ func runBenchPhases(ctx context.Context, f *benchFlags, stdout, stderr io.Writer
 	return ctx.Err()
 }
 
+// phasesTarget names the node phases run on: --target, or the in-process
+// node's store.
+func (f *benchFlags) phasesTarget() string {
+	switch {
+	case f.target != "":
+		return f.target
+	case f.databaseURL != "":
+		return "in-process postgres"
+	default:
+		return "in-process sqlite (synchronous=" + f.sqliteSync + ")"
+	}
+}
+
+// measuresPostgres reports whether the node's store is PostgreSQL whose CPU
+// the bench can read: an in-process PostgreSQL node, or --observe-database.
+func (f *benchFlags) measuresPostgres() bool {
+	return f.databaseURL != "" || f.observeDB != ""
+}
+
 // runPhasesOnNode runs phases in order on one node (phasesNode), stopped
-// afterwards.
+// afterwards, each measuring PostgreSQL's CPU when it can.
 func (f *benchFlags) runPhasesOnNode(ctx context.Context, phases []bench.Phase, progress, stderr io.Writer) ([]bench.PhaseResult, error) {
+	for i := range phases {
+		phases[i].PostgresCPU = f.measuresPostgres()
+	}
 	node, watch, stop, err := f.phasesNode(ctx, stderr)
 	if err != nil {
 		return nil, err
@@ -111,6 +125,11 @@ func (f *benchFlags) phasesNode(ctx context.Context, stderr io.Writer) (bench.No
 		watch = w
 	}
 	return bench.Node{URL: n.URL(), Token: n.cfg.APIToken}, watch, func() { cleanup(); closeWatch() }, nil
+}
+
+// countsFlag is the default of a three-count flag (parseCounts3).
+func countsFlag(c [3]int64) string {
+	return fmt.Sprintf("%d,%d,%d", c[0], c[1], c[2])
 }
 
 // parsePhaseCounts reads --phase-counts: three counts, each 0..1,000,000,

@@ -16,26 +16,19 @@ func runBenchSteady(ctx context.Context, f *benchFlags, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
-	target, scope := f.target, "node"
+	scope := "node"
 	if f.target == "" {
-		target, scope = "in-process sqlite (synchronous="+f.sqliteSync+")", "process"
-		if f.databaseURL != "" {
-			target = "in-process postgres"
-		}
-	}
-	phases := bench.SteadyPhases(counts, f.payload)
-	for i := range phases {
-		phases[i].PostgresCPU = f.databaseURL != "" || f.observeDB != ""
+		scope = "process" // publishers and receiver share the process
 	}
 	var progress io.Writer
 	if f.progress {
 		progress = stderr
 	}
-	out, err := f.runPhasesOnNode(ctx, phases, progress, stderr)
+	out, err := f.runPhasesOnNode(ctx, bench.SteadyPhases(counts, f.payload), progress, stderr)
 	if err != nil {
 		return err
 	}
-	res := bench.NewSteadyResult(target, scope, out)
+	res := bench.NewSteadyResult(f.phasesTarget(), scope, out)
 	if f.jsonOut {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
