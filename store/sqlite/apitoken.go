@@ -25,7 +25,7 @@ func (s *Store) APITokenCreate(ctx context.Context, params *store.APITokenCreate
 	if p.ExpiresAt != nil {
 		expires = ms(*p.ExpiresAt)
 	}
-	return s.writeTx(ctx, "api token create", func(tx *sql.Tx) error {
+	return s.writeTx(ctx, "api token create", func(tx queryer) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO api_tokens (hash, id, name, scopes, tenant, expires_at, created_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (hash) DO NOTHING`,
 			p.Hash, p.ID, p.Name, string(scopes), p.Tenant, expires, ms(p.Now))
@@ -97,7 +97,7 @@ func (s *Store) APITokenList(ctx context.Context) ([]*store.APIToken, error) {
 
 // APITokenDelete removes a token.
 func (s *Store) APITokenDelete(ctx context.Context, id string) error {
-	return s.writeTx(ctx, "api token delete", func(tx *sql.Tx) error {
+	return s.writeTx(ctx, "api token delete", func(tx queryer) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM api_tokens WHERE id = ?`, id)
 		if err != nil {
 			return err

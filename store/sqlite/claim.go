@@ -55,7 +55,7 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *store.DeliveryClaimPa
 		return out, nil
 	}
 	now := ms(params.Now)
-	err := s.queueTx(ctx, "delivery claim", func(tx *sql.Tx) error {
+	err := s.queueTx(ctx, "delivery claim", func(tx queryer) error {
 		// The claim holds the writer from here on: its requests start now,
 		// however long it waited for the writer after its caller took Now.
 		// Throttling counts and records starts at this time.
@@ -145,7 +145,7 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *store.DeliveryClaimPa
 
 // leaseIDs marks picked pending deliveries in_flight in one statement (one
 // cgo call and one statement step instead of one per row).
-func leaseIDs(ctx context.Context, tx *sql.Tx, ids []string, owner string, until, now int64) error {
+func leaseIDs(ctx context.Context, tx queryer, ids []string, owner string, until, now int64) error {
 	if len(ids) == 0 {
 		return nil
 	}
@@ -175,7 +175,7 @@ func pickIDs(ctx context.Context, pick *sql.Stmt, tier int, subID string, now in
 
 // claimCandidates returns the enabled subscriptions with due work in the
 // tier, longest-waiting first, with the lease each one's deliveries get.
-func claimCandidates(ctx context.Context, tx *sql.Tx, params *store.DeliveryClaimParams) ([]*claimCandidate, error) {
+func claimCandidates(ctx context.Context, tx queryer, params *store.DeliveryClaimParams) ([]*claimCandidate, error) {
 	now := ms(params.Now)
 	// MATERIALIZED: flattened, the subquery ran twice per subscription (once
 	// for the filter, once for the column), and this probe is most of a
@@ -229,7 +229,7 @@ func claimCandidates(ctx context.Context, tx *sql.Tx, params *store.DeliveryClai
 
 // loadClaimed reads everything a worker needs for the claimed deliveries, in
 // next_attempt_at order.
-func loadClaimed(ctx context.Context, tx *sql.Tx, keys *seal.Ring, ids []string, leases map[string]int64, now int64) ([]*store.ClaimedDelivery, error) {
+func loadClaimed(ctx context.Context, tx queryer, keys *seal.Ring, ids []string, leases map[string]int64, now int64) ([]*store.ClaimedDelivery, error) {
 	in, idArgs := inList(anySlice(ids))
 	rows, err := tx.QueryContext(ctx, `SELECT `+prefixed("d", deliveryColumns)+`, `+prefixed("e", eventColumns)+`
 		FROM deliveries d JOIN events e ON e.id = d.event_id AND e.tenant = d.event_tenant

@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"strings"
 
@@ -26,7 +25,7 @@ const completeChunkRows = 250
 // instead of three per outcome: per-statement driver overhead (a cgo call
 // and a context watcher each) dominated completion transactions. It returns
 // how many became delivered.
-func completeChunk(ctx context.Context, tx *sql.Tx, outcomes []store.DeliveryOutcome, now int64, res *store.DeliveryCompleteManyResult) (int, error) {
+func completeChunk(ctx context.Context, tx queryer, outcomes []store.DeliveryOutcome, now int64, res *store.DeliveryCompleteManyResult) (int, error) {
 	ids := make([]any, len(outcomes))
 	for i, o := range outcomes {
 		ids[i] = o.DeliveryID
@@ -144,7 +143,7 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, params *store.Delivery
 	}
 	res := &store.DeliveryCompleteManyResult{Stale: []string{}}
 	now := ms(params.Now)
-	err := s.queueTx(ctx, "delivery complete many", func(tx *sql.Tx) error {
+	err := s.queueTx(ctx, "delivery complete many", func(tx queryer) error {
 		delivered := 0
 		// Chunks never repeat a delivery id, so an outcome sees the state
 		// left by an earlier outcome for the same delivery (which makes it

@@ -74,7 +74,7 @@ func getConnection(ctx context.Context, q queryer, keys *seal.Ring, name string)
 // connection named *name exists (nil name: nothing to check). Run inside
 // the subscription write's transaction: SQLite's single writer orders it
 // with any ConnectionDelete.
-func connectionExists(ctx context.Context, tx *sql.Tx, name *string) error {
+func connectionExists(ctx context.Context, tx queryer, name *string) error {
 	if name == nil {
 		return nil
 	}
@@ -94,7 +94,7 @@ func (s *Store) ConnectionCreate(ctx context.Context, params *store.ConnectionCr
 		return nil, fmt.Errorf("sqlite: connection create: %w", err)
 	}
 	var out *herald.Connection
-	err = s.writeTx(ctx, "connection create", func(tx *sql.Tx) error {
+	err = s.writeTx(ctx, "connection create", func(tx queryer) error {
 		var one int
 		err := tx.QueryRowContext(ctx, `SELECT 1 FROM connections WHERE name = ?`, c.Name).Scan(&one)
 		if err == nil {
@@ -119,7 +119,7 @@ func (s *Store) ConnectionCreate(ctx context.Context, params *store.ConnectionCr
 // ConnectionGet returns one connection with its URL opened.
 func (s *Store) ConnectionGet(ctx context.Context, name string) (*herald.Connection, error) {
 	var out *herald.Connection
-	err := s.readTx(ctx, "connection get", func(tx *sql.Tx) error {
+	err := s.readTx(ctx, "connection get", func(tx queryer) error {
 		var err error
 		out, err = getConnection(ctx, tx, s.keys, name)
 		return err
@@ -131,7 +131,7 @@ func (s *Store) ConnectionGet(ctx context.Context, name string) (*herald.Connect
 func (s *Store) ConnectionList(ctx context.Context, params *store.ConnectionListParams) (*store.ConnectionListResult, error) {
 	limit := store.PageLimit(params.Limit)
 	res := &store.ConnectionListResult{}
-	err := s.readTx(ctx, "connection list", func(tx *sql.Tx) error {
+	err := s.readTx(ctx, "connection list", func(tx queryer) error {
 		rows, err := tx.QueryContext(ctx, `SELECT `+connectionColumns+` FROM connections
 			WHERE name > ? ORDER BY name LIMIT ?`, params.After, limit+1)
 		if err != nil {
@@ -164,7 +164,7 @@ func (s *Store) ConnectionUpdate(ctx context.Context, params *store.ConnectionUp
 		return nil, fmt.Errorf("sqlite: connection update: %w", err)
 	}
 	var out *herald.Connection
-	err = s.writeTx(ctx, "connection update", func(tx *sql.Tx) error {
+	err = s.writeTx(ctx, "connection update", func(tx queryer) error {
 		res, err := tx.ExecContext(ctx, `UPDATE connections SET url = ?, tls = ?, tenants = ?, all_tenants = ?,
 			updated_at = ? WHERE name = ?`, url, tls, tenants, c.AllTenants, ms(c.UpdatedAt), c.Name)
 		if err != nil {
@@ -185,7 +185,7 @@ func (s *Store) ConnectionUpdate(ctx context.Context, params *store.ConnectionUp
 // ConnectionDelete removes a connection no live subscription and no
 // source names.
 func (s *Store) ConnectionDelete(ctx context.Context, params *store.ConnectionDeleteParams) error {
-	return s.writeTx(ctx, "connection delete", func(tx *sql.Tx) error {
+	return s.writeTx(ctx, "connection delete", func(tx queryer) error {
 		var subID string
 		err := tx.QueryRowContext(ctx, `SELECT id FROM subscriptions
 			WHERE connection = ? AND deleted_at IS NULL ORDER BY id LIMIT 1`, params.Name).Scan(&subID)

@@ -84,7 +84,7 @@ func getDelivery(ctx context.Context, q queryer, id string) (*herald.Delivery, e
 // DeliveryGet returns a delivery with its attempts, oldest first.
 func (s *Store) DeliveryGet(ctx context.Context, id string) (*store.DeliveryGetResult, error) {
 	res := &store.DeliveryGetResult{}
-	err := s.readTx(ctx, "delivery get", func(tx *sql.Tx) error {
+	err := s.readTx(ctx, "delivery get", func(tx queryer) error {
 		var err error
 		if res.Delivery, err = getDelivery(ctx, tx, id); err != nil {
 			return err
@@ -161,7 +161,7 @@ func (s *Store) DeliveryList(ctx context.Context, params *store.DeliveryListPara
 	args = append(args, limit+1)
 
 	res := &store.DeliveryListResult{}
-	err := s.readTx(ctx, "delivery list", func(tx *sql.Tx) error {
+	err := s.readTx(ctx, "delivery list", func(tx queryer) error {
 		rows, err := tx.QueryContext(ctx, query, args...)
 		if err != nil {
 			return err
@@ -277,7 +277,7 @@ func (s *Store) DeliveryRelease(ctx context.Context, params *store.DeliveryRelea
 	}
 	var n int64
 	now := ms(params.Now)
-	err := s.queueTx(ctx, "delivery release", func(tx *sql.Tx) error {
+	err := s.queueTx(ctx, "delivery release", func(tx queryer) error {
 		if err := keysRelease(ctx, tx, params.IDs, params.LeaseOwner); err != nil {
 			return err
 		}
@@ -326,7 +326,7 @@ func (s *Store) NodeLivenessHold(ctx context.Context, params *store.NodeLiveness
 // keys they hold in the same transaction.
 func (s *Store) rescue(ctx context.Context, op string, now, before int64, owner string) (int, error) {
 	var n int64
-	err := s.queueTx(ctx, op, func(tx *sql.Tx) error {
+	err := s.queueTx(ctx, op, func(tx queryer) error {
 		if err := keysRescue(ctx, tx, before, owner); err != nil {
 			return err
 		}
@@ -346,7 +346,7 @@ func (s *Store) rescue(ctx context.Context, op string, now, before int64, owner 
 func (s *Store) DeliveryRetry(ctx context.Context, params *store.DeliveryRetryParams) (*herald.Delivery, error) {
 	var out *herald.Delivery
 	now := ms(params.Now)
-	err := s.writeTx(ctx, "delivery retry", func(tx *sql.Tx) error {
+	err := s.writeTx(ctx, "delivery retry", func(tx queryer) error {
 		d, err := getDelivery(ctx, tx, params.ID)
 		if err != nil {
 			return err
@@ -390,7 +390,7 @@ func (s *Store) DeadLetterRedrive(ctx context.Context, params *store.DeadLetterR
 	}
 	now := ms(params.Now)
 	var n int64
-	err := s.writeTx(ctx, "dead letter redrive", func(tx *sql.Tx) error {
+	err := s.writeTx(ctx, "dead letter redrive", func(tx queryer) error {
 		res, err := tx.ExecContext(ctx, `UPDATE deliveries SET state = 'pending', tier = 0, next_attempt_at = ?,
 			lease_owner = NULL, lease_until = NULL, updated_at = ?
 			WHERE id IN (SELECT id FROM deliveries WHERE `+where+limit+`)`,

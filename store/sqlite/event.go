@@ -19,7 +19,7 @@ func (s *Store) EventInsertMany(ctx context.Context, params *store.EventInsertMa
 		moved      bool
 		tokensGone bool
 	)
-	err := s.writeTx(ctx, "event insert many", func(tx *sql.Tx) error {
+	err := s.writeTx(ctx, "event insert many", func(tx queryer) error {
 		// Under the single writer, like the versions below: a delete of
 		// the token cannot commit between this read and the insert.
 		for _, t := range params.Tokens {
@@ -76,7 +76,7 @@ const insertChunk = 250
 // events actually inserted; only their deliveries are written, and the few
 // duplicates are answered with their stored delivery count. An event is
 // its (id, tenant) pair throughout (store.EventKey).
-func insertEvents(ctx context.Context, tx *sql.Tx, events []store.EventInsert, now time.Time) ([]store.EventInsertResult, error) {
+func insertEvents(ctx context.Context, tx queryer, events []store.EventInsert, now time.Time) ([]store.EventInsertResult, error) {
 	if len(events) == 0 {
 		return []store.EventInsertResult{}, nil
 	}
@@ -207,7 +207,7 @@ func insertEvents(ctx context.Context, tx *sql.Tx, events []store.EventInsert, n
 
 // liveSubscriptions returns which of the subscriptions named by the
 // deliveries of events[unique…] exist and are not deleted.
-func liveSubscriptions(ctx context.Context, tx *sql.Tx, events []store.EventInsert, unique []int) (map[string]bool, error) {
+func liveSubscriptions(ctx context.Context, tx queryer, events []store.EventInsert, unique []int) (map[string]bool, error) {
 	seen := map[string]bool{}
 	var ids []any
 	for _, i := range unique {
@@ -224,7 +224,7 @@ func liveSubscriptions(ctx context.Context, tx *sql.Tx, events []store.EventInse
 // subscriptionsWhere returns which of ids name a subscription that meets
 // cond (an SQL condition on subscriptions), reading insertChunk ids per
 // statement.
-func subscriptionsWhere(ctx context.Context, tx *sql.Tx, cond string, ids []any) (map[string]bool, error) {
+func subscriptionsWhere(ctx context.Context, tx queryer, cond string, ids []any) (map[string]bool, error) {
 	found := make(map[string]bool, len(ids))
 	for lo := 0; lo < len(ids); lo += insertChunk {
 		chunk := ids[lo:min(lo+insertChunk, len(ids))]
@@ -254,7 +254,7 @@ func subscriptionsWhere(ctx context.Context, tx *sql.Tx, cond string, ids []any)
 // insertEventRows inserts events[idx…] in one statement, each with the
 // delivery count kept says, and marks the ids it inserted (the others
 // already existed).
-func insertEventRows(ctx context.Context, tx *sql.Tx, events []store.EventInsert, idx []int, kept map[store.EventKey]int, inserted map[store.EventKey]bool) error {
+func insertEventRows(ctx context.Context, tx queryer, events []store.EventInsert, idx []int, kept map[store.EventKey]int, inserted map[store.EventKey]bool) error {
 	const cols = 8
 	var q strings.Builder
 	q.Grow(128 + len(idx)*18)
@@ -302,7 +302,7 @@ type deliveryRow struct {
 
 // insertDeliveryRows inserts dls in one statement, with publish positions
 // seq, seq+1, … in order.
-func insertDeliveryRows(ctx context.Context, tx *sql.Tx, dls []deliveryRow, nowMS, seq int64) error {
+func insertDeliveryRows(ctx context.Context, tx queryer, dls []deliveryRow, nowMS, seq int64) error {
 	const cols = 13
 	var q strings.Builder
 	q.Grow(220 + len(dls)*36)
@@ -332,7 +332,7 @@ func insertDeliveryRows(ctx context.Context, tx *sql.Tx, dls []deliveryRow, nowM
 // EventGet returns an event and its deliveries.
 func (s *Store) EventGet(ctx context.Context, params *store.EventGetParams) (*store.EventGetResult, error) {
 	res := &store.EventGetResult{}
-	err := s.readTx(ctx, "event get", func(tx *sql.Tx) error {
+	err := s.readTx(ctx, "event get", func(tx queryer) error {
 		ev, err := getEvent(ctx, tx, params)
 		if err != nil {
 			return err

@@ -44,7 +44,7 @@ func getEventType(ctx context.Context, q queryer, name string) (*herald.EventTyp
 	return et, err
 }
 
-func bumpEventTypesVersion(ctx context.Context, tx *sql.Tx) error {
+func bumpEventTypesVersion(ctx context.Context, tx queryer) error {
 	_, err := tx.ExecContext(ctx, `UPDATE meta SET value = value + 1 WHERE key = 'event_types_version'`)
 	return err
 }
@@ -54,7 +54,7 @@ func (s *Store) EventTypeCreate(ctx context.Context, params *store.EventTypeCrea
 	et := params.EventType
 	schema, example := store.EventTypeJSONColumns(et)
 	var out *herald.EventType
-	err := s.writeTx(ctx, "event type create", func(tx *sql.Tx) error {
+	err := s.writeTx(ctx, "event type create", func(tx queryer) error {
 		var one int
 		err := tx.QueryRowContext(ctx, `SELECT 1 FROM event_types WHERE name = ?`, et.Name).Scan(&one)
 		if err == nil {
@@ -82,7 +82,7 @@ func (s *Store) EventTypeCreate(ctx context.Context, params *store.EventTypeCrea
 // EventTypeGet returns one event type.
 func (s *Store) EventTypeGet(ctx context.Context, name string) (*herald.EventType, error) {
 	var out *herald.EventType
-	err := s.readTx(ctx, "event type get", func(tx *sql.Tx) error {
+	err := s.readTx(ctx, "event type get", func(tx queryer) error {
 		var err error
 		out, err = getEventType(ctx, tx, name)
 		return err
@@ -97,7 +97,7 @@ func (s *Store) EventTypeList(ctx context.Context, params *store.EventTypeListPa
 		limit = params.Limit + 1
 	}
 	res := &store.EventTypeListResult{}
-	err := s.readTx(ctx, "event type list", func(tx *sql.Tx) error {
+	err := s.readTx(ctx, "event type list", func(tx queryer) error {
 		rows, err := tx.QueryContext(ctx, `SELECT `+eventTypeColumns+` FROM event_types
 			WHERE name > ? AND (? OR deprecated = 0) ORDER BY name LIMIT ?`,
 			params.After, params.IncludeDeprecated, limit)
@@ -128,7 +128,7 @@ func (s *Store) EventTypeUpdate(ctx context.Context, params *store.EventTypeUpda
 	et := params.EventType
 	schema, example := store.EventTypeJSONColumns(et)
 	var out *herald.EventType
-	err := s.writeTx(ctx, "event type update", func(tx *sql.Tx) error {
+	err := s.writeTx(ctx, "event type update", func(tx queryer) error {
 		res, err := tx.ExecContext(ctx, `UPDATE event_types SET description = ?, schema = ?, example = ?,
 			deprecated = ?, validate = ?, updated_at = ? WHERE name = ?`,
 			et.Description, schema, example, et.Deprecated, et.Validate, ms(et.UpdatedAt), et.Name)
@@ -152,7 +152,7 @@ func (s *Store) EventTypeUpdate(ctx context.Context, params *store.EventTypeUpda
 
 // EventTypeDelete removes an event type.
 func (s *Store) EventTypeDelete(ctx context.Context, name string) error {
-	return s.writeTx(ctx, "event type delete", func(tx *sql.Tx) error {
+	return s.writeTx(ctx, "event type delete", func(tx queryer) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM event_types WHERE name = ?`, name)
 		if err != nil {
 			return err

@@ -48,7 +48,7 @@ const healthUpsertSet = ` ON CONFLICT (subscription_id) DO UPDATE SET
 
 // healthApply upserts updates in one statement and records the streaks
 // they leave in res.
-func healthApply(ctx context.Context, tx *sql.Tx, updates []store.HealthUpdate, day int64, res *store.DeliveryCompleteManyResult) error {
+func healthApply(ctx context.Context, tx queryer, updates []store.HealthUpdate, day int64, res *store.DeliveryCompleteManyResult) error {
 	if len(updates) == 0 {
 		return nil
 	}
@@ -90,7 +90,7 @@ func healthApply(ctx context.Context, tx *sql.Tx, updates []store.HealthUpdate, 
 // SubscriptionHealthGet returns a subscription's health at params.Now.
 func (s *Store) SubscriptionHealthGet(ctx context.Context, params *store.SubscriptionHealthGetParams) (*herald.SubscriptionHealth, error) {
 	h := &herald.SubscriptionHealth{}
-	err := s.readTx(ctx, "subscription health get", func(tx *sql.Tx) error {
+	err := s.readTx(ctx, "subscription health get", func(tx queryer) error {
 		var (
 			failures, day, att, ok, prevAtt, prevOK sql.NullInt64
 			since                                   sql.NullInt64

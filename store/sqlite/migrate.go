@@ -60,7 +60,7 @@ func (s *Store) migrateTo(ctx context.Context, upTo int) error {
 // transaction, a store.MigrateTx.
 type migrator struct {
 	s  *Store
-	tx *sql.Tx
+	tx queryer
 }
 
 // MigrateTx runs fn in a durable write transaction with foreign keys off,
@@ -76,7 +76,7 @@ func (m migrator) MigrateTx(ctx context.Context, fn func(tx store.MigrateTx) err
 		return fmt.Errorf("sqlite: migrate: %w", unavailable(err))
 	}
 	defer func() { _, _ = m.s.db.ExecContext(context.WithoutCancel(ctx), "PRAGMA foreign_keys = ON") }()
-	return m.s.writeTxLocked(ctx, "migrate", true, func(tx *sql.Tx) error {
+	return m.s.writeTxLocked(ctx, "migrate", true, func(tx queryer) error {
 		return fn(migrator{s: m.s, tx: tx})
 	})
 }
@@ -160,7 +160,7 @@ func (m migrator) MigrationGuard(ctx context.Context) (func(context.Context) err
 
 // foreignKeyViolations counts the rows of each table whose foreign key
 // names no row (PRAGMA foreign_key_check).
-func foreignKeyViolations(ctx context.Context, tx *sql.Tx) (map[string]int, error) {
+func foreignKeyViolations(ctx context.Context, tx queryer) (map[string]int, error) {
 	rows, err := tx.QueryContext(ctx, `PRAGMA foreign_key_check`)
 	if err != nil {
 		return nil, err

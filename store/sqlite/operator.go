@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"strings"
 
@@ -60,7 +59,7 @@ func (s *Store) EventList(ctx context.Context, params *store.EventListParams) (*
 	args = append(args, limit+1)
 
 	res := &store.EventListResult{}
-	err := s.readTx(ctx, "event list", func(tx *sql.Tx) error {
+	err := s.readTx(ctx, "event list", func(tx queryer) error {
 		rows, err := tx.QueryContext(ctx, query, args...)
 		if err != nil {
 			return err
@@ -91,7 +90,7 @@ func (s *Store) DeadLetterCount(ctx context.Context, params *store.DeadLetterRed
 	}
 	where, args := deadLetterWhere(params)
 	var n int
-	err := s.readTx(ctx, "dead letter count", func(tx *sql.Tx) error {
+	err := s.readTx(ctx, "dead letter count", func(tx queryer) error {
 		return tx.QueryRowContext(ctx, `SELECT count(*) FROM deliveries WHERE `+where, args...).Scan(&n)
 	})
 	return n, err
@@ -113,7 +112,7 @@ func (s *Store) DeadLetterGroupList(ctx context.Context, params *store.DeadLette
 	}
 	query += ` GROUP BY subscription_id, last_error ORDER BY count(*) DESC, subscription_id, last_error`
 	var out []*store.DeadLetterGroup
-	err := s.readTx(ctx, "dead letter groups", func(tx *sql.Tx) error {
+	err := s.readTx(ctx, "dead letter groups", func(tx queryer) error {
 		rows, err := tx.QueryContext(ctx, query, args...)
 		if err != nil {
 			return err
@@ -142,7 +141,7 @@ func (s *Store) DeadLetterGroupList(ctx context.Context, params *store.DeadLette
 func (s *Store) SubscriptionStatsList(ctx context.Context, params *store.SubscriptionStatsListParams) ([]*store.SubscriptionStats, error) {
 	since := ms(params.Since)
 	byID := map[string]*store.SubscriptionStats{}
-	err := s.readTx(ctx, "subscription stats", func(tx *sql.Tx) error {
+	err := s.readTx(ctx, "subscription stats", func(tx queryer) error {
 		rows, err := tx.QueryContext(ctx, `
 			SELECT subscription_id, state, count(*) FROM deliveries
 			WHERE state IN ('delivered', 'dead') AND updated_at >= ?1

@@ -35,7 +35,7 @@ func newOrderedClaim(params *store.DeliveryClaimParams) *orderedClaim {
 // pickDue picks up to n due deliveries of candidate c for the claim:
 // unordered subscriptions through the plain pick, fifo and latest ones
 // through the per-key path. The caller leases what it returns.
-func pickDue(ctx context.Context, tx *sql.Tx, pick *sql.Stmt, ordered **orderedClaim,
+func pickDue(ctx context.Context, tx queryer, pick *sql.Stmt, ordered **orderedClaim,
 	params *store.DeliveryClaimParams, c *claimCandidate, n int) ([]string, error) {
 	if c.ordering != herald.OrderingFIFO && c.ordering != herald.OrderingLatest {
 		return pickIDs(ctx, pick, params.Tier, c.id, ms(params.Now), n)
@@ -52,7 +52,7 @@ func pickDue(ctx context.Context, tx *sql.Tx, pick *sql.Stmt, ordered **orderedC
 // its skips and supersedes; it takes the key (holder) for what it
 // returns, which the caller leases in the same transaction. Stuck keys cost a row read each; they never
 // hold back other keys.
-func (o *orderedClaim) pick(ctx context.Context, tx *sql.Tx, c *claimCandidate, n int) ([]string, error) {
+func (o *orderedClaim) pick(ctx context.Context, tx queryer, c *claimCandidate, n int) ([]string, error) {
 	var (
 		out      []string
 		afterAt  int64 = -1 << 62
@@ -166,7 +166,7 @@ func (o *orderedClaim) planKey(c *claimCandidate, key string, st *store.KeyState
 }
 
 // applyKeyWrites applies a chunk's decisions.
-func (o *orderedClaim) applyKeyWrites(ctx context.Context, tx *sql.Tx, c *claimCandidate, w *keyWrites) error {
+func (o *orderedClaim) applyKeyWrites(ctx context.Context, tx queryer, c *claimCandidate, w *keyWrites) error {
 	if err := finishUnsent(ctx, tx, herald.DeliverySkipped, w.skip, o.now); err != nil {
 		return err
 	}
@@ -199,7 +199,7 @@ func (o *orderedClaim) applyKeyWrites(ctx context.Context, tx *sql.Tx, c *claimC
 // order) of several keys of one subscription: readKeyState and
 // readKeyDeliveries for many keys in two statements. Keys without a state
 // row are absent from the first map.
-func readKeysBatch(ctx context.Context, tx *sql.Tx, subID string, keys []string) (map[string]*store.KeyState, map[string][]store.KeyDelivery, error) {
+func readKeysBatch(ctx context.Context, tx queryer, subID string, keys []string) (map[string]*store.KeyState, map[string][]store.KeyDelivery, error) {
 	states := map[string]*store.KeyState{}
 	dls := map[string][]store.KeyDelivery{}
 	if len(keys) == 0 {
@@ -243,7 +243,7 @@ func readKeysBatch(ctx context.Context, tx *sql.Tx, subID string, keys []string)
 }
 
 // finishUnsent moves pending deliveries to skipped or superseded.
-func finishUnsent(ctx context.Context, tx *sql.Tx, state herald.DeliveryState, ids []string, now int64) error {
+func finishUnsent(ctx context.Context, tx queryer, state herald.DeliveryState, ids []string, now int64) error {
 	if len(ids) == 0 {
 		return nil
 	}
@@ -346,7 +346,7 @@ func scanKeyDelivery(row scanner, key *string) (store.KeyDelivery, error) {
 // lowers it) or publish position (seq, created_at, id). Keys that were
 // never claimed (unordered subscriptions) have no row: the update matches
 // nothing.
-func keyComplete(ctx context.Context, tx *sql.Tx, id, owner string, delivered bool) error {
+func keyComplete(ctx context.Context, tx queryer, id, owner string, delivered bool) error {
 	// ?1: delivered. newer: d is a delivered versionless delivery after the
 	// key's last position (row values compare left to right).
 	const newer = `?1 AND d.event_version IS NULL
@@ -365,7 +365,7 @@ func keyComplete(ctx context.Context, tx *sql.Tx, id, owner string, delivered bo
 }
 
 // keysReleaseOwner frees the keys held by deliveries released by owner.
-func keysRelease(ctx context.Context, tx *sql.Tx, ids []string, owner string) error {
+func keysRelease(ctx context.Context, tx queryer, ids []string, owner string) error {
 	_, err := tx.ExecContext(ctx, `UPDATE delivery_keys SET holder = NULL, holder_owner = NULL, holder_until = NULL
 		WHERE holder IS NOT NULL AND holder_owner = ? AND holder IN (`+placeholders(len(ids))+`)`,
 		append([]any{owner}, anySlice(ids)...)...)
@@ -375,7 +375,7 @@ func keysRelease(ctx context.Context, tx *sql.Tx, ids []string, owner string) er
 // keysRescue frees the keys whose holder's lease ends before before (and
 // that owner holds, if set), with the rescue that makes those deliveries
 // pending again.
-func keysRescue(ctx context.Context, tx *sql.Tx, before int64, owner string) error {
+func keysRescue(ctx context.Context, tx queryer, before int64, owner string) error {
 	_, err := tx.ExecContext(ctx, `UPDATE delivery_keys SET holder = NULL, holder_owner = NULL, holder_until = NULL
 		WHERE holder IS NOT NULL AND holder_until < ? AND (? = '' OR holder_owner = ?)`, before, owner, owner)
 	return err

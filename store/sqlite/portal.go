@@ -17,7 +17,7 @@ func (s *Store) PortalLinkCreate(ctx context.Context, params *store.PortalLinkCr
 	if len(params.Theme) > 0 {
 		theme = string(params.Theme)
 	}
-	return s.writeTx(ctx, "portal link create", func(tx *sql.Tx) error {
+	return s.writeTx(ctx, "portal link create", func(tx queryer) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM portal_links WHERE expires_at < ?`,
 			ms(params.Now.Add(-store.PortalLinkRetention))); err != nil {
 			return err
@@ -38,7 +38,7 @@ func (s *Store) PortalLinkConsume(ctx context.Context, params *store.PortalLinkC
 		theme                        sql.NullString
 		createdAt, expiresAt, usedAt int64
 	)
-	err := s.writeTx(ctx, "portal link consume", func(tx *sql.Tx) error {
+	err := s.writeTx(ctx, "portal link consume", func(tx queryer) error {
 		return tx.QueryRowContext(ctx, `UPDATE portal_links SET used_at = ?
 			WHERE hash = ? AND used_at IS NULL AND expires_at > ?
 			RETURNING id, hash, tenant, theme, created_at, expires_at, used_at`,

@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"path/filepath"
 	"testing"
@@ -31,7 +30,7 @@ func TestMigratePublishOrder(t *testing.T) {
 	// today's store code may need columns of later migrations).
 	migs, err := loadMigrations()
 	require.NoError(t, err)
-	require.NoError(t, s.writeTx(ctx, "version 4", func(tx *sql.Tx) error {
+	require.NoError(t, s.writeTx(ctx, "version 4", func(tx queryer) error {
 		exec := func(q string, args ...any) {
 			t.Helper()
 			_, err := tx.ExecContext(ctx, q, args...)

@@ -31,7 +31,7 @@ func (s *Store) PushUserGet(ctx context.Context, uaid string) (*store.PushUser, 
 
 // PushUserCreate inserts a user agent; ErrConflict if it exists.
 func (s *Store) PushUserCreate(ctx context.Context, p *store.PushUserCreateParams) error {
-	return s.writeTx(ctx, "push user create", func(tx *sql.Tx) error {
+	return s.writeTx(ctx, "push user create", func(tx queryer) error {
 		res, err := tx.ExecContext(ctx, `INSERT INTO push_users (uaid, node_id, connected_at, last_connect)
 			VALUES (?, ?, ?, ?) ON CONFLICT (uaid) DO NOTHING`, p.UAID, p.NodeID, p.ConnectedAt, ms(p.Now))
 		if err != nil {
@@ -65,7 +65,7 @@ func (s *Store) PushUserConnectMany(ctx context.Context, p *store.PushUserConnec
 		return nil, nil
 	}
 	out := make([]store.PushUserConnectResult, len(p.Connects))
-	err := s.queueTx(ctx, "push user connect", func(tx *sql.Tx) error {
+	err := s.queueTx(ctx, "push user connect", func(tx queryer) error {
 		for i, c := range p.Connects {
 			res, err := tx.ExecContext(ctx, `UPDATE push_users SET node_id = ?, connected_at = ?, last_connect = ?
 				WHERE uaid = ? AND connected_at <= ?`, c.NodeID, c.ConnectedAt, ms(c.Now), c.UAID, c.StampBound())
@@ -95,7 +95,7 @@ func (s *Store) PushUserConnectMany(ctx context.Context, p *store.PushUserConnec
 // connection.
 func (s *Store) PushUserDisconnect(ctx context.Context, p *store.PushUserDisconnectParams) (bool, error) {
 	var cleared bool
-	err := s.queueTx(ctx, "push user disconnect", func(tx *sql.Tx) error {
+	err := s.queueTx(ctx, "push user disconnect", func(tx queryer) error {
 		res, err := tx.ExecContext(ctx, `UPDATE push_users SET node_id = ''
 			WHERE uaid = ? AND node_id = ? AND connected_at = ?`, p.UAID, p.NodeID, p.ConnectedAt)
 		if err != nil {
@@ -110,12 +110,12 @@ func (s *Store) PushUserDisconnect(ctx context.Context, p *store.PushUserDisconn
 
 // PushUserDelete removes a user agent with its channels and messages.
 func (s *Store) PushUserDelete(ctx context.Context, uaid string) error {
-	return s.writeTx(ctx, "push user delete", func(tx *sql.Tx) error {
+	return s.writeTx(ctx, "push user delete", func(tx queryer) error {
 		return deletePushUsers(ctx, tx, []string{uaid})
 	})
 }
 
-func deletePushUsers(ctx context.Context, tx *sql.Tx, uaids []string) error {
+func deletePushUsers(ctx context.Context, tx queryer, uaids []string) error {
 	if len(uaids) == 0 {
 		return nil
 	}
@@ -135,7 +135,7 @@ func deletePushUsers(ctx context.Context, tx *sql.Tx, uaids []string) error {
 
 // PushChannelAdd registers a channel (again: replaces its key hash).
 func (s *Store) PushChannelAdd(ctx context.Context, p *store.PushChannelAddParams) error {
-	return s.writeTx(ctx, "push channel add", func(tx *sql.Tx) error {
+	return s.writeTx(ctx, "push channel add", func(tx queryer) error {
 		var one int
 		err := tx.QueryRowContext(ctx, `SELECT 1 FROM push_users WHERE uaid = ?`, p.UAID).Scan(&one)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -169,7 +169,7 @@ func (s *Store) PushChannelAdd(ctx context.Context, p *store.PushChannelAddParam
 // PushChannelRemove unregisters a channel and deletes its messages.
 func (s *Store) PushChannelRemove(ctx context.Context, p *store.PushChannelRemoveParams) (bool, error) {
 	var existed bool
-	err := s.writeTx(ctx, "push channel remove", func(tx *sql.Tx) error {
+	err := s.writeTx(ctx, "push channel remove", func(tx queryer) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM push_channels WHERE uaid = ? AND channel_id = ?`, p.UAID, p.ChannelID)
 		if err != nil {
 			return err
@@ -205,7 +205,7 @@ func (s *Store) PushRouteGet(ctx context.Context, p *store.PushRouteGetParams) (
 // PushMessageSave stores messages of one user agent.
 func (s *Store) PushMessageSave(ctx context.Context, p *store.PushMessageSaveParams) (*store.PushMessageSaveResult, error) {
 	res := &store.PushMessageSaveResult{}
-	err := s.writeTx(ctx, "push message save", func(tx *sql.Tx) error {
+	err := s.writeTx(ctx, "push message save", func(tx queryer) error {
 		res.Unregistered, res.OverLimit = nil, nil
 		var one int
 		err := tx.QueryRowContext(ctx, `SELECT 1 FROM push_users WHERE uaid = ?`, p.UAID).Scan(&one)
@@ -290,7 +290,7 @@ func (s *Store) PushMessageSave(ctx context.Context, p *store.PushMessageSavePar
 // countCapped counts the rows of query (a SELECT 1 …) up to limit: a
 // countCapped counts the rows of query (a SELECT 1 …) up to limit: a
 // cap's check reads no more than the cap's worth of index entries.
-func countCapped(ctx context.Context, tx *sql.Tx, limit int, query string, args ...any) (int, error) {
+func countCapped(ctx context.Context, tx queryer, limit int, query string, args ...any) (int, error) {
 	var n int
 	err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM (`+query+` LIMIT ?)`, append(args, limit)...).Scan(&n)
 	return n, err
@@ -372,7 +372,7 @@ func (s *Store) PushMessageDeleteMany(ctx context.Context, p *store.PushMessageD
 	if !some {
 		return out, nil
 	}
-	err := s.queueTx(ctx, "push message delete", func(tx *sql.Tx) error {
+	err := s.queueTx(ctx, "push message delete", func(tx queryer) error {
 		for i, d := range p.Deletes {
 			if len(d.IDs) == 0 {
 				continue
@@ -395,7 +395,7 @@ func (s *Store) PushMessageDeleteMany(ctx context.Context, p *store.PushMessageD
 
 // PushBroadcastPut sets a broadcast's version.
 func (s *Store) PushBroadcastPut(ctx context.Context, p *store.PushBroadcastPutParams) error {
-	return s.writeTx(ctx, "push broadcast put", func(tx *sql.Tx) error {
+	return s.writeTx(ctx, "push broadcast put", func(tx queryer) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO push_broadcasts (id, version, updated_at) VALUES (?, ?, ?)
 			ON CONFLICT (id) DO UPDATE SET version = excluded.version, updated_at = excluded.updated_at`,
 			p.ID, p.Version, ms(p.Now))
@@ -432,7 +432,7 @@ func (s *Store) PushRetentionSweep(ctx context.Context, p *store.PushRetentionSw
 		limit = store.RetentionScanRows
 	}
 	res := &store.PushRetentionSweepResult{}
-	err := s.queueTx(ctx, "push retention sweep", func(tx *sql.Tx) error {
+	err := s.queueTx(ctx, "push retention sweep", func(tx queryer) error {
 		*res = store.PushRetentionSweepResult{}
 		r, err := tx.ExecContext(ctx, `DELETE FROM push_messages WHERE (uaid, id) IN
 			(SELECT uaid, id FROM push_messages WHERE expires_at <= ? ORDER BY expires_at LIMIT ?)`, ms(p.Now), limit)

@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 
 	"github.com/heraldhq/herald/store"
 )
@@ -18,7 +17,7 @@ var unfinishedStates = []string{"pending", "in_flight"}
 func (s *Store) DeliveryCancelOrphaned(ctx context.Context, params *store.DeliveryCancelOrphanedParams) (int, error) {
 	now := ms(params.Now)
 	var total int64
-	err := s.queueTx(ctx, "delivery cancel orphaned", func(tx *sql.Tx) error {
+	err := s.queueTx(ctx, "delivery cancel orphaned", func(tx queryer) error {
 		total = 0
 		for _, state := range unfinishedStates {
 			res, err := tx.ExecContext(ctx, `UPDATE deliveries SET state = 'cancelled', next_attempt_at = NULL,
@@ -47,7 +46,7 @@ func (s *Store) DeliveryTierClamp(ctx context.Context, params *store.DeliveryTie
 	}
 	res := &store.DeliveryTierClampResult{To: params.Tiers - 1}
 	now := ms(params.Now)
-	err := s.writeTx(ctx, "delivery tier clamp", func(tx *sql.Tx) error {
+	err := s.writeTx(ctx, "delivery tier clamp", func(tx queryer) error {
 		res.Moved = map[int]int{}
 		for _, state := range unfinishedStates {
 			rows, err := tx.QueryContext(ctx, `SELECT tier, COUNT(*) FROM deliveries

@@ -20,7 +20,7 @@ func (s *Store) DeliveryCreateMany(ctx context.Context, params *store.DeliveryCr
 		return 0, nil
 	}
 	var n int
-	err := s.writeTx(ctx, "delivery create many", func(tx *sql.Tx) error {
+	err := s.writeTx(ctx, "delivery create many", func(tx queryer) error {
 		live, err := subscriptionsWhere(ctx, tx, "deleted_at IS NULL", []any{params.SubscriptionID})
 		if err != nil || !live[params.SubscriptionID] {
 			return err
@@ -86,7 +86,7 @@ type storedEvent struct {
 // storedEvents reads the key and version of the events ds name, by id,
 // insertChunk ids per statement; rows of other tenants with the same id
 // come along and are never used.
-func storedEvents(ctx context.Context, tx *sql.Tx, ds []store.DeliveryCreate) (map[store.EventKey]storedEvent, error) {
+func storedEvents(ctx context.Context, tx queryer, ds []store.DeliveryCreate) (map[store.EventKey]storedEvent, error) {
 	seen := map[string]bool{}
 	var ids []any
 	for _, d := range ds {

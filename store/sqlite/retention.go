@@ -32,7 +32,7 @@ func (w sweeper) RetentionDeliveryDelete(ctx context.Context, p *store.Retention
 		states[i] = string(st)
 	}
 	var n int64
-	err := w.s.queueTx(ctx, "retention: deliveries", func(tx *sql.Tx) error {
+	err := w.s.queueTx(ctx, "retention: deliveries", func(tx queryer) error {
 		ids, err := queryStrings(ctx, tx, `SELECT id FROM deliveries
 			WHERE `+finishedPredicate+` AND state IN (`+placeholders(len(states))+`) AND updated_at < ?
 			ORDER BY state, updated_at LIMIT ?`, append(states, ms(p.Before), p.Limit)...)
@@ -81,7 +81,7 @@ func (w sweeper) RetentionSecretDelete(ctx context.Context, p *store.RetentionSe
 // rows it deleted.
 func (w sweeper) delete(ctx context.Context, op, query string, args ...any) (int, error) {
 	var n int64
-	err := w.s.queueTx(ctx, op, func(tx *sql.Tx) (err error) {
+	err := w.s.queueTx(ctx, op, func(tx queryer) (err error) {
 		n, err = affected(tx.ExecContext(ctx, query, args...))
 		return err
 	})
@@ -104,7 +104,7 @@ func (w sweeper) RetentionKeyScan(ctx context.Context, p *store.RetentionKeyScan
 		cutoff = ms(p.IdleBefore)
 	}
 	res := &store.RetentionScanResult{}
-	err := w.s.queueTx(ctx, "retention: keys", func(tx *sql.Tx) error {
+	err := w.s.queueTx(ctx, "retention: keys", func(tx queryer) error {
 		rows, err := tx.QueryContext(ctx, `SELECT subscription_id, event_key FROM delivery_keys
 			WHERE (subscription_id, event_key) > (?, ?) ORDER BY subscription_id, event_key LIMIT ?`,
 			after[0], after[1], p.Limit)
@@ -161,7 +161,7 @@ func affected(r sql.Result, err error) (int64, error) {
 // everything else that names them.
 func (w sweeper) RetentionSubscriptionDelete(ctx context.Context, p *store.RetentionSubscriptionDeleteParams) (int, error) {
 	var n int64
-	err := w.s.queueTx(ctx, "retention: subscriptions", func(tx *sql.Tx) error {
+	err := w.s.queueTx(ctx, "retention: subscriptions", func(tx queryer) error {
 		ids, err := queryStrings(ctx, tx, `SELECT s.id FROM subscriptions s
 			WHERE s.deleted_at IS NOT NULL AND s.deleted_at < ?
 			  AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.subscription_id = s.id)
@@ -199,7 +199,7 @@ func (w sweeper) RetentionAttemptScan(ctx context.Context, p *store.RetentionAtt
 		from = p.After[0]
 	}
 	res := &store.RetentionScanResult{}
-	err := w.s.queueTx(ctx, "retention: orphan attempts", func(tx *sql.Tx) error {
+	err := w.s.queueTx(ctx, "retention: orphan attempts", func(tx queryer) error {
 		scanned, err := queryStrings(ctx, tx, `SELECT delivery_id FROM attempts
 			WHERE delivery_id > ? ORDER BY delivery_id LIMIT ?`, from, p.Limit)
 		if err != nil || len(scanned) == 0 {

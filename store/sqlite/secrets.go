@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 
@@ -23,7 +22,7 @@ var secretKeySQL = fmt.Sprintf(`SELECT CASE WHEN secret LIKE 'enc:%%' THEN subst
 // SecretKeyCounts counts secret rows by the key that sealed them.
 func (s *Store) SecretKeyCounts(ctx context.Context) (map[string]int64, error) {
 	out := map[string]int64{}
-	err := s.readTx(ctx, "secret key counts", func(tx *sql.Tx) error {
+	err := s.readTx(ctx, "secret key counts", func(tx queryer) error {
 		rows, err := tx.QueryContext(ctx, secretKeySQL)
 		if err != nil {
 			return err
@@ -52,7 +51,7 @@ func (s *Store) SecretReseal(ctx context.Context, params *store.SecretResealPara
 		limit = store.DefaultResealBatch
 	}
 	res := &store.SecretResealResult{Next: params.After}
-	err := s.writeTx(ctx, "secret reseal", func(tx *sql.Tx) error {
+	err := s.writeTx(ctx, "secret reseal", func(tx queryer) error {
 		*res = store.SecretResealResult{Next: params.After}
 		rows, err := tx.QueryContext(ctx, `SELECT id, subscription_id, secret FROM subscription_secrets
 			WHERE id > ? ORDER BY id LIMIT ?`, params.After, limit)
@@ -111,7 +110,7 @@ func (s *Store) ConnectionReseal(ctx context.Context) (*store.ConnectionResealRe
 		return nil, errors.New("sqlite: connection reseal: no encryption key configured")
 	}
 	res := &store.ConnectionResealResult{}
-	err := s.writeTx(ctx, "connection reseal", func(tx *sql.Tx) error {
+	err := s.writeTx(ctx, "connection reseal", func(tx queryer) error {
 		*res = store.ConnectionResealResult{}
 		rows, err := tx.QueryContext(ctx, `SELECT name, url FROM connections ORDER BY name`)
 		if err != nil {

@@ -53,7 +53,7 @@ func getSource(ctx context.Context, q queryer, name string) (*herald.Source, err
 
 // sourceConnectionExists fails with store.ErrSourceConnectionMissing
 // unless the connection exists; run in the source write's transaction.
-func sourceConnectionExists(ctx context.Context, tx *sql.Tx, name string) error {
+func sourceConnectionExists(ctx context.Context, tx queryer, name string) error {
 	err := connectionExists(ctx, tx, &name)
 	var he *herald.Error
 	if errors.As(err, &he) && he.Code == herald.CodeInvalidField {
@@ -62,7 +62,7 @@ func sourceConnectionExists(ctx context.Context, tx *sql.Tx, name string) error 
 	return err
 }
 
-func bumpSourcesVersion(ctx context.Context, tx *sql.Tx) error {
+func bumpSourcesVersion(ctx context.Context, tx queryer) error {
 	_, err := tx.ExecContext(ctx, `UPDATE meta SET value = value + 1 WHERE key = 'sources_version'`)
 	return err
 }
@@ -85,7 +85,7 @@ func (s *Store) SourceCreate(ctx context.Context, params *store.SourceCreatePara
 		return nil, fmt.Errorf("sqlite: source create: %w", err)
 	}
 	var out *herald.Source
-	err = s.writeTx(ctx, "source create", func(tx *sql.Tx) error {
+	err = s.writeTx(ctx, "source create", func(tx queryer) error {
 		if err := sourceConnectionExists(ctx, tx, src.Connection); err != nil {
 			return err
 		}
@@ -114,7 +114,7 @@ func (s *Store) SourceCreate(ctx context.Context, params *store.SourceCreatePara
 // SourceGet returns one source or ErrNotFound.
 func (s *Store) SourceGet(ctx context.Context, name string) (*herald.Source, error) {
 	var out *herald.Source
-	err := s.readTx(ctx, "source get", func(tx *sql.Tx) error {
+	err := s.readTx(ctx, "source get", func(tx queryer) error {
 		var err error
 		out, err = getSource(ctx, tx, name)
 		return err
@@ -129,7 +129,7 @@ func (s *Store) SourceList(ctx context.Context, params *store.SourceListParams) 
 		limit = params.Limit + 1
 	}
 	res := &store.SourceListResult{}
-	err := s.readTx(ctx, "source list", func(tx *sql.Tx) error {
+	err := s.readTx(ctx, "source list", func(tx queryer) error {
 		rows, err := tx.QueryContext(ctx, `SELECT `+sourceColumns+` FROM sources
 			WHERE name > ? ORDER BY name LIMIT ?`, params.After, limit)
 		if err != nil {
@@ -162,7 +162,7 @@ func (s *Store) SourceUpdate(ctx context.Context, params *store.SourceUpdatePara
 		return nil, fmt.Errorf("sqlite: source update: %w", err)
 	}
 	var out *herald.Source
-	err = s.writeTx(ctx, "source update", func(tx *sql.Tx) error {
+	err = s.writeTx(ctx, "source update", func(tx queryer) error {
 		if ok, err := sourceExists(ctx, tx, src.Name); err != nil {
 			return err
 		} else if !ok {
@@ -192,7 +192,7 @@ func (s *Store) SourceUpdate(ctx context.Context, params *store.SourceUpdatePara
 // SourceDelete removes a source with its node rows, rejects and lease
 // (those first: they reference it).
 func (s *Store) SourceDelete(ctx context.Context, name string) error {
-	return s.writeTx(ctx, "source delete", func(tx *sql.Tx) error {
+	return s.writeTx(ctx, "source delete", func(tx queryer) error {
 		for _, table := range []string{"source_nodes", "source_rejects", "source_leases"} {
 			if _, err := tx.ExecContext(ctx, `DELETE FROM `+table+` WHERE source = ?`, name); err != nil {
 				return err
@@ -223,7 +223,7 @@ func (s *Store) SourcesVersion(ctx context.Context) (int64, error) {
 // trimming the source's to the newest herald.SourceRecentRejects.
 func (s *Store) SourceReport(ctx context.Context, params *store.SourceReportParams) error {
 	rejects := store.SourceReportRejects(params)
-	return s.queueTx(ctx, "source report", func(tx *sql.Tx) error {
+	return s.queueTx(ctx, "source report", func(tx queryer) error {
 		if ok, err := sourceExists(ctx, tx, params.Source); err != nil || !ok {
 			return err
 		}
@@ -266,7 +266,7 @@ func (s *Store) SourceStatusGet(ctx context.Context, params *store.SourceStatusG
 		nodes   []herald.SourceNodeStatus
 		rejects []herald.SourceReject
 	)
-	err := s.readTx(ctx, "source status", func(tx *sql.Tx) error {
+	err := s.readTx(ctx, "source status", func(tx queryer) error {
 		if ok, err := sourceExists(ctx, tx, params.Name); err != nil {
 			return err
 		} else if !ok {
@@ -287,7 +287,7 @@ func (s *Store) SourceStatusGet(ctx context.Context, params *store.SourceStatusG
 }
 
 // sourceNodes returns the source's node rows in node order.
-func sourceNodes(ctx context.Context, tx *sql.Tx, name string) ([]herald.SourceNodeStatus, error) {
+func sourceNodes(ctx context.Context, tx queryer, name string) ([]herald.SourceNodeStatus, error) {
 	rows, err := tx.QueryContext(ctx, `SELECT node, state, consumed, duplicates, rejected, last_error, pending,
 		updated_at FROM source_nodes WHERE source = ? ORDER BY node`, name)
 	if err != nil {
@@ -316,7 +316,7 @@ func sourceNodes(ctx context.Context, tx *sql.Tx, name string) ([]herald.SourceN
 
 // sourceRejects returns the source's newest rejects, newest first (at most
 // herald.SourceRecentRejects, whatever a report left).
-func sourceRejects(ctx context.Context, tx *sql.Tx, name string) ([]herald.SourceReject, error) {
+func sourceRejects(ctx context.Context, tx queryer, name string) ([]herald.SourceReject, error) {
 	rows, err := tx.QueryContext(ctx, `SELECT at, node, reason, message, message_id, excerpt
 		FROM source_rejects WHERE source = ? ORDER BY id DESC LIMIT ?`, name, herald.SourceRecentRejects)
 	if err != nil {
@@ -342,7 +342,7 @@ func sourceRejects(ctx context.Context, tx *sql.Tx, name string) ([]herald.Sourc
 // upsert: the single writer makes it atomic.
 func (s *Store) SourceLeaseAcquire(ctx context.Context, params *store.SourceLeaseParams) (bool, error) {
 	held := false
-	err := s.queueTx(ctx, "source lease acquire", func(tx *sql.Tx) error {
+	err := s.queueTx(ctx, "source lease acquire", func(tx queryer) error {
 		// WHERE EXISTS: no lease for a source that does not exist (it
 		// also tells SQLite's parser the SELECT ends before ON CONFLICT).
 		var node string
@@ -363,7 +363,7 @@ func (s *Store) SourceLeaseAcquire(ctx context.Context, params *store.SourceLeas
 
 // SourceLeaseRelease ends Node's lease of the source if it holds it.
 func (s *Store) SourceLeaseRelease(ctx context.Context, params *store.SourceLeaseParams) error {
-	return s.queueTx(ctx, "source lease release", func(tx *sql.Tx) error {
+	return s.queueTx(ctx, "source lease release", func(tx queryer) error {
 		_, err := tx.ExecContext(ctx, `DELETE FROM source_leases WHERE source = ? AND node = ?`,
 			params.Source, params.Node)
 		return err

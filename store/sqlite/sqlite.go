@@ -297,7 +297,7 @@ func unavailable(err error) error {
 // writeTx runs fn in one durable write transaction (BEGIN IMMEDIATE on the
 // single writer connection) and commits it; any error rolls everything
 // back, so a failed call changes nothing.
-func (s *Store) writeTx(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
+func (s *Store) writeTx(ctx context.Context, op string, fn func(tx queryer) error) error {
 	return s.writeTxMode(ctx, op, true, fn)
 }
 
@@ -311,49 +311,19 @@ func (s *Store) writeTx(ctx context.Context, op string, fn func(tx *sql.Tx) erro
 // (an ingest, under synchronous=FULL) makes every earlier queue commit
 // durable too. Event ingest — what herald acknowledges — always keeps the
 // configured mode.
-func (s *Store) queueTx(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
+func (s *Store) queueTx(ctx context.Context, op string, fn func(tx queryer) error) error {
 	return s.writeTxMode(ctx, op, false, fn)
 }
 
-func (s *Store) writeTxMode(ctx context.Context, op string, durable bool, fn func(tx *sql.Tx) error) error {
+func (s *Store) writeTxMode(ctx context.Context, op string, durable bool, fn func(tx queryer) error) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	return s.writeTxLocked(ctx, op, durable, fn)
 }
 
-// writeTxLocked is writeTxMode with writeMu held.
-func (s *Store) writeTxLocked(ctx context.Context, op string, durable bool, fn func(tx *sql.Tx) error) error {
-	mode := s.durableMode
-	if !durable {
-		mode = "NORMAL"
-	}
-	if mode != s.syncMode {
-		if _, err := s.db.ExecContext(ctx, "PRAGMA synchronous = "+mode); err != nil {
-			return fmt.Errorf("sqlite: %s: set synchronous: %w", op, unavailable(err))
-		}
-		s.syncMode = mode
-	}
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("sqlite: %s: begin: %w", op, unavailable(err))
-	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		if isDomainError(err) {
-			return err
-		}
-		return fmt.Errorf("sqlite: %s: %w", op, unavailable(err))
-	}
-	if err := tx.Commit(); err != nil {
-		_ = tx.Rollback()
-		return fmt.Errorf("sqlite: %s: commit: %w", op, unavailable(err))
-	}
-	return nil
-}
-
 // readTx runs fn in one read transaction on the read pool, so everything fn
 // reads comes from one snapshot.
-func (s *Store) readTx(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
+func (s *Store) readTx(ctx context.Context, op string, fn func(tx queryer) error) error {
 	tx, err := s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return fmt.Errorf("sqlite: %s: begin: %w", op, unavailable(err))
@@ -371,13 +341,6 @@ func (s *Store) readTx(ctx context.Context, op string, fn func(tx *sql.Tx) error
 func isDomainError(err error) bool {
 	var he *herald.Error
 	return errors.As(err, &he)
-}
-
-// queryer is what *sql.Tx and *sql.DB share.
-type queryer interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
 // Times are stored as INTEGER milliseconds since the epoch (UTC).

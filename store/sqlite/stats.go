@@ -17,7 +17,7 @@ import (
 func (s *Store) StatsGet(ctx context.Context, params *store.StatsGetParams) (*store.Stats, error) {
 	now := ms(params.Now)
 	st := store.NewStats(params.Tiers)
-	err := s.readTx(ctx, "stats get", func(tx *sql.Tx) error {
+	err := s.readTx(ctx, "stats get", func(tx queryer) error {
 		if err := statsPending(ctx, tx, st, now); err != nil {
 			return err
 		}
@@ -90,7 +90,7 @@ type subTierDue struct {
 // subscription's due ones into claimable and held (store.TierStats): not
 // live (disabled, deleted, unknown) holds everything, a throttled one is
 // claimable up to its budget (none while paused).
-func statsPending(ctx context.Context, tx *sql.Tx, st *store.Stats, now int64) error {
+func statsPending(ctx context.Context, tx queryer, st *store.Stats, now int64) error {
 	rows, err := tx.QueryContext(ctx, `SELECT tier, subscription_id, COUNT(*), COALESCE(SUM(next_attempt_at <= ?), 0),
 		MIN(CASE WHEN next_attempt_at <= ? THEN next_attempt_at END)
 		FROM deliveries WHERE state = 'pending' GROUP BY tier, subscription_id`, now, now)
@@ -167,7 +167,7 @@ func statsPending(ctx context.Context, tx *sql.Tx, st *store.Stats, now int64) e
 
 // liveEnabled returns which of ids are enabled subscriptions that are not
 // deleted.
-func liveEnabled(ctx context.Context, tx *sql.Tx, ids map[string]bool) (map[string]bool, error) {
+func liveEnabled(ctx context.Context, tx queryer, ids map[string]bool) (map[string]bool, error) {
 	list := make([]any, 0, len(ids))
 	for id := range ids {
 		list = append(list, id)

@@ -121,13 +121,13 @@ func scanSubscription(row scanner) (*herald.Subscription, error) {
 }
 
 // bumpSubscriptionsVersion moves the counter the fan-out cache watches.
-func bumpSubscriptionsVersion(ctx context.Context, tx *sql.Tx) error {
+func bumpSubscriptionsVersion(ctx context.Context, tx queryer) error {
 	_, err := tx.ExecContext(ctx, `UPDATE meta SET value = value + 1 WHERE key = 'subscriptions_version'`)
 	return err
 }
 
 // bumpPausesVersion moves the pauses counter (store.SubscriptionsVersions).
-func bumpPausesVersion(ctx context.Context, tx *sql.Tx) error {
+func bumpPausesVersion(ctx context.Context, tx queryer) error {
 	_, err := tx.ExecContext(ctx, `UPDATE meta SET value = value + 1 WHERE key = 'pauses_version'`)
 	return err
 }
@@ -162,7 +162,7 @@ func (s *Store) SubscriptionCreate(ctx context.Context, params *store.Subscripti
 		return nil, fmt.Errorf("sqlite: subscription create: %w", err)
 	}
 	var out *herald.Subscription
-	err = s.writeTx(ctx, "subscription create", func(tx *sql.Tx) error {
+	err = s.writeTx(ctx, "subscription create", func(tx queryer) error {
 		if err := connectionExists(ctx, tx, conn); err != nil {
 			return err
 		}
@@ -198,7 +198,7 @@ func (s *Store) SubscriptionCreate(ctx context.Context, params *store.Subscripti
 // SubscriptionGet returns one subscription or ErrNotFound.
 func (s *Store) SubscriptionGet(ctx context.Context, id string) (*herald.Subscription, error) {
 	var out *herald.Subscription
-	err := s.readTx(ctx, "subscription get", func(tx *sql.Tx) error {
+	err := s.readTx(ctx, "subscription get", func(tx queryer) error {
 		var err error
 		out, err = getSubscription(ctx, tx, id)
 		return err
@@ -210,7 +210,7 @@ func (s *Store) SubscriptionGet(ctx context.Context, id string) (*herald.Subscri
 func (s *Store) SubscriptionList(ctx context.Context, params *store.SubscriptionListParams) (*store.SubscriptionListResult, error) {
 	limit := store.PageLimit(params.Limit)
 	res := &store.SubscriptionListResult{}
-	err := s.readTx(ctx, "subscription list", func(tx *sql.Tx) error {
+	err := s.readTx(ctx, "subscription list", func(tx queryer) error {
 		rows, err := tx.QueryContext(ctx, `SELECT `+subscriptionColumns+` FROM subscriptions
 			WHERE deleted_at IS NULL AND id > ? AND (? = '' OR tenant = ?) ORDER BY id LIMIT ?`,
 			params.After, params.Tenant, params.Tenant, limit+1)
@@ -246,7 +246,7 @@ func scanSubscriptions(rows *sql.Rows) ([]*herald.Subscription, error) {
 // read in the same snapshot.
 func (s *Store) SubscriptionListAll(ctx context.Context) (*store.SubscriptionListAllResult, error) {
 	res := &store.SubscriptionListAllResult{}
-	err := s.readTx(ctx, "subscription list all", func(tx *sql.Tx) error {
+	err := s.readTx(ctx, "subscription list all", func(tx queryer) error {
 		if err := tx.QueryRowContext(ctx, versionsSQL).Scan(&res.Version, &res.PausesVersion); err != nil {
 			return err
 		}
@@ -272,7 +272,7 @@ func (s *Store) SubscriptionListAll(ctx context.Context) (*store.SubscriptionLis
 }
 
 // listAllSecrets reads every secret of live subscriptions, newest first.
-func listAllSecrets(ctx context.Context, tx *sql.Tx, keys *seal.Ring) (map[string][]herald.Secret, error) {
+func listAllSecrets(ctx context.Context, tx queryer, keys *seal.Ring) (map[string][]herald.Secret, error) {
 	rows, err := tx.QueryContext(ctx, `SELECT x.subscription_id, x.secret, x.created_at, x.expires_at
 		FROM subscription_secrets x JOIN subscriptions s ON s.id = x.subscription_id
 		WHERE s.deleted_at IS NULL
@@ -307,7 +307,7 @@ func scanSecretsBySubscription(rows *sql.Rows, keys *seal.Ring) (map[string][]he
 }
 
 // listAllPauses reads paused_until of live subscriptions that have one.
-func listAllPauses(ctx context.Context, tx *sql.Tx) (map[string]time.Time, error) {
+func listAllPauses(ctx context.Context, tx queryer) (map[string]time.Time, error) {
 	rows, err := tx.QueryContext(ctx, `SELECT id, paused_until FROM subscriptions
 		WHERE deleted_at IS NULL AND paused_until IS NOT NULL`)
 	if err != nil {
@@ -341,7 +341,7 @@ func (s *Store) SubscriptionsVersion(ctx context.Context) (store.SubscriptionsVe
 // pauses version, read in one snapshot.
 func (s *Store) SubscriptionPauseList(ctx context.Context) (*store.SubscriptionPauseListResult, error) {
 	res := &store.SubscriptionPauseListResult{}
-	err := s.readTx(ctx, "subscription pause list", func(tx *sql.Tx) error {
+	err := s.readTx(ctx, "subscription pause list", func(tx queryer) error {
 		if err := tx.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'pauses_version'`).Scan(&res.Version); err != nil {
 			return err
 		}
@@ -372,7 +372,7 @@ func (s *Store) SubscriptionUpdate(ctx context.Context, params *store.Subscripti
 		updatedAt = params.Now
 	}
 	var out *herald.Subscription
-	err = s.writeTx(ctx, "subscription update", func(tx *sql.Tx) error {
+	err = s.writeTx(ctx, "subscription update", func(tx queryer) error {
 		if err := connectionExists(ctx, tx, conn); err != nil {
 			return err
 		}
@@ -411,7 +411,7 @@ func (s *Store) SubscriptionUpdate(ctx context.Context, params *store.Subscripti
 // still holding one of those finds its completion counted as stale.
 func (s *Store) SubscriptionDelete(ctx context.Context, params *store.SubscriptionDeleteParams) error {
 	now := ms(params.Now)
-	return s.writeTx(ctx, "subscription delete", func(tx *sql.Tx) error {
+	return s.writeTx(ctx, "subscription delete", func(tx queryer) error {
 		res, err := tx.ExecContext(ctx, `UPDATE subscriptions SET deleted_at = ?, updated_at = ?
 			WHERE id = ? AND deleted_at IS NULL`, now, now, params.ID)
 		if err != nil {
@@ -437,7 +437,7 @@ func (s *Store) SubscriptionSecretRotate(ctx context.Context, params *store.Subs
 	if err != nil {
 		return fmt.Errorf("sqlite: subscription secret rotate: %w", err)
 	}
-	return s.writeTx(ctx, "subscription secret rotate", func(tx *sql.Tx) error {
+	return s.writeTx(ctx, "subscription secret rotate", func(tx queryer) error {
 		if _, err := getSubscription(ctx, tx, params.ID); err != nil {
 			return err
 		}
@@ -457,7 +457,7 @@ func (s *Store) SubscriptionSecretRotate(ctx context.Context, params *store.Subs
 // first.
 func (s *Store) SubscriptionSecretList(ctx context.Context, id string) ([]herald.Secret, error) {
 	var out []herald.Secret
-	err := s.readTx(ctx, "subscription secret list", func(tx *sql.Tx) error {
+	err := s.readTx(ctx, "subscription secret list", func(tx queryer) error {
 		if _, err := getSubscription(ctx, tx, id); err != nil {
 			return err
 		}

@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"path/filepath"
 	"testing"
 
@@ -24,9 +23,9 @@ func TestSynchronousModePerTransaction(t *testing.T) {
 			s, err := Open(ctx, Config{Path: filepath.Join(t.TempDir(), "h.db"), Synchronous: tt.configured})
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = s.Close() })
-			mode := func(run func(context.Context, string, func(*sql.Tx) error) error) int {
+			mode := func(run func(context.Context, string, func(queryer) error) error) int {
 				var m int
-				require.NoError(t, run(ctx, "probe", func(tx *sql.Tx) error {
+				require.NoError(t, run(ctx, "probe", func(tx queryer) error {
 					return tx.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&m)
 				}))
 				return m

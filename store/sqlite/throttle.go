@@ -116,7 +116,7 @@ func throttleBudget(ctx context.Context, q querier, t *throttleSub, now int64) (
 // throttleClaimCaps sets cap on each throttled candidate of a claim and
 // drops those without budget. It prunes the start rows nobody needs any
 // more on the way (outside every window, delivery no longer in flight).
-func throttleClaimCaps(ctx context.Context, tx *sql.Tx, cands []*claimCandidate, now int64) ([]*claimCandidate, error) {
+func throttleClaimCaps(ctx context.Context, tx queryer, cands []*claimCandidate, now int64) ([]*claimCandidate, error) {
 	subs, err := throttledSubs(ctx, tx)
 	if err != nil || len(subs) == 0 {
 		return cands, err
@@ -153,7 +153,7 @@ func throttleClaimCaps(ctx context.Context, tx *sql.Tx, cands []*claimCandidate,
 
 // throttleRecord records the request starts of ids, claimed for subID at
 // now. Starts are kept in non-decreasing order per subscription.
-func throttleRecord(ctx context.Context, tx *sql.Tx, subID string, ids []string, now int64) error {
+func throttleRecord(ctx context.Context, tx queryer, subID string, ids []string, now int64) error {
 	if len(ids) == 0 {
 		return nil
 	}

@@ -19,7 +19,7 @@ func (s *Store) VAPIDKeyEnsure(ctx context.Context, params *store.VAPIDKeyParams
 		return nil, err
 	}
 	var out *store.VAPIDKey
-	err = s.writeTx(ctx, "vapid key ensure", func(tx *sql.Tx) error {
+	err = s.writeTx(ctx, "vapid key ensure", func(tx queryer) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO webpush_vapid (id, private_key, public_key, created_at)
 			VALUES (1, ?, ?, ?) ON CONFLICT (id) DO NOTHING`, sealed, params.PublicKey, ms(params.Now)); err != nil {
 			return err
@@ -46,7 +46,7 @@ func (s *Store) VAPIDKeyEnsure(ctx context.Context, params *store.VAPIDKeyParams
 // VAPIDKeyGet returns the stored key, or herald.ErrNotFound.
 func (s *Store) VAPIDKeyGet(ctx context.Context) (*store.VAPIDKey, error) {
 	var out *store.VAPIDKey
-	err := s.readTx(ctx, "vapid key get", func(tx *sql.Tx) error {
+	err := s.readTx(ctx, "vapid key get", func(tx queryer) error {
 		var err error
 		out, _, err = s.readVAPID(ctx, tx)
 		return err
@@ -60,7 +60,7 @@ func (s *Store) VAPIDKeyReplace(ctx context.Context, params *store.VAPIDKeyParam
 	if err != nil {
 		return nil, err
 	}
-	err = s.writeTx(ctx, "vapid key replace", func(tx *sql.Tx) error {
+	err = s.writeTx(ctx, "vapid key replace", func(tx queryer) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO webpush_vapid (id, private_key, public_key, created_at)
 			VALUES (1, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET private_key = excluded.private_key,
 			public_key = excluded.public_key, created_at = excluded.created_at`, sealed, params.PublicKey, ms(params.Now))
@@ -73,7 +73,7 @@ func (s *Store) VAPIDKeyReplace(ctx context.Context, params *store.VAPIDKeyParam
 }
 
 // readVAPID reads the row, opened; stored is the private key as stored.
-func (s *Store) readVAPID(ctx context.Context, tx *sql.Tx) (*store.VAPIDKey, string, error) {
+func (s *Store) readVAPID(ctx context.Context, tx queryer) (*store.VAPIDKey, string, error) {
 	var stored, public string
 	var created int64
 	err := tx.QueryRowContext(ctx, `SELECT private_key, public_key, created_at FROM webpush_vapid WHERE id = 1`).

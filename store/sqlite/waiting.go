@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 
 	"github.com/heraldhq/herald"
 	"github.com/heraldhq/herald/store"
@@ -14,7 +13,7 @@ import (
 // the same rule the claim uses (store.PlanKey).
 func (s *Store) DeliveryWaitingFor(ctx context.Context, params *store.DeliveryWaitingForParams) (store.WaitingFor, error) {
 	var out store.WaitingFor
-	err := s.readTx(ctx, "delivery waiting for", func(tx *sql.Tx) error {
+	err := s.readTx(ctx, "delivery waiting for", func(tx queryer) error {
 		d, err := getDelivery(ctx, tx, params.ID)
 		if err != nil {
 			return err
@@ -38,7 +37,7 @@ func (s *Store) DeliveryWaitingFor(ctx context.Context, params *store.DeliveryWa
 }
 
 // waitingPlan plans d's key, or returns nil when d is unordered.
-func waitingPlan(ctx context.Context, tx *sql.Tx, d *herald.Delivery, params *store.DeliveryWaitingForParams) (*store.KeyPlan, error) {
+func waitingPlan(ctx context.Context, tx queryer, d *herald.Delivery, params *store.DeliveryWaitingForParams) (*store.KeyPlan, error) {
 	if d.EventKey == "" {
 		return nil, nil
 	}
