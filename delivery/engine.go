@@ -503,6 +503,12 @@ func (e *Engine) tierLoop(t *tierRunner) {
 				// Notified work waits and every slot is taken: stop direct
 				// dispatch from taking the next free slot before it.
 				t.drained.Store(false)
+				if t.room() > 0 {
+					// A slot freed after reserve looked, by a worker that
+					// still saw the tier drained and so did not signal
+					// (attempt): claim now rather than at the poll.
+					continue
+				}
 			}
 			if limit > 0 {
 				seen = gen
@@ -626,7 +632,14 @@ func (e *Engine) attempt(t *tierRunner, c *store.ClaimedDelivery, claimedAt time
 		t.inflight.Add(-1)
 		e.inflightAll.Add(-1)
 		e.work.Done()
-		t.signal()
+		// A drained tier's loop does not claim for a freed slot (tierLoop),
+		// so waking it would only rearm its timer: at steady rates that
+		// was a wake-up of a second thread for every delivery (issue 26).
+		// The loop looks at room again after it stops being drained, so a
+		// slot freed meanwhile is not missed.
+		if !t.drained.Load() {
+			t.signal()
+		}
 	}()
 	secrets := make([]string, 0, len(c.Secrets))
 	unreadable := false
