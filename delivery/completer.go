@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/heraldhq/herald"
@@ -31,6 +32,14 @@ type completer struct {
 	// run's goroutine touches it): a steady flow of outcomes is one
 	// whose batches start less than steadyGap apart (gather).
 	lastBatch time.Time
+	// While a steady batch waits (napping, gatherSteady) it does not
+	// receive each outcome as it comes: add leaves it in ch and pokes only
+	// for an outcome that frees a waiter or once ch holds need outcomes
+	// (what the batch has room for). Receiving each one woke the
+	// completer, and a second thread, for every delivery (issue 26).
+	napping atomic.Bool
+	need    atomic.Int64
+	poke    chan struct{}
 }
 
 // steadyGap: batches starting less than SteadyCompleteWait + steadyGap
@@ -43,17 +52,50 @@ type completer struct {
 const steadyGap = 50 * time.Millisecond
 
 func newCompleter(e *Engine) *completer {
-	return &completer{e: e, ch: make(chan pending, 4*e.cfg.Workers), done: make(chan struct{})}
+	return &completer{e: e, ch: make(chan pending, 4*e.cfg.Workers), done: make(chan struct{}), poke: make(chan struct{}, 1)}
 }
 
 func (c *completer) start() { go c.run() }
 
-func (c *completer) add(p pending) { c.ch <- p }
+// add queues p for the next batch. A full queue pokes a napping batch
+// before add blocks on it; after the send, add pokes it for an outcome
+// that frees a waiter (urgent) or once the batch is full. napping is read
+// after the send and gatherSteady drains after setting it, so an outcome
+// that does not see the nap is taken by that drain.
+func (c *completer) add(p pending) {
+	select {
+	case c.ch <- p:
+	default:
+		c.wake()
+		c.ch <- p
+	}
+	if c.napping.Load() && (freesWaiter(p.claimed) || int64(len(c.ch)) >= c.need.Load()) {
+		c.wake()
+	}
+}
+
+// wake pokes a napping batch (gatherSteady); a poke already pending is
+// enough.
+func (c *completer) wake() {
+	select {
+	case c.poke <- struct{}{}:
+	default:
+	}
+}
 
 // stop flushes what is queued and returns. Call after every attempt ended.
 func (c *completer) stop() {
-	c.once.Do(func() { close(c.ch) })
+	c.closeQueue()
 	<-c.done
+}
+
+// closeQueue ends the queue: run flushes what is left and returns, and a
+// napping batch wakes.
+func (c *completer) closeQueue() {
+	c.once.Do(func() {
+		close(c.ch)
+		c.wake()
+	})
 }
 
 func (c *completer) run() {
@@ -111,6 +153,9 @@ func (c *completer) gather(batch []pending, steady bool) []pending {
 	if wait <= 0 || len(batch) >= c.e.cfg.CompleteBatch || c.urgent(batch) {
 		return batch
 	}
+	if steady {
+		return c.gatherSteady(batch, wait)
+	}
 	var timer *time.Timer
 	for len(batch) < c.e.cfg.CompleteBatch && (steady || c.e.Inflight() > 1) {
 		if timer == nil {
@@ -127,6 +172,59 @@ func (c *completer) gather(batch []pending, steady bool) []pending {
 				return batch
 			}
 		case <-timer.C:
+			return batch
+		}
+	}
+	return batch
+}
+
+// gatherSteady is gather in a steady flow: it takes what is queued, then
+// naps until wait ends or add pokes it (an outcome that frees a waiter, a
+// full batch, a full queue, stop), and takes what is queued again.
+func (c *completer) gatherSteady(batch []pending, wait time.Duration) []pending {
+	c.napping.Store(true)
+	defer c.napping.Store(false)
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		for len(batch) < c.e.cfg.CompleteBatch {
+			select {
+			case p, ok := <-c.ch:
+				if !ok {
+					return batch
+				}
+				batch = append(batch, p)
+				if freesWaiter(p.claimed) {
+					return batch
+				}
+				continue
+			default:
+			}
+			break
+		}
+		if len(batch) >= c.e.cfg.CompleteBatch {
+			return batch
+		}
+		c.need.Store(int64(min(c.e.cfg.CompleteBatch-len(batch), cap(c.ch))))
+		select {
+		case <-c.poke:
+		case <-timer.C:
+			return c.takeQueued(batch)
+		}
+	}
+}
+
+// takeQueued adds what is queued to batch, up to CompleteBatch, without
+// waiting.
+func (c *completer) takeQueued(batch []pending) []pending {
+	for len(batch) < c.e.cfg.CompleteBatch {
+		select {
+		case p, ok := <-c.ch:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, p)
+		default:
 			return batch
 		}
 	}

@@ -117,3 +117,86 @@ func TestCompleterGather(t *testing.T) {
 		require.Len(t, c.gather([]pending{plain("a")}, false), 1)
 	})
 }
+
+// In a steady flow the batch naps instead of receiving each outcome (issue
+// 26); these end the nap long before its hour.
+func TestCompleterSteadyNap(t *testing.T) {
+	t.Parallel()
+	steady := func(t *testing.T, workers, batch int) *completer {
+		t.Helper()
+		e := New(Config{Workers: workers, CompleteBatch: batch, CompleteWait: time.Millisecond, SteadyCompleteWait: time.Hour})
+		e.completer.e.inflightAll.Store(1)
+		return e.completer
+	}
+	// napping runs gather and returns its result once it is napping.
+	napping := func(t *testing.T, c *completer, first pending) <-chan []pending {
+		t.Helper()
+		out := make(chan []pending, 1)
+		go func() { out <- c.gather([]pending{first}, true) }()
+		require.Eventually(t, c.napping.Load, 10*time.Second, time.Millisecond)
+		return out
+	}
+	result := func(t *testing.T, out <-chan []pending) []pending {
+		t.Helper()
+		select {
+		case got := <-out:
+			return got
+		case <-time.After(10 * time.Second):
+			t.Fatal("the nap did not end")
+			return nil
+		}
+	}
+	t.Run("queued outcomes are taken before the nap", func(t *testing.T) {
+		t.Parallel()
+		c := steady(t, 8, 4)
+		c.add(plain("b"))
+		c.add(plain("c"))
+		c.add(plain("d"))
+		require.Len(t, c.gather([]pending{plain("a")}, true), 4)
+		require.False(t, c.napping.Load())
+	})
+	t.Run("an outcome that frees a waiter ends it", func(t *testing.T) {
+		t.Parallel()
+		c := steady(t, 8, 100)
+		out := napping(t, c, plain("a"))
+		c.add(plain("b"))
+		c.add(keyed("c"))
+		require.Len(t, result(t, out), 3)
+	})
+	t.Run("a full batch ends it", func(t *testing.T) {
+		t.Parallel()
+		c := steady(t, 8, 4)
+		out := napping(t, c, plain("a"))
+		for _, id := range []string{"b", "c", "d"} {
+			c.add(plain(id))
+		}
+		require.Len(t, result(t, out), 4)
+	})
+	t.Run("a full queue wakes it, so add does not block", func(t *testing.T) {
+		t.Parallel()
+		c := steady(t, 1, 500) // the queue holds 4 outcomes
+		out := napping(t, c, plain("a"))
+		added := make(chan struct{})
+		go func() {
+			for _, id := range []string{"b", "c", "d", "e", "f", "g", "h", "i", "j"} {
+				c.add(plain(id))
+			}
+			close(added)
+		}()
+		select {
+		case <-added:
+		case <-time.After(10 * time.Second):
+			t.Fatal("add stayed blocked")
+		}
+		c.closeQueue()
+		require.Len(t, result(t, out), 10, "the batch took every outcome")
+	})
+	t.Run("closing the queue ends it", func(t *testing.T) {
+		t.Parallel()
+		c := steady(t, 8, 100)
+		out := napping(t, c, plain("a"))
+		c.add(plain("b"))
+		c.closeQueue()
+		require.Len(t, result(t, out), 2)
+	})
+}
