@@ -17,8 +17,8 @@ type queryer interface {
 }
 
 // txConn is a write transaction on the writer connection, begun and ended
-// by hand (BEGIN IMMEDIATE … COMMIT) rather than through *sql.Tx, whose
-// statements run without cancellation.
+// by hand (BEGIN IMMEDIATE … COMMIT) rather than through *sql.Tx; its
+// statements run under a context that cannot end (ADR 0041).
 //
 // Why: every *sql.Tx starts a goroutine that waits for its context, every
 // query in it another (database/sql, Rows.initContextClose), and the
@@ -33,7 +33,9 @@ type queryer interface {
 // the caller's context ends. writeTx checks the context before BEGIN and
 // before COMMIT, so a call whose context ended still changes nothing, and
 // every write transaction is short (the queue paths work in chunks of at
-// most 250 rows) and runs under the busy timeout.
+// most 250 rows) and runs under the busy timeout. Read transactions
+// (readTx) stay on *sql.Tx: a read can be long and its caller gone, and
+// interrupting it is worth its goroutines.
 type txConn struct{ c *sql.Conn }
 
 func (t txConn) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
