@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"sync"
@@ -93,6 +94,32 @@ func testEvent(t *testing.T, newStore NewStoreFunc) {
 		res, err := b.store.EventInsertMany(b.ctx, &store.EventInsertManyParams{Now: now})
 		require.NoError(t, err)
 		require.Empty(t, res)
+	})
+
+	t.Run("EndedContext", func(t *testing.T) {
+		// A write whose caller's context already ended is refused and
+		// changes nothing (SQLite checks before BEGIN and before COMMIT,
+		// ADR 0041; PostgreSQL's driver refuses to send).
+		t.Parallel()
+		b := setup(t, newStore)
+		sub := b.createSub(t)
+		ended, cancel := context.WithCancel(b.ctx)
+		cancel()
+		ev := newEvent()
+		_, err := b.store.EventInsertMany(ended, &store.EventInsertManyParams{Now: now, Events: []store.EventInsert{
+			{Event: ev, Deliveries: []store.DeliveryInsert{{ID: herald.NewID(herald.PrefixDelivery), SubscriptionID: sub.ID, NextAttemptAt: now}}},
+		}})
+		require.Error(t, err)
+		_, err = b.store.EventGet(b.ctx, &store.EventGetParams{ID: ev.ID})
+		require.ErrorIs(t, err, herald.ErrNotFound, "nothing stored")
+
+		_, first := b.publish(t, now, sub.ID)
+		_, err = b.store.DeliveryClaim(ended, &store.DeliveryClaimParams{Tier: 0, Limit: 10, Now: now, LeaseOwner: ownerA, LeaseUntil: now.Add(time.Minute)})
+		require.Error(t, err)
+		claimed, err := b.store.DeliveryClaim(b.ctx, &store.DeliveryClaimParams{Tier: 0, Limit: 10, Now: now, LeaseOwner: ownerA, LeaseUntil: now.Add(time.Minute)})
+		require.NoError(t, err)
+		require.Len(t, claimed, 1, "the refused claim leased nothing")
+		require.Equal(t, first[0], claimed[0].Delivery.ID)
 	})
 
 	t.Run("GetNotFound", func(t *testing.T) {
