@@ -110,18 +110,7 @@ func (c *completer) run() {
 		now := time.Now()
 		steady := now.Sub(c.lastBatch) < max(c.e.cfg.SteadyCompleteWait, 0)+steadyGap
 		c.lastBatch = now
-	fill:
-		for len(batch) < c.e.cfg.CompleteBatch {
-			select {
-			case p, ok := <-c.ch:
-				if !ok {
-					break fill
-				}
-				batch = append(batch, p)
-			default:
-				break fill
-			}
-		}
+		batch, _ = c.takeQueued(batch, false)
 		batch = c.gather(batch, steady)
 		c.flush(batch)
 	}
@@ -187,48 +176,39 @@ func (c *completer) gatherSteady(batch []pending, wait time.Duration) []pending 
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for {
-		for len(batch) < c.e.cfg.CompleteBatch {
-			select {
-			case p, ok := <-c.ch:
-				if !ok {
-					return batch
-				}
-				batch = append(batch, p)
-				if freesWaiter(p.claimed) {
-					return batch
-				}
-				continue
-			default:
-			}
-			break
-		}
-		if len(batch) >= c.e.cfg.CompleteBatch {
+		var done bool
+		if batch, done = c.takeQueued(batch, true); done {
 			return batch
 		}
 		c.need.Store(int64(min(c.e.cfg.CompleteBatch-len(batch), cap(c.ch))))
 		select {
 		case <-c.poke:
 		case <-timer.C:
-			return c.takeQueued(batch)
+			batch, _ = c.takeQueued(batch, false)
+			return batch
 		}
 	}
 }
 
-// takeQueued adds what is queued to batch, up to CompleteBatch, without
-// waiting.
-func (c *completer) takeQueued(batch []pending) []pending {
+// takeQueued adds what is queued to batch without waiting, up to
+// CompleteBatch. done says the batch is to be written now: it is full, the
+// queue is closed, or (untilUrgent) the last outcome taken frees a waiter.
+func (c *completer) takeQueued(batch []pending, untilUrgent bool) (_ []pending, done bool) {
 	for len(batch) < c.e.cfg.CompleteBatch {
 		select {
 		case p, ok := <-c.ch:
 			if !ok {
-				return batch
+				return batch, true
 			}
 			batch = append(batch, p)
+			if untilUrgent && freesWaiter(p.claimed) {
+				return batch, true
+			}
 		default:
-			return batch
+			return batch, false
 		}
 	}
-	return batch
+	return batch, true
 }
 
 // urgent reports whether an outcome in batch frees what another delivery
