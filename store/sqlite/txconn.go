@@ -57,7 +57,7 @@ func (t txConn) PrepareContext(ctx context.Context, query string) (*sql.Stmt, er
 // writeTxLocked is writeTxMode with writeMu held: fn runs in one BEGIN
 // IMMEDIATE transaction on the writer connection, under the synchronous
 // mode durable says (see queueTx).
-func (s *Store) writeTxLocked(ctx context.Context, op string, durable bool, fn func(tx queryer) error) (err error) {
+func (s *Store) writeTxLocked(ctx context.Context, op string, durable bool, fn func(tx queryer) error) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("sqlite: %s: begin: %w", op, unavailable(err))
 	}
@@ -66,11 +66,13 @@ func (s *Store) writeTxLocked(ctx context.Context, op string, durable bool, fn f
 		return fmt.Errorf("sqlite: %s: begin: %w", op, unavailable(err))
 	}
 	// A transaction left open (its ROLLBACK failed) would make the next
-	// BEGIN fail: the connection is then closed instead of reused.
+	// BEGIN fail: the connection is then closed instead of reused, and
+	// the next one opens in the configured mode (the DSN's _synchronous).
 	open := false
 	defer func() {
 		if open {
 			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+			s.syncMode = s.durableMode
 		}
 		_ = conn.Close()
 	}()

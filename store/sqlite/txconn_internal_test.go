@@ -81,6 +81,22 @@ func TestWriteTxEnds(t *testing.T) {
 	require.Error(t, err)
 	require.Zero(t, probeCount(t, s))
 
+	// The transaction is already gone when writeTx rolls back, so its
+	// ROLLBACK fails: the connection is closed, and the next one opens in
+	// the configured mode and is set to NORMAL for queue bookkeeping.
+	err = s.queueTx(ctx, "ends itself", func(tx queryer) error {
+		if _, err := tx.ExecContext(ctx, "COMMIT"); err != nil {
+			return err
+		}
+		return refused
+	})
+	require.ErrorIs(t, err, refused)
+	var mode int
+	require.NoError(t, s.queueTx(ctx, "mode", func(tx queryer) error {
+		return tx.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&mode)
+	}))
+	require.Equal(t, 1, mode)
+
 	require.NoError(t, s.writeTx(ctx, "commits", func(tx queryer) error { return insertProbe(ctx, tx) }), "no transaction left open")
 	require.NoError(t, s.queueTx(ctx, "commits", func(tx queryer) error { return insertProbe(ctx, tx) }))
 	require.Equal(t, 2, probeCount(t, s))
