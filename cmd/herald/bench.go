@@ -221,19 +221,25 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 
-	if f.jsonOut {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(res); err != nil {
-			return err
-		}
-	} else {
-		bench.WriteReport(stdout, res)
+	if err := writeBenchResult(stdout, f.jsonOut, res, func(w io.Writer) { bench.WriteReport(w, res) }); err != nil {
+		return err
 	}
 	if res.Published == 0 {
 		return fmt.Errorf("nothing was published (first error: %s)", res.FirstPublishError)
 	}
 	return ctx.Err()
+}
+
+// writeBenchResult prints res as indented JSON with --json (jsonOut), and
+// otherwise as report writes it: the ending every bench mode shares.
+func writeBenchResult(stdout io.Writer, jsonOut bool, res any, report func(io.Writer)) error {
+	if jsonOut {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	report(stdout)
+	return nil
 }
 
 func (f *benchFlags) validate() error {

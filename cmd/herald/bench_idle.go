@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"time"
@@ -41,15 +40,11 @@ func runBenchIdle(ctx context.Context, f *benchFlags, stdout, stderr io.Writer) 
 		return err
 	}
 	res.Target = target
-	if f.jsonOut {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
-	}
-	fmt.Fprintf(stdout, "idle %s for %.0fs\n", res.Target, res.Seconds)
-	fmt.Fprintf(stdout, "node CPU            %.2f%% of a core (%s)\n", res.NodeCorePct, res.NodeScope)
-	if res.DBMeasured {
-		fmt.Fprintf(stdout, "PostgreSQL CPU      %.2f%% of a core (every postgres process on this machine)\n", res.DBCorePct)
-	}
-	return nil
+	return writeBenchResult(stdout, f.jsonOut, res, func(w io.Writer) {
+		fmt.Fprintf(w, "idle %s for %.0fs\n", res.Target, res.Seconds)
+		fmt.Fprintf(w, "node CPU            %.2f%% of a core (%s)\n", res.NodeCorePct, res.NodeScope)
+		if res.DBMeasured {
+			fmt.Fprintf(w, "PostgreSQL CPU      %.2f%% of a core (every postgres process on this machine)\n", res.DBCorePct)
+		}
+	})
 }

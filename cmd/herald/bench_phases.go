@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
@@ -49,12 +48,9 @@ func runBenchPhases(ctx context.Context, f *benchFlags, stdout, stderr io.Writer
 		res.Runs = append(res.Runs, bench.PhasesRun{Run: run, Phases: out})
 	}
 	bench.SummarizePhases(res, goal)
-	if f.jsonOut {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
+	if err := writeBenchResult(stdout, f.jsonOut, res, func(w io.Writer) { bench.WritePhasesReport(w, res) }); err != nil {
+		return err
 	}
-	bench.WritePhasesReport(stdout, res)
 	return ctx.Err()
 }
 

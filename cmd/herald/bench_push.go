@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -99,13 +98,7 @@ func runBenchPush(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 		res.Cluster = c
 	}
-	if f.jsonOut {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
-	}
-	bench.WritePushReport(stdout, res)
-	return nil
+	return writeBenchResult(stdout, f.jsonOut, res, func(w io.Writer) { bench.WritePushReport(w, res) })
 }
 
 // raiseNoFile lifts the open-file limit to the hard limit (root: to

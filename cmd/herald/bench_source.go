@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -70,12 +69,9 @@ func runBenchSource(ctx context.Context, f *benchFlags, stdout, stderr io.Writer
 			res.Target = "in-process postgres"
 		}
 	}
-	if f.jsonOut {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
+	if err := writeBenchResult(stdout, f.jsonOut, res, func(w io.Writer) { bench.WriteSourceReport(w, res) }); err != nil || f.jsonOut {
+		return err // the JSON carries the herald phase's error
 	}
-	bench.WriteSourceReport(stdout, res)
 	if res.Herald.Error != "" {
 		return fmt.Errorf("herald phase: %s", res.Herald.Error)
 	}

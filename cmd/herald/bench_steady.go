@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 
 	"github.com/heraldhq/herald/bench"
@@ -29,11 +28,8 @@ func runBenchSteady(ctx context.Context, f *benchFlags, stdout, stderr io.Writer
 		return err
 	}
 	res := bench.NewSteadyResult(f.phasesTarget(), scope, out)
-	if f.jsonOut {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
+	if err := writeBenchResult(stdout, f.jsonOut, res, func(w io.Writer) { bench.WriteSteadyReport(w, res) }); err != nil {
+		return err
 	}
-	bench.WriteSteadyReport(stdout, res)
 	return ctx.Err()
 }
