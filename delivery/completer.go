@@ -133,20 +133,18 @@ func (c *completer) run() {
 // completion transaction on SQLite at 1,000/s, issue 26). A lone outcome
 // after a quiet spell is still written at once.
 func (c *completer) gather(batch []pending, steady bool) []pending {
-	wait := c.e.cfg.CompleteWait
-	if steady && c.e.cfg.SteadyCompleteWait > wait {
-		wait = c.e.cfg.SteadyCompleteWait
-	} else {
-		steady = false
-	}
-	if wait <= 0 || len(batch) >= c.e.cfg.CompleteBatch || c.urgent(batch) {
+	if len(batch) >= c.e.cfg.CompleteBatch || c.urgent(batch) {
 		return batch
 	}
-	if steady {
-		return c.gatherSteady(batch, wait)
+	if steady && c.e.cfg.SteadyCompleteWait > max(c.e.cfg.CompleteWait, 0) {
+		return c.gatherSteady(batch, c.e.cfg.SteadyCompleteWait)
+	}
+	wait := c.e.cfg.CompleteWait
+	if wait <= 0 {
+		return batch
 	}
 	var timer *time.Timer
-	for len(batch) < c.e.cfg.CompleteBatch && (steady || c.e.Inflight() > 1) {
+	for len(batch) < c.e.cfg.CompleteBatch && c.e.Inflight() > 1 {
 		if timer == nil {
 			timer = time.NewTimer(wait)
 			defer timer.Stop()

@@ -97,7 +97,8 @@ type Config struct {
 // Store is the SQLite implementation of store.Store.
 type Store struct {
 	// db is the single writer connection; every write transaction starts
-	// with BEGIN IMMEDIATE (_txlock=immediate).
+	// with BEGIN IMMEDIATE, run by hand on the connection (txconn.go);
+	// _txlock=immediate in its DSN makes any *sql.Tx on it do the same.
 	db *sql.DB
 	// rdb is the read pool (query_only connections).
 	rdb     *sql.DB

@@ -98,8 +98,8 @@ func testEvent(t *testing.T, newStore NewStoreFunc) {
 
 	t.Run("EndedContext", func(t *testing.T) {
 		// A write whose caller's context already ended is refused and
-		// changes nothing (SQLite checks before BEGIN and before COMMIT,
-		// ADR 0041; PostgreSQL's driver refuses to send).
+		// changes nothing (SQLite refuses before BEGIN and looks again
+		// before COMMIT, ADR 0041; PostgreSQL's driver refuses to send).
 		t.Parallel()
 		b := setup(t, newStore)
 		sub := b.createSub(t)
