@@ -52,6 +52,11 @@ type SteadyResult struct {
 	// "process" (publishers, receiver and node) in-process.
 	CPUScope string      `json:"cpu_scope"`
 	Rows     []SteadyRow `json:"phases"`
+	// Floor is the same phases through a bare relay on the same store
+	// (--floor: Relay, RunFloor), what this machine charges per delivery
+	// before any of herald's work; FloorStore names its store.
+	Floor      []FloorRow `json:"floor,omitempty"`
+	FloorStore string     `json:"floor_store,omitempty"`
 }
 
 // NewSteadyResult computes each phase's ratios to the last phase, the
@@ -99,6 +104,26 @@ func WriteSteadyReport(w io.Writer, res SteadyResult) {
 		}
 		fmt.Fprintf(tw, "%s\t%.0f\t%.1f\t%.1f\t%.0f\t%s\t%s\t%d\t%s\t\n",
 			r.Name, r.DeliveriesPerSec, r.LatencyP50Ms, r.LatencyP99Ms, r.CPUPerDeliveryUs, ratio, db, r.Lost, goal)
+	}
+	_ = tw.Flush()
+	if len(res.Floor) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nthe floor: a bare relay on %s (HTTP in, one insert, 202, HTTP out; nothing else), same phases\n", res.FloorStore)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "phase\tdeliveries/s\tp99 ms\tCPU µs/delivery\t× saturated\tPostgreSQL µs/delivery\therald over the floor, µs\t")
+	for i, r := range res.Floor {
+		db, over := "-", "-"
+		if r.DBCPUPerDeliveryUs > 0 {
+			db = fmt.Sprintf("%.0f", r.DBCPUPerDeliveryUs)
+		}
+		if i < len(res.Rows) && res.Rows[i].CPUPerDeliveryUs > 0 && r.CPUPerDeliveryUs > 0 {
+			over = fmt.Sprintf("%+.0f", res.Rows[i].CPUPerDeliveryUs-r.CPUPerDeliveryUs)
+			if res.Rows[i].DBCPUPerDeliveryUs > 0 && r.DBCPUPerDeliveryUs > 0 {
+				over += fmt.Sprintf(" (PostgreSQL %+.0f)", res.Rows[i].DBCPUPerDeliveryUs-r.DBCPUPerDeliveryUs)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%.0f\t%.1f\t%.0f\t%.1f\t%s\t%s\t\n", r.Name, r.DeliveriesPerSec, r.LatencyP99Ms, r.CPUPerDeliveryUs, r.Ratio, db, over)
 	}
 	_ = tw.Flush()
 }

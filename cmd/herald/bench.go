@@ -79,6 +79,7 @@ type benchFlags struct {
 	idle                    time.Duration
 	phaseCounts             string
 	steady                  bool
+	floor                   bool
 	steadyCounts            string
 	observeDB               string
 }
@@ -93,6 +94,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if len(args) > 0 && args[0] == "push-client" {
 		return runBenchPushClient(ctx, stdout)
+	}
+	if len(args) > 0 && args[0] == "relay" {
+		return runBenchRelay(ctx, args[1:], os.Stdin, stdout, stderr)
 	}
 	var f benchFlags
 	fs := flag.NewFlagSet("herald bench", flag.ContinueOnError)
@@ -133,6 +137,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&f.burstEvery, "burst-every", 5*time.Minute, "--burst: the interval between bursts (1s..1h)")
 	fs.DurationVar(&f.idle, "idle", 0, "measure a node with no traffic for this long (1s..1h) instead: its CPU and, on PostgreSQL, the database's, as a share of one core")
 	fs.BoolVar(&f.steady, "steady", false, "the steady-rate check of issue 26 on one node (--target, or a fresh in-process one): single publishes at 200/s, then at 1,000/s, then as fast as possible (64 publishers), printing the CPU per delivery of each (the node's with --target; PostgreSQL's with --observe-database or an in-process PostgreSQL node) and its ratio to the saturated phase")
+	fs.BoolVar(&f.floor, "floor", false, "--steady: then send the same phases through a bare relay on the same kind of store in a process of its own (HTTP in, one insert, 202, HTTP out; PostgreSQL with --observe-database, else SQLite) and print its CPU per delivery beside herald's: what this machine charges any such service per delivery at each rate")
 	fs.StringVar(&f.steadyCounts, "steady-counts", countsFlag(bench.DefaultSteadyCounts), "--steady: events of the 200/s, 1,000/s and saturated phases (each 1..1000000)")
 	fs.StringVar(&f.phaseCounts, "phase-counts", countsFlag(bench.DefaultPhaseCounts), "--phases: events of the single, batch and rate phases (0 skips a phase)")
 	fs.StringVar(&f.observeDB, "observe-database", "", "a --target node's PostgreSQL URL (loopback): reports the CPU of this machine's PostgreSQL processes per delivery, and with --phases the checkpoints, autovacuum runs and wait events of each phase (an in-process PostgreSQL node is observed anyway)")
@@ -263,6 +268,9 @@ func (f *benchFlags) validate() error {
 	}
 	if f.steady && (f.phases > 0 || f.idle > 0) {
 		return errors.New("--steady runs alone: not with --phases or --idle")
+	}
+	if f.floor && (!f.steady || f.target == "") {
+		return errors.New("--floor is for --steady with --target (the relay's CPU compares with a node's alone)")
 	}
 	if f.observeDB != "" {
 		if f.target == "" {

@@ -28,8 +28,38 @@ func runBenchSteady(ctx context.Context, f *benchFlags, stdout, stderr io.Writer
 		return err
 	}
 	res := bench.NewSteadyResult(f.phasesTarget(), scope, out)
+	if f.floor && ctx.Err() == nil {
+		if err := f.runFloor(ctx, &res, counts, progress, stderr); err != nil {
+			return err
+		}
+	}
 	if err := writeBenchResult(stdout, f.jsonOut, res, func(w io.Writer) { bench.WriteSteadyReport(w, res) }); err != nil {
 		return err
 	}
 	return ctx.Err()
+}
+
+// runFloor is --floor: the steady phases again, through `herald bench
+// relay` on the --target node's store kind (PostgreSQL: the
+// --observe-database one, in a schema of its own), into res.Floor.
+func (f *benchFlags) runFloor(ctx context.Context, res *bench.SteadyResult, counts [3]int64, progress, stderr io.Writer) error {
+	recv, err := bench.NewReceiver(bench.ReceiverConfig{})
+	if err != nil {
+		return err
+	}
+	defer recv.Close()
+	dbURL := f.observeDB
+	relay, err := startRelay(ctx, recv.URL(), dbURL, stderr)
+	if err != nil {
+		return err
+	}
+	defer relay.stop()
+	res.FloorStore = "SQLite (WAL, synchronous=FULL)"
+	if dbURL != "" {
+		res.FloorStore = "PostgreSQL"
+	}
+	res.Floor, err = bench.RunFloor(ctx, bench.SteadyPhases(counts, f.payload), bench.FloorConfig{
+		URL: relay.url, Receiver: recv, PID: relay.cmd.Process.Pid, PostgresCPU: dbURL != "",
+	}, progress)
+	return err
 }
