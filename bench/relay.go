@@ -3,15 +3,15 @@ package bench
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -122,11 +122,12 @@ func (r *Relay) openPostgres(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	schema := "herald_relay_" + hex.EncodeToString(b[:])
-	table := pgx.Identifier{schema, "relay_events"}.Sanitize()
-	if _, err := pool.Exec(ctx, `CREATE SCHEMA `+pgx.Identifier{schema}.Sanitize()+`; CREATE TABLE `+table+` (id bigserial PRIMARY KEY, data bytea NOT NULL)`); err != nil {
+	// Named after this process, so a relay killed before it could drop
+	// its schema leaves one that tells whose it was; a later relay with
+	// the same process id (the first is gone) drops it first.
+	schema := pgx.Identifier{RelaySchema(os.Getpid())}.Sanitize()
+	table := schema + ".relay_events"
+	if _, err := pool.Exec(ctx, `DROP SCHEMA IF EXISTS `+schema+` CASCADE; CREATE SCHEMA `+schema+`; CREATE TABLE `+table+` (id bigserial PRIMARY KEY, data bytea NOT NULL)`); err != nil {
 		pool.Close()
 		return fmt.Errorf("relay: %w", err)
 	}
@@ -144,11 +145,14 @@ func (r *Relay) openPostgres(ctx context.Context) error {
 	r.close = func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_, _ = pool.Exec(ctx, `DROP SCHEMA `+pgx.Identifier{schema}.Sanitize()+` CASCADE`)
+		_, _ = pool.Exec(ctx, `DROP SCHEMA `+schema+` CASCADE`)
 		pool.Close()
 	}
 	return nil
 }
+
+// RelaySchema is the PostgreSQL schema of the relay in process pid.
+func RelaySchema(pid int) string { return "herald_relay_" + strconv.Itoa(pid) }
 
 // Serve answers on ln until ctx ends, then closes the store.
 func (r *Relay) Serve(ctx context.Context, ln net.Listener) error {

@@ -47,3 +47,29 @@ func TestNewSteadyResult(t *testing.T) {
 	none := bench.NewSteadyResult("x", "process", []bench.PhaseResult{{Name: "200/s", CPUPerDeliveryUs: 600}, {Name: "saturated"}})
 	require.Zero(t, none.Rows[0].NodeRatio)
 }
+
+// TestWriteSteadyReportFloor: with a floor, the report prints it as a
+// second table, each phase's herald figure less the floor's.
+func TestWriteSteadyReportFloor(t *testing.T) {
+	res := bench.NewSteadyResult("http://127.0.0.1:1", "node", []bench.PhaseResult{
+		{Name: "200/s", CPUPerDeliveryUs: 600, DBCPUPerDeliveryUs: 700, DeliveriesPerSec: 200},
+		{Name: "1,000/s", CPUPerDeliveryUs: 300, DeliveriesPerSec: 1000},
+		{Name: "saturated", CPUPerDeliveryUs: 150, DBCPUPerDeliveryUs: 100, DeliveriesPerSec: 5000},
+	})
+	var out bytes.Buffer
+	bench.WriteSteadyReport(&out, res)
+	require.NotContains(t, out.String(), "the floor", "no floor, no second table")
+
+	res.FloorStore = "PostgreSQL"
+	res.Floor = []bench.FloorRow{
+		{Name: "200/s", DeliveriesPerSec: 200, LatencyP99Ms: 4, CPUPerDeliveryUs: 250, DBCPUPerDeliveryUs: 280, Ratio: 5},
+		{Name: "1,000/s", DeliveriesPerSec: 1000, LatencyP99Ms: 2, CPUPerDeliveryUs: 150, Ratio: 3},
+		{Name: "saturated", DeliveriesPerSec: 12000, LatencyP99Ms: 12, CPUPerDeliveryUs: 50, DBCPUPerDeliveryUs: 15, Ratio: 1},
+	}
+	out.Reset()
+	bench.WriteSteadyReport(&out, res)
+	require.Contains(t, out.String(), "the floor: a bare relay on PostgreSQL")
+	require.Regexp(t, `200/s\s+200\s+4\.0\s+250\s+5\.0\s+280\s+\+350 \(PostgreSQL \+420\)`, out.String())
+	require.Regexp(t, `1,000/s\s+1000\s+2\.0\s+150\s+3\.0\s+-\s+\+150\s`, out.String())
+	require.Regexp(t, `saturated\s+12000\s+12\.0\s+50\s+1\.0\s+15\s+\+100 \(PostgreSQL \+85\)`, out.String())
+}

@@ -76,10 +76,14 @@ type relayChild struct {
 	url string
 }
 
+// relayExecutable is the binary startRelay runs: this one (tests set a
+// built herald).
+var relayExecutable = os.Executable
+
 // startRelay starts this binary's `bench relay` to the receiver at to, on
 // PostgreSQL when dbURL is set, and waits for its address.
 func startRelay(ctx context.Context, to, dbURL string, stderr io.Writer) (*relayChild, error) {
-	exe, err := os.Executable()
+	exe, err := relayExecutable()
 	if err != nil {
 		return nil, err
 	}
@@ -138,4 +142,3 @@ func (c *relayChild) stop() {
 		<-done
 	}
 }
-

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 
 	"github.com/heraldhq/herald/bench"
@@ -54,6 +55,7 @@ func (f *benchFlags) runFloor(ctx context.Context, res *bench.SteadyResult, coun
 		return err
 	}
 	defer relay.stop()
+	fmt.Fprintf(stderr, "bench: the floor's relay is pid %d on %s\n", relay.cmd.Process.Pid, relay.url)
 	res.FloorStore = "SQLite (WAL, synchronous=FULL)"
 	if dbURL != "" {
 		res.FloorStore = "PostgreSQL"

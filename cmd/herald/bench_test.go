@@ -2,7 +2,12 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -418,10 +423,70 @@ func TestBenchSteady(t *testing.T) {
 			{"--steady", "--steady-counts", "10,x,10"},
 			{"--steady", "--phases", "1"},
 			{"--steady", "--idle", "1s"},
+			{"--steady", "--floor"}, // --floor compares with a --target node
+			{"--floor", "--target", "http://127.0.0.1:1", "--token", "x"},
 		} {
 			var out, errOut bytes.Buffer
 			require.Error(t, runBench(t.Context(), args, &out, &errOut), "args %v", args)
 			require.Empty(t, out.String())
 		}
 	})
+}
+
+// TestBenchSteadyFloor runs --floor's relay as the bench does, a built
+// herald's `bench relay` in a process of its own, on SQLite and on
+// PostgreSQL: every phase's publishes arrive and the relay's CPU (and
+// PostgreSQL's) is measured from outside; the relay's schema is gone
+// afterwards.
+func TestBenchSteadyFloor(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := heraldBinary(t)
+	old := relayExecutable
+	relayExecutable = func() (string, error) { return bin, nil }
+	t.Cleanup(func() { relayExecutable = old })
+	for _, tc := range []struct{ name, db string }{{"SQLite", ""}, {"PostgreSQL", testdb.URL()}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var conn *pgx.Conn
+			if tc.db != "" {
+				var err error
+				conn, err = pgx.Connect(t.Context(), tc.db)
+				if err != nil {
+					if os.Getenv("CI") == "true" {
+						t.Fatalf("PostgreSQL: %v", err)
+					}
+					t.Skipf("SKIP: PostgreSQL not reachable at %s: %v", tc.db, err)
+				}
+				defer conn.Close(context.Background())
+			}
+			f := &benchFlags{target: "http://127.0.0.1:1", observeDB: tc.db, payload: 256}
+			var res bench.SteadyResult
+			var errOut syncBuffer // the relay's stderr and the bench's, written at once
+			require.NoError(t, f.runFloor(t.Context(), &res, [3]int64{200, 500, 1000}, nil, &errOut), errOut.String())
+			m := regexp.MustCompile(`the floor's relay is pid (\d+) on http://127\.0\.0\.1:\d+`).FindStringSubmatch(errOut.String())
+			require.NotNil(t, m, "stderr: %q", errOut.String())
+			pid, err := strconv.Atoi(m[1])
+			require.NoError(t, err)
+			_, err = os.Stat(fmt.Sprintf("/proc/%d", pid))
+			require.ErrorIs(t, err, os.ErrNotExist, "the relay ended")
+			require.Len(t, res.Floor, 3)
+			for i, want := range []int64{200, 500, 1000} {
+				r := res.Floor[i]
+				require.Equal(t, want, r.Published, r.Name)
+				require.Equal(t, want, r.Delivered, r.Name)
+			}
+			require.Positive(t, res.Floor[0].CPUPerDeliveryUs, "the relay's CPU, read from /proc")
+			if tc.db != "" {
+				require.Equal(t, "PostgreSQL", res.FloorStore)
+				require.Positive(t, res.Floor[0].DBCPUPerDeliveryUs)
+				var n int
+				require.NoError(t, conn.QueryRow(t.Context(), `SELECT count(*) FROM pg_namespace WHERE nspname = $1`, bench.RelaySchema(pid)).Scan(&n))
+				require.Zero(t, n, "the relay dropped its schema")
+			} else {
+				require.Equal(t, "SQLite (WAL, synchronous=FULL)", res.FloorStore)
+				require.Zero(t, res.Floor[0].DBCPUPerDeliveryUs)
+			}
+		})
+	}
 }
