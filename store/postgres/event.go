@@ -11,17 +11,27 @@ import (
 	"github.com/heraldhq/herald/store"
 )
 
-// insertLiveSQL is the first two CTEs of both event inserts: cur, the
+// insertLiveSQL is the first CTEs of both event inserts: tk and cur, the
 // guards — tok, the publishing tokens (parameters hashes and ids, text
 // arrays; NULL: no check) are all still stored, and ok, tok and the
 // fan-out cache's versions (parameters version and pauses; both NULL: no
 // check) are the store's — and live, the named subscriptions ($9)
 // that exist, locked FOR KEY SHARE in id order (insertEventsSQL).
-func insertLiveSQL(version, pauses, hashes, ids string) string {
-	return `tk AS (
-	SELECT (SELECT count(*) FROM api_tokens t
+//
+// oneToken spells tok for exactly one token, as an EXISTS on the token's
+// primary key: a one-event publish carries one, and the general form's
+// join of the arrays cost the backend 21–54 µs more per one-event insert
+// at 200/s (docs/benchmarks.md, "The token check of a one-event insert").
+func insertLiveSQL(version, pauses, hashes, ids string, oneToken bool) string {
+	tok := `(SELECT count(*) FROM api_tokens t
 		WHERE (t.hash, t.id) IN (SELECT * FROM unnest(` + hashes + `::text[], ` + ids + `::text[])))
-		= coalesce(cardinality(` + hashes + `::text[]), 0) AS tok
+		= coalesce(cardinality(` + hashes + `::text[]), 0)`
+	if oneToken {
+		tok = `EXISTS (SELECT 1 FROM api_tokens t
+		WHERE t.hash = (` + hashes + `::text[])[1] AND t.id = (` + ids + `::text[])[1])`
+	}
+	return `tk AS (
+	SELECT ` + tok + ` AS tok
 ), cur AS (
 	SELECT (coalesce((SELECT v.version = ` + version + `::bigint AND v.pauses_version = ` + pauses + `::bigint FROM subscriptions_version v),
 		false) OR ` + version + `::bigint IS NULL) AND tk.tok AS ok, tk.tok
@@ -67,7 +77,7 @@ const insertDeliveryColumns = `id, event_id, event_tenant, subscription_id, stat
 // follow the call's order (store/ordering.go): the default is evaluated
 // above the sorted SELECT, row by row.
 var insertEventsSQL = `
-WITH ` + insertLiveSQL("$16", "$17", "$18", "$19") + `, d AS (
+WITH ` + insertLiveSQL("$16", "$17", "$18", "$19", false) + `, d AS (
 	SELECT d.* FROM unnest($7::text[], $8::text[], $9::text[], $11::timestamptz[], $12::text[], $13::timestamptz[],
 		$15::text[])
 		WITH ORDINALITY AS d(id, event_id, subscription_id, next_attempt_at, lease_owner, lease_until, event_tenant, pos)
@@ -98,7 +108,7 @@ WHERE x.id NOT IN (SELECT id FROM live) AND (SELECT ok FROM cur)
 UNION ALL
 SELECT NULL, NULL, NULL, tok FROM cur WHERE NOT ok`
 
-// insertEventSQL is insertEventsSQL for a call that stores one event (its
+// insertOneSQL is insertEventsSQL for a call that stores one event (its
 // repeats within the call aside): the common case at steady rates, where
 // nearly every group commit holds one event (issue 26: at 200/s, 3,977
 // commits for 4,000 events). The same rules (live, the versions guard, ON
@@ -110,8 +120,9 @@ SELECT NULL, NULL, NULL, tok FROM cur WHERE NOT ok`
 // event's key (gone NULL), then one row per live subscription (the third
 // column; the caller derives the gone ones from those it named), or one
 // row of NULLs when the guard failed (readInsertedOne).
-var insertEventSQL = `
-WITH ` + insertLiveSQL("$14", "$15", "$16", "$17") + `, d AS (
+func insertOneSQL(oneToken bool) string {
+	return `
+WITH ` + insertLiveSQL("$14", "$15", "$16", "$17", oneToken) + `, d AS (
 	SELECT d.* FROM unnest($8::text[], $9::text[], $10::timestamptz[], $11::text[], $12::timestamptz[])
 		WITH ORDINALITY AS d(id, subscription_id, next_attempt_at, lease_owner, lease_until, pos)
 	WHERE d.subscription_id IN (SELECT id FROM live)
@@ -134,6 +145,14 @@ UNION ALL
 SELECT NULL, NULL, id, NULL FROM live
 UNION ALL
 SELECT NULL, NULL, NULL, tok FROM cur WHERE NOT ok`
+}
+
+// insertEventSQL and insertEventOneTokenSQL are insertOneSQL without and
+// with one publishing token.
+var (
+	insertEventSQL         = insertOneSQL(false)
+	insertEventOneTokenSQL = insertOneSQL(true)
+)
 
 // readInsertedOne reads insertEventSQL's answer as readInserted reads
 // insertEventsSQL's: a named subscription is gone when no live row names
@@ -179,8 +198,10 @@ type eventBatch struct {
 	// subs are the deliveries' subscription ids, in order.
 	subs []string
 	// args are insertEventsSQL's arguments, and one insertEventSQL's when
-	// the batch stores one event (nil otherwise).
+	// the batch stores one event (nil otherwise); oneSQL is the statement
+	// one goes with (insertEventOneTokenSQL when guard got one token).
 	args, one []any
+	oneSQL    string
 	// deliveries is how many delivery rows the insert carries.
 	deliveries int
 }
@@ -237,6 +258,7 @@ func newEventBatch(events []store.EventInsert, now time.Time) *eventBatch {
 	if len(ids) == 1 {
 		b.one = []any{ids[0], types[0], keys[0], versions[0], datas[0], created[0], tenants[0],
 			dIDs, dSubs, dNext, dOwners, dUntil, ms(now), nil, nil, nil, nil}
+		b.oneSQL = insertEventSQL
 	}
 	return b
 }
@@ -258,6 +280,9 @@ func (b *eventBatch) guard(v *store.SubscriptionsVersions, tokens []store.TokenC
 		b.args[17], b.args[18] = hashes, ids
 		if b.one != nil {
 			b.one[15], b.one[16] = hashes, ids
+			if len(tokens) == 1 {
+				b.oneSQL = insertEventOneTokenSQL
+			}
 		}
 	}
 }
@@ -436,7 +461,7 @@ func (s *Store) EventInsertMany(ctx context.Context, params *store.EventInsertMa
 		}
 		one := b.one != nil
 		if one {
-			batch.Queue(insertEventSQL, b.one...)
+			batch.Queue(b.oneSQL, b.one...)
 		} else {
 			batch.Queue(insertEventsSQL, b.args...)
 		}

@@ -342,6 +342,11 @@ func testEvent(t *testing.T, newStore NewStoreFunc) {
 			evs, err := insert(n, a, c)
 			require.NoError(t, err, "stored tokens pass (%d events)", n)
 			requireStored(evs, true)
+			// One token (a publish's own; PostgreSQL spells its check
+			// apart for one event).
+			evs, err = insert(n, c)
+			require.NoError(t, err, "a stored token passes alone (%d events)", n)
+			requireStored(evs, true)
 		}
 
 		// Revoked: nothing is stored, alone or beside a valid token.
@@ -363,6 +368,9 @@ func testEvent(t *testing.T, newStore NewStoreFunc) {
 		requireStored(evs, false)
 		evs, err = insert(3, store.TokenCheck{Hash: a.Hash, ID: "tok_guard_a2"}, c)
 		require.NoError(t, err)
+		requireStored(evs, true)
+		evs, err = insert(1, store.TokenCheck{Hash: a.Hash, ID: "tok_guard_a2"})
+		require.NoError(t, err, "the new token passes alone")
 		requireStored(evs, true)
 		// No tokens: no check.
 		evs, err = insert(1)
