@@ -206,3 +206,42 @@ func (s *Store) SessionSetting(ctx context.Context, name string) (mainPool, hotP
 	err = s.hot.QueryRow(ctx, "SELECT current_setting($1)", name).Scan(&hotPool)
 	return mainPool, hotPool, err
 }
+
+// InsertOneVariant runs one event's insert on conn (a hot-pool connection
+// of BenchmarkEventInsertTokenCheck, generic plans set for its session)
+// with the token check spelled for one token (insertEventOneTokenSQL) or
+// in general (insertEventSQL), as a node's publish passes it.
+func (s *Store) InsertOneVariant(ctx context.Context, conn *pgxpool.Conn, oneToken bool, ev store.EventInsert, v *store.SubscriptionsVersions, token store.TokenCheck, now time.Time) error {
+	b := newEventBatch([]store.EventInsert{ev}, now)
+	b.guard(v, []store.TokenCheck{token})
+	sql := insertEventSQL
+	if oneToken {
+		sql = insertEventOneTokenSQL
+	}
+	rows, err := conn.Query(ctx, sql, b.one...)
+	if err != nil {
+		return err
+	}
+	ins, err := readInsertedOne(rows, b.subs)
+	if err != nil {
+		return err
+	}
+	if ins.moved || ins.tokensGone {
+		return store.ErrTokenGone
+	}
+	return nil
+}
+
+// AcquireHot takes a connection with the hot pool's session settings
+// (generic plans, no sequential scans).
+func (s *Store) AcquireHot(ctx context.Context) (*pgxpool.Conn, error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conn.Exec(ctx, "SET plan_cache_mode = force_generic_plan; SET enable_seqscan = off"); err != nil {
+		conn.Release()
+		return nil, err
+	}
+	return conn, nil
+}
