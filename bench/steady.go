@@ -109,7 +109,7 @@ func WriteSteadyReport(w io.Writer, res SteadyResult) {
 	if len(res.Floor) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\nthe floor: a bare relay on %s (HTTP in, one insert, 202, HTTP out; nothing else), same phases\n", res.FloorStore)
+	fmt.Fprintf(w, "\nthe floor, a bare relay on %s: HTTP in, one insert, 202, HTTP out, nothing else; same phases\n", res.FloorStore)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "phase\tdeliveries/s\tp99 ms\tCPU µs/delivery\t× saturated\tPostgreSQL µs/delivery\therald over the floor, µs\t")
 	for i, r := range res.Floor {

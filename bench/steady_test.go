@@ -68,7 +68,7 @@ func TestWriteSteadyReportFloor(t *testing.T) {
 	}
 	out.Reset()
 	bench.WriteSteadyReport(&out, res)
-	require.Contains(t, out.String(), "the floor: a bare relay on PostgreSQL")
+	require.Contains(t, out.String(), "the floor, a bare relay on PostgreSQL: HTTP in, one insert, 202, HTTP out")
 	require.Regexp(t, `200/s\s+200\s+4\.0\s+250\s+5\.0\s+280\s+\+350 \(PostgreSQL \+420\)`, out.String())
 	require.Regexp(t, `1,000/s\s+1000\s+2\.0\s+150\s+3\.0\s+-\s+\+150\s`, out.String())
 	require.Regexp(t, `saturated\s+12000\s+12\.0\s+50\s+1\.0\s+15\s+\+100 \(PostgreSQL \+85\)`, out.String())
