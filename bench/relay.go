@@ -159,12 +159,14 @@ func (r *Relay) Serve(ctx context.Context, ln net.Listener) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /publish", r.publish)
 	r.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	commitCtx, stopCommit := context.WithCancel(context.Background())
+	// The commit loop outlives ctx until the server has shut down: the
+	// handlers still waiting on a commit are answered first.
+	commitCtx, stopCommit := context.WithCancel(context.WithoutCancel(ctx))
 	r.wg.Add(1)
 	go r.commitLoop(commitCtx)
 	go func() {
 		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		_ = r.srv.Shutdown(sctx)
 	}()

@@ -50,7 +50,7 @@ func runBenchRelay(ctx context.Context, args []string, stdin io.Reader, stdout, 
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	relay, err := bench.NewRelay(ctx, bench.RelayConfig{To: *to, DatabaseURL: *dbURL, Dir: dir})
