@@ -189,14 +189,7 @@ func startPushChildAt(ctx context.Context, f *pushBenchFlags, stderr io.Writer, 
 
 func (c *pushChild) stop() {
 	_ = c.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { _ = c.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		_ = c.cmd.Process.Kill()
-		<-done
-	}
+	waitOrKill(c.cmd)
 	if !c.keep {
 		_ = os.RemoveAll(c.dir)
 	}

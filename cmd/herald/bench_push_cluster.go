@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"os/exec"
 	"strconv"
 	"sync"
 	"syscall"
@@ -160,7 +159,7 @@ func runPushCluster(ctx context.Context, f *pushBenchFlags, stderr io.Writer) (*
 		env.Nodes = append(env.Nodes, bench.PushNode{Addr: n.addr, Pid: n.cmd.Process.Pid})
 	}
 	for range c.nodes {
-		cl, err := startPushClient(ctx, exe, stderr)
+		cl, err := startPipeChild(ctx, exe, stderr, "bench", "push-client")
 		if err != nil {
 			return nil, err
 		}
@@ -247,41 +246,6 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
-}
-
-type pushClientChild struct {
-	cmd *exec.Cmd
-	in  io.WriteCloser
-	out io.ReadCloser
-}
-
-func startPushClient(ctx context.Context, exe string, stderr io.Writer) (*pushClientChild, error) {
-	cmd := exec.CommandContext(ctx, exe, "bench", "push-client")
-	cmd.Stderr = stderr
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	return &pushClientChild{cmd: cmd, in: in, out: out}, nil
-}
-
-func (c *pushClientChild) stop() {
-	_ = c.in.Close() // the child ends when its stdin does
-	done := make(chan struct{})
-	go func() { _ = c.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		_ = c.cmd.Process.Kill()
-		<-done
-	}
 }
 
 // runBenchPushClient is `herald bench push-client` (not listed: the

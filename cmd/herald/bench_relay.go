@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"strings"
 	"time"
 
@@ -69,10 +68,9 @@ func runBenchRelay(ctx context.Context, args []string, stdin io.Reader, stdout, 
 	return relay.Serve(ctx, ln)
 }
 
-// relayChild is a `herald bench relay` process.
+// relayChild is a `herald bench relay` process and its URL.
 type relayChild struct {
-	cmd *exec.Cmd
-	in  io.WriteCloser
+	*pipeChild
 	url string
 }
 
@@ -91,28 +89,19 @@ func startRelay(ctx context.Context, to, dbURL string, stderr io.Writer) (*relay
 	if dbURL != "" {
 		args = append(args, "--database-url", dbURL)
 	}
-	cmd := exec.CommandContext(ctx, exe, args...) //nolint:gosec // G204: runs herald's own binary
-	cmd.Stderr = stderr
-	in, err := cmd.StdinPipe()
+	pc, err := startPipeChild(ctx, exe, stderr, args...)
 	if err != nil {
 		return nil, err
 	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	c := &relayChild{cmd: cmd, in: in}
+	c := &relayChild{pipeChild: pc}
 	line := make(chan string, 1)
 	go func() {
-		sc := bufio.NewScanner(out)
+		sc := bufio.NewScanner(pc.out)
 		if sc.Scan() {
 			line <- sc.Text()
 		}
 		close(line)
-		_, _ = io.Copy(io.Discard, out)
+		_, _ = io.Copy(io.Discard, pc.out)
 	}()
 	select {
 	case l, ok := <-line:
@@ -127,18 +116,4 @@ func startRelay(ctx context.Context, to, dbURL string, stderr io.Writer) (*relay
 		return nil, errors.New("herald bench relay did not start within 30 s")
 	}
 	return c, nil
-}
-
-// stop closes the relay's stdin, which ends it (its store dropped), and
-// waits up to 30 s before killing it.
-func (c *relayChild) stop() {
-	_ = c.in.Close()
-	done := make(chan struct{})
-	go func() { _ = c.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		_ = c.cmd.Process.Kill()
-		<-done
-	}
 }
