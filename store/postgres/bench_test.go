@@ -123,16 +123,8 @@ func backendsCPU() float64 {
 		if err != nil || !strings.HasPrefix(string(cmd), "postgres: ") || !strings.Contains(string(cmd), " "+db+" ") {
 			continue
 		}
-		sched, err := os.ReadFile("/proc/" + pid + "/schedstat")
-		if err != nil {
-			continue
-		}
-		f := strings.Fields(string(sched))
-		if len(f) == 0 {
-			continue
-		}
-		ns, _ := strconv.ParseFloat(f[0], 64)
-		total += ns / 1e9
+		n, _ := strconv.Atoi(pid)
+		total += backendCPU(n)
 	}
 	return total
 }

@@ -232,16 +232,8 @@ func (s *Store) InsertOneVariant(ctx context.Context, conn *pgxpool.Conn, oneTok
 	return nil
 }
 
-// AcquireHot takes a connection with the hot pool's session settings
-// (generic plans, no sequential scans).
+// AcquireHot takes a connection of the hot-write pool (its sessions run
+// generic plans without sequential scans, as a node's small writes do).
 func (s *Store) AcquireHot(ctx context.Context) (*pgxpool.Conn, error) {
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := conn.Exec(ctx, "SET plan_cache_mode = force_generic_plan; SET enable_seqscan = off"); err != nil {
-		conn.Release()
-		return nil, err
-	}
-	return conn, nil
+	return s.hot.Acquire(ctx)
 }
