@@ -96,16 +96,9 @@ func runFloorPhase(ctx context.Context, client *http.Client, cfg FloorConfig, pi
 				if i >= ph.Count {
 					return
 				}
-				stamp := time.Now()
-				if ph.Rate > 0 {
-					stamp = start.Add(time.Duration(float64(i) / ph.Rate * float64(time.Second)))
-					if d := time.Until(stamp); d > 0 {
-						select {
-						case <-time.After(d):
-						case <-ctx.Done():
-							return
-						}
-					}
+				stamp, ok := awaitSchedule(ctx, start, i, ph.Rate)
+				if !ok {
+					return
 				}
 				if err := floorPublish(ctx, client, cfg.URL, EventBody("floor", stamp, pad)); err != nil {
 					firstErr.CompareAndSwap(nil, err.Error())

@@ -392,19 +392,9 @@ func (p *publisher) run(ctx context.Context, start time.Time) {
 					return
 				}
 				hi = min(hi, p.cfg.Count)
-				stamp := time.Now()
-				if p.cfg.Rate > 0 {
-					// Fixed schedule: event lo is due at start + lo/rate.
-					// Latency counts from the schedule, so a lagging
-					// generator does not hide queueing.
-					stamp = start.Add(time.Duration(float64(lo) / p.cfg.Rate * float64(time.Second)))
-					if d := time.Until(stamp); d > 0 {
-						select {
-						case <-time.After(d):
-						case <-ctx.Done():
-							return
-						}
-					}
+				stamp, ok := awaitSchedule(ctx, start, lo, p.cfg.Rate)
+				if !ok {
+					return
 				}
 				if !end.IsZero() && time.Now().After(end) {
 					return
@@ -414,6 +404,25 @@ func (p *publisher) run(ctx context.Context, start time.Time) {
 		}()
 	}
 	wg.Wait()
+}
+
+// awaitSchedule waits until event i of a run started at start is due at
+// rate (events/s; 0: now) and returns its stamp, false if ctx ended first.
+// The schedule is fixed (event i at start + i/rate) and latency counts
+// from it, so a lagging generator does not hide queueing.
+func awaitSchedule(ctx context.Context, start time.Time, i int64, rate float64) (time.Time, bool) {
+	if rate <= 0 {
+		return time.Now(), true
+	}
+	stamp := start.Add(time.Duration(float64(i) / rate * float64(time.Second)))
+	if d := time.Until(stamp); d > 0 {
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+			return stamp, false
+		}
+	}
+	return stamp, true
 }
 
 func (p *publisher) publish(ctx context.Context, n int, stamp time.Time) {
