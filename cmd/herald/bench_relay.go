@@ -34,6 +34,11 @@ func runBenchRelay(ctx context.Context, args []string, stdin io.Reader, stdout, 
 	if *to == "" {
 		return errors.New("herald bench relay needs --to")
 	}
+	// Every flag is checked before KeepSysmonAwake, which starts this
+	// program again.
+	if err := bench.CheckLoopback(*to); err != nil {
+		return err
+	}
 	if *dbURL != "" {
 		if err := checkLoopbackDB(*dbURL, "--database-url"); err != nil {
 			return err

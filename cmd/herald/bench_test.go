@@ -425,6 +425,11 @@ func TestBenchSteady(t *testing.T) {
 			{"--steady", "--idle", "1s"},
 			{"--steady", "--floor"}, // --floor compares with a --target node
 			{"--floor", "--target", "http://127.0.0.1:1", "--token", "x"},
+			// The relay's own flags, refused before it starts anything.
+			{"relay"},
+			{"relay", "--to", "http://192.0.2.1:8080"},
+			{"relay", "--to", "ftp://127.0.0.1:1"},
+			{"relay", "--to", "http://127.0.0.1:1", "--database-url", "postgres://db.example.com/herald"},
 		} {
 			var out, errOut bytes.Buffer
 			require.Error(t, runBench(t.Context(), args, &out, &errOut), "args %v", args)
