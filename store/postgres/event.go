@@ -11,35 +11,74 @@ import (
 	"github.com/heraldhq/herald/store"
 )
 
-// insertLiveSQL is the first CTEs of both event inserts: tk and cur, the
-// guards — tok, the publishing tokens (parameters hashes and ids, text
-// arrays; NULL: no check) are all still stored, and ok, tok and the
-// fan-out cache's versions (parameters version and pauses; both NULL: no
-// check) are the store's — and live, the named subscriptions ($9)
-// that exist, locked FOR KEY SHARE in id order (insertEventsSQL).
-//
-// oneToken spells tok for exactly one token, as an EXISTS on the token's
-// primary key: a one-event publish carries one, and the general form's
-// join of the arrays cost the backend 21–54 µs more per one-event insert
-// at 200/s (docs/benchmarks.md, "The token check of a one-event insert").
-func insertLiveSQL(version, pauses, hashes, ids string, oneToken bool) string {
-	tok := `(SELECT count(*) FROM api_tokens t
-		WHERE (t.hash, t.id) IN (SELECT * FROM unnest(` + hashes + `::text[], ` + ids + `::text[])))
-		= coalesce(cardinality(` + hashes + `::text[]), 0)`
-	if oneToken {
-		tok = `EXISTS (SELECT 1 FROM api_tokens t
-		WHERE t.hash = (` + hashes + `::text[])[1] AND t.id = (` + ids + `::text[])[1])`
+// tokenGuard is how an event insert spells its publishing-token check
+// (store.EventInsertManyParams.Tokens), chosen by how many tokens the
+// publish carries.
+type tokenGuard int
+
+const (
+	// tokensNone: nothing to check (an admin, dev or system publish). tok
+	// is the constant true and the statement takes no token parameters:
+	// the general form's join and count over empty arrays cost the backend
+	// 46 µs of a 440 µs one-event insert at 200/s (docs/benchmarks.md,
+	// "2026-12-07 (seventh stop)").
+	tokensNone tokenGuard = iota
+	// tokensOne: an EXISTS on the token's primary key. A one-event publish
+	// with a publishing token carries one, and the general form cost the
+	// backend 21–54 µs more per one-event insert at 200/s
+	// (docs/benchmarks.md, "The token check of a one-event insert").
+	tokensOne
+	// tokensMany: the arrays of hashes and ids joined with api_tokens and
+	// counted.
+	tokensMany
+)
+
+// tokenGuardOf returns the guard for n tokens.
+func tokenGuardOf(n int) tokenGuard {
+	switch n {
+	case 0:
+		return tokensNone
+	case 1:
+		return tokensOne
 	}
-	return `tk AS (
-	SELECT ` + tok + ` AS tok
-), cur AS (
-	SELECT (coalesce((SELECT v.version = ` + version + `::bigint AND v.pauses_version = ` + pauses + `::bigint FROM subscriptions_version v),
-		false) OR ` + version + `::bigint IS NULL) AND tk.tok AS ok, tk.tok
-	FROM tk
+	return tokensMany
+}
+
+// insertGuardSQL is the first CTEs of every event insert: cur, the guards —
+// tok, the publishing tokens (parameters hashes and ids, text arrays; not
+// taken with tokensNone) are all still stored, and ok, tok and the
+// fan-out cache's versions (parameters version and pauses; both NULL: no
+// check) are the store's — and live, the named subscriptions ($9) that
+// exist, locked FOR KEY SHARE in id order (insertManySQL). oneDelivery
+// names at most one subscription, ($9)[1]: no sort, and an index probe
+// rather than an array scan.
+func insertGuardSQL(version, pauses, hashes, ids string, tokens tokenGuard, oneDelivery bool) string {
+	versions := `coalesce((SELECT v.version = ` + version + `::bigint AND v.pauses_version = ` + pauses + `::bigint
+		FROM subscriptions_version v), false) OR ` + version + `::bigint IS NULL`
+	var cur string
+	switch tokens {
+	case tokensNone:
+		cur = `SELECT ` + versions + ` AS ok, true AS tok`
+	case tokensOne:
+		cur = `SELECT (` + versions + `) AND tk.tok AS ok, tk.tok
+	FROM (SELECT EXISTS (SELECT 1 FROM api_tokens t
+		WHERE t.hash = (` + hashes + `::text[])[1] AND t.id = (` + ids + `::text[])[1]) AS tok) tk`
+	default:
+		cur = `SELECT (` + versions + `) AND tk.tok AS ok, tk.tok
+	FROM (SELECT (SELECT count(*) FROM api_tokens t
+		WHERE (t.hash, t.id) IN (SELECT * FROM unnest(` + hashes + `::text[], ` + ids + `::text[])))
+		= coalesce(cardinality(` + hashes + `::text[]), 0) AS tok) tk`
+	}
+	live := `s.id = ANY($9::text[]) AND s.deleted_at IS NULL AND (SELECT ok FROM cur)
+	ORDER BY s.id`
+	if oneDelivery {
+		live = `s.id = ($9::text[])[1] AND s.deleted_at IS NULL AND (SELECT ok FROM cur)`
+	}
+	return `cur AS (
+	` + cur + `
 ), live AS (
 	SELECT s.id FROM subscriptions s
-	WHERE s.id = ANY($9::text[]) AND s.deleted_at IS NULL AND (SELECT ok FROM cur)
-	ORDER BY s.id
+	WHERE ` + live + `
 	FOR KEY SHARE
 )`
 }
@@ -48,7 +87,7 @@ func insertLiveSQL(version, pauses, hashes, ids string, oneToken bool) string {
 const insertDeliveryColumns = `id, event_id, event_tenant, subscription_id, state, tier, next_attempt_at,
 		event_key, event_version, lease_owner, lease_until, created_at, updated_at`
 
-// insertEventsSQL stores events and, in a data-modifying CTE, the deliveries
+// insertManySQL stores events and, in a data-modifying CTE, the deliveries
 // of those that were not duplicates — one statement, one round trip, atomic
 // on its own. It returns the keys (id, tenant) of the events actually
 // inserted (gone NULL) and the named subscriptions that are deleted or
@@ -76,8 +115,12 @@ const insertDeliveryColumns = `id, event_id, event_tenant, subscription_id, stat
 // so the publish positions their seq default takes from deliveries_seq
 // follow the call's order (store/ordering.go): the default is evaluated
 // above the sorted SELECT, row by row.
-var insertEventsSQL = `
-WITH ` + insertLiveSQL("$16", "$17", "$18", "$19", false) + `, d AS (
+//
+// tokens spells the token guard; with tokensNone the statement takes 17
+// parameters, not 19 (eventBatch.manyStatement).
+func insertManySQL(tokens tokenGuard) string {
+	return `
+WITH ` + insertGuardSQL("$16", "$17", "$18", "$19", tokens, false) + `, d AS (
 	SELECT d.* FROM unnest($7::text[], $8::text[], $9::text[], $11::timestamptz[], $12::text[], $13::timestamptz[],
 		$15::text[])
 		WITH ORDINALITY AS d(id, event_id, subscription_id, next_attempt_at, lease_owner, lease_until, event_tenant, pos)
@@ -107,38 +150,56 @@ SELECT NULL, NULL, x.id, NULL FROM (SELECT DISTINCT unnest($9::text[]) AS id) x
 WHERE x.id NOT IN (SELECT id FROM live) AND (SELECT ok FROM cur)
 UNION ALL
 SELECT NULL, NULL, NULL, tok FROM cur WHERE NOT ok`
+}
 
-// insertOneSQL is insertEventsSQL for a call that stores one event (its
+// insertOneSQL is insertManySQL for a call that stores one event (its
 // repeats within the call aside): the common case at steady rates, where
 // nearly every group commit holds one event (issue 26: at 200/s, 3,977
 // commits for 4,000 events). The same rules (live, the versions guard, ON
 // CONFLICT, deliveries in input order) with the event's columns as scalars
 // ($1–$7) and its deliveries as arrays ($8–$12): no join, aggregate or
 // DISTINCT to build and tear down. In a one-connection loop of one-event
-// commits it costs the backend 9–14% less CPU than
-// insertEventsSQL (docs/benchmarks.md, issue 26). It answers the inserted
-// event's key (gone NULL), then one row per live subscription (the third
-// column; the caller derives the gone ones from those it named), or one
-// row of NULLs when the guard failed (readInsertedOne).
-func insertOneSQL(oneToken bool) string {
-	return `
-WITH ` + insertLiveSQL("$14", "$15", "$16", "$17", oneToken) + `, d AS (
+// commits it costs the backend 9–14% less CPU than insertManySQL
+// (docs/benchmarks.md, issue 26). It answers the inserted event's key
+// (gone NULL), then one row per live subscription (the third column; the
+// caller derives the gone ones from those it named), or one row of NULLs
+// when the guard failed (readInsertedOne).
+//
+// oneDelivery spells it for at most one delivery, the usual fan-out of
+// one: the delivery's columns are the arrays' first elements and live is
+// its subscription, with no unnest, semi-join, sort or count over them;
+// 50 µs less backend CPU of a ~430 µs insert at 200/s (docs/benchmarks.md,
+// "2026-12-07 (seventh stop)"). tokens spells the token guard; with
+// tokensNone the statement takes 15 parameters, not 17
+// (eventBatch.oneStatement).
+func insertOneSQL(tokens tokenGuard, oneDelivery bool) string {
+	deliveries := `, d AS (
 	SELECT d.* FROM unnest($8::text[], $9::text[], $10::timestamptz[], $11::text[], $12::timestamptz[])
 		WITH ORDINALITY AS d(id, subscription_id, next_attempt_at, lease_owner, lease_until, pos)
 	WHERE d.subscription_id IN (SELECT id FROM live)
-), ins AS (
+)`
+	count, rows := `(SELECT count(*) FROM d)`, `SELECT d.id, ins.id, ins.tenant, d.subscription_id,
+		CASE WHEN d.lease_owner IS NULL THEN 'pending' ELSE 'in_flight' END, 0, d.next_attempt_at,
+		ins.key, ins.version, d.lease_owner, d.lease_until, $13, $13
+	FROM ins, d
+	ORDER BY d.pos`
+	if oneDelivery {
+		deliveries, count = "", `(SELECT count(*) FROM live)`
+		rows = `SELECT ($8::text[])[1], ins.id, ins.tenant, live.id,
+		CASE WHEN ($11::text[])[1] IS NULL THEN 'pending' ELSE 'in_flight' END, 0, ($10::timestamptz[])[1],
+		ins.key, ins.version, ($11::text[])[1], ($12::timestamptz[])[1], $13, $13
+	FROM ins, live`
+	}
+	return `
+WITH ` + insertGuardSQL("$14", "$15", "$16", "$17", tokens, oneDelivery) + deliveries + `, ins AS (
 	INSERT INTO events (id, type, key, version, data, created_at, delivery_count, tenant)
-	SELECT $1, $2, $3, $4, $5::json, $6, (SELECT count(*) FROM d), $7
+	SELECT $1, $2, $3, $4, $5::json, $6, ` + count + `, $7
 	WHERE (SELECT ok FROM cur)
 	ON CONFLICT (id, tenant) DO NOTHING
 	RETURNING id, tenant, key, version
 ), dl AS (
 	INSERT INTO deliveries (` + insertDeliveryColumns + `)
-	SELECT d.id, ins.id, ins.tenant, d.subscription_id,
-		CASE WHEN d.lease_owner IS NULL THEN 'pending' ELSE 'in_flight' END, 0, d.next_attempt_at,
-		ins.key, ins.version, d.lease_owner, d.lease_until, $13, $13
-	FROM ins, d
-	ORDER BY d.pos
+	` + rows + `
 )
 SELECT id, tenant, NULL::text AS live, NULL::boolean AS tok FROM ins
 UNION ALL
@@ -147,15 +208,21 @@ UNION ALL
 SELECT NULL, NULL, NULL, tok FROM cur WHERE NOT ok`
 }
 
-// insertEventSQL and insertEventOneTokenSQL are insertOneSQL without and
-// with one publishing token.
+// insertManySQLs and insertOneSQLs are the statements' spellings, by
+// tokenGuard and, for one event, by whether it has at most one delivery
+// (index 1) or any number (index 0).
 var (
-	insertEventSQL         = insertOneSQL(false)
-	insertEventOneTokenSQL = insertOneSQL(true)
+	insertManySQLs = [...]string{tokensNone: insertManySQL(tokensNone), tokensOne: insertManySQL(tokensOne),
+		tokensMany: insertManySQL(tokensMany)}
+	insertOneSQLs = [...][2]string{
+		tokensNone: {insertOneSQL(tokensNone, false), insertOneSQL(tokensNone, true)},
+		tokensOne:  {insertOneSQL(tokensOne, false), insertOneSQL(tokensOne, true)},
+		tokensMany: {insertOneSQL(tokensMany, false), insertOneSQL(tokensMany, true)},
+	}
 )
 
-// readInsertedOne reads insertEventSQL's answer as readInserted reads
-// insertEventsSQL's: a named subscription is gone when no live row names
+// readInsertedOne reads insertOneSQL's answer as readInserted reads
+// insertManySQL's: a named subscription is gone when no live row names
 // it (subs, the deliveries' subscription ids), unless the guard failed.
 func readInsertedOne(rows pgx.Rows, subs []string) (*inserted, error) {
 	ins := &inserted{isNew: map[store.EventKey]bool{}, gone: map[string]bool{}}
@@ -187,7 +254,7 @@ func readInsertedOne(rows pgx.Rows, subs []string) (*inserted, error) {
 }
 
 // eventBatch is EventInsertMany's input laid out as column arrays for
-// insertEventsSQL, with the bookkeeping to answer each input in order.
+// insertManySQL, with the bookkeeping to answer each input in order.
 type eventBatch struct {
 	// first maps each input index to the index of the first input with the
 	// same event key (itself for a first occurrence).
@@ -197,11 +264,13 @@ type eventBatch struct {
 	ids, tenants []string
 	// subs are the deliveries' subscription ids, in order.
 	subs []string
-	// args are insertEventsSQL's arguments, and one insertEventSQL's when
-	// the batch stores one event (nil otherwise); oneSQL is the statement
-	// one goes with (insertEventOneTokenSQL when guard got one token).
+	// args are insertManySQL's arguments, and one insertOneSQL's when the
+	// batch stores one event (nil otherwise), both with the token
+	// parameters last (manyStatement and oneStatement leave them out for
+	// tokensNone).
 	args, one []any
-	oneSQL    string
+	// tokens is the token guard's spelling (guard).
+	tokens tokenGuard
 	// deliveries is how many delivery rows the insert carries.
 	deliveries int
 }
@@ -258,7 +327,6 @@ func newEventBatch(events []store.EventInsert, now time.Time) *eventBatch {
 	if len(ids) == 1 {
 		b.one = []any{ids[0], types[0], keys[0], versions[0], datas[0], created[0], tenants[0],
 			dIDs, dSubs, dNext, dOwners, dUntil, ms(now), nil, nil, nil, nil}
-		b.oneSQL = insertEventSQL
 	}
 	return b
 }
@@ -280,11 +348,32 @@ func (b *eventBatch) guard(v *store.SubscriptionsVersions, tokens []store.TokenC
 		b.args[17], b.args[18] = hashes, ids
 		if b.one != nil {
 			b.one[15], b.one[16] = hashes, ids
-			if len(tokens) == 1 {
-				b.oneSQL = insertEventOneTokenSQL
-			}
 		}
 	}
+	b.tokens = tokenGuardOf(len(tokens))
+}
+
+// manyStatement returns insertManySQL as b's guard spells it, with its
+// arguments.
+func (b *eventBatch) manyStatement() (string, []any) {
+	if b.tokens == tokensNone {
+		return insertManySQLs[tokensNone], b.args[:len(b.args)-2]
+	}
+	return insertManySQLs[b.tokens], b.args
+}
+
+// oneStatement returns insertOneSQL as b's guard and delivery count spell
+// it, with its arguments; b must store one event (b.one set).
+func (b *eventBatch) oneStatement() (string, []any) {
+	spelling := 0
+	if b.deliveries <= 1 {
+		spelling = 1
+	}
+	sql := insertOneSQLs[b.tokens][spelling]
+	if b.tokens == tokensNone {
+		return sql, b.one[:len(b.one)-2]
+	}
+	return sql, b.one
 }
 
 // readbackSQL returns the delivery counts of the events the insert found
@@ -298,7 +387,8 @@ const readbackSQL = `SELECT id, tenant, delivery_count FROM events
 
 // queue adds the insert and its duplicate read-back to batch.
 func (b *eventBatch) queue(batch *pgx.Batch) {
-	batch.Queue(insertEventsSQL, b.args...)
+	sql, args := b.manyStatement()
+	batch.Queue(sql, args...)
 	batch.Queue(readbackSQL, b.ids, b.tenants)
 }
 
@@ -323,7 +413,7 @@ func (b *eventBatch) read(br pgx.BatchResults, events []store.EventInsert) ([]st
 	return b.answer(events, ins, original)
 }
 
-// inserted is what insertEventsSQL answered: the events it inserted and
+// inserted is what insertManySQL answered: the events it inserted and
 // the named subscriptions that were gone.
 type inserted struct {
 	isNew map[store.EventKey]bool
@@ -460,11 +550,11 @@ func (s *Store) EventInsertMany(ctx context.Context, params *store.EventInsertMa
 			batch.Queue(genericPlansSQL)
 		}
 		one := b.one != nil
+		sql, args := b.manyStatement()
 		if one {
-			batch.Queue(b.oneSQL, b.one...)
-		} else {
-			batch.Queue(insertEventsSQL, b.args...)
+			sql, args = b.oneStatement()
 		}
+		batch.Queue(sql, args...)
 		br := db.SendBatch(ctx, batch)
 		defer br.Close()
 		if generic {

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
 
@@ -207,18 +208,30 @@ func (s *Store) SessionSetting(ctx context.Context, name string) (mainPool, hotP
 	return mainPool, hotPool, err
 }
 
+// InsertSpelling names a spelling of a one-event insert: its token guard
+// ("none", "one" or "many", as tokenGuard) and whether it is the
+// one-delivery form.
+type InsertSpelling struct {
+	Tokens      string
+	OneDelivery bool
+}
+
 // InsertOneVariant runs one event's insert on conn (a hot-pool connection
-// of BenchmarkEventInsertTokenCheck, generic plans set for its session)
-// with the token check spelled for one token (insertEventOneTokenSQL) or
-// in general (insertEventSQL), as a node's publish passes it.
-func (s *Store) InsertOneVariant(ctx context.Context, conn *pgxpool.Conn, oneToken bool, ev store.EventInsert, v *store.SubscriptionsVersions, token store.TokenCheck, now time.Time) error {
+// of BenchmarkEventInsertSpelling, generic plans set for its session) in
+// the given spelling, with tokens as a node's publish passes them.
+func (s *Store) InsertOneVariant(ctx context.Context, conn *pgxpool.Conn, sp InsertSpelling, ev store.EventInsert, v *store.SubscriptionsVersions, tokens []store.TokenCheck, now time.Time) error {
 	b := newEventBatch([]store.EventInsert{ev}, now)
-	b.guard(v, []store.TokenCheck{token})
-	sql := insertEventSQL
-	if oneToken {
-		sql = insertEventOneTokenSQL
+	b.guard(v, tokens)
+	b.tokens = map[string]tokenGuard{"none": tokensNone, "one": tokensOne, "many": tokensMany}[sp.Tokens]
+	args := b.one
+	if b.tokens == tokensNone {
+		args = args[:len(args)-2]
 	}
-	rows, err := conn.Query(ctx, sql, b.one...)
+	spelling := 0
+	if sp.OneDelivery {
+		spelling = 1
+	}
+	rows, err := conn.Query(ctx, insertOneSQLs[b.tokens][spelling], args...)
 	if err != nil {
 		return err
 	}
@@ -228,6 +241,9 @@ func (s *Store) InsertOneVariant(ctx context.Context, conn *pgxpool.Conn, oneTok
 	}
 	if ins.moved || ins.tokensGone {
 		return store.ErrTokenGone
+	}
+	if len(ins.isNew) != 1 || len(ins.gone) != 0 {
+		return errors.New("the insert stored no event, or left a delivery out")
 	}
 	return nil
 }

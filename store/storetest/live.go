@@ -83,6 +83,52 @@ func testLive(t *testing.T, newStore NewStoreFunc) {
 		require.Equal(t, []store.TierStats{{Tier: 0, Pending: 2, Due: 1, Held: 1}}, st.Tiers)
 	})
 
+	// A call of one event with one delivery (PostgreSQL spells its insert
+	// apart for that, the usual publish): a gone subscription's delivery is
+	// left out and reported, and a live one's carries the event's key and
+	// version.
+	t.Run("OneEventOneDelivery", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newStore)
+		live := b.createSub(t)
+		deleted := b.createSub(t)
+		require.NoError(t, b.store.SubscriptionDelete(b.ctx, &store.SubscriptionDeleteParams{ID: deleted.ID, Now: now}))
+		for _, subID := range []string{deleted.ID, herald.NewID(herald.PrefixSubscription)} {
+			ev, id := newEvent(), herald.NewID(herald.PrefixDelivery)
+			res, err := b.store.EventInsertMany(b.ctx, &store.EventInsertManyParams{Now: now, Events: []store.EventInsert{{
+				Event: ev, Deliveries: []store.DeliveryInsert{{ID: id, SubscriptionID: subID, NextAttemptAt: now}},
+			}}})
+			require.NoError(t, err)
+			require.Equal(t, []store.EventInsertResult{{ID: ev.ID, DeliveryCount: 0, Dropped: []string{id}}}, res)
+			got, err := b.store.EventGet(b.ctx, &store.EventGetParams{ID: ev.ID})
+			require.NoError(t, err)
+			require.Empty(t, got.Deliveries)
+			_, err = b.store.DeliveryGet(b.ctx, id)
+			require.ErrorIs(t, err, herald.ErrNotFound)
+		}
+
+		ev := newEvent(func(e *herald.Event) { e.Key, e.Version = "k-1", ptr(int64(3)) })
+		id := herald.NewID(herald.PrefixDelivery)
+		due := now.Add(time.Second)
+		res, err := b.store.EventInsertMany(b.ctx, &store.EventInsertManyParams{Now: now, Events: []store.EventInsert{{
+			Event: ev, Deliveries: []store.DeliveryInsert{{ID: id, SubscriptionID: live.ID, NextAttemptAt: due}},
+		}}})
+		require.NoError(t, err)
+		require.Equal(t, []store.EventInsertResult{{ID: ev.ID, DeliveryCount: 1}}, res)
+		d := b.delivery(t, id)
+		require.Equal(t, herald.DeliveryPending, d.State)
+		require.Equal(t, live.ID, d.SubscriptionID)
+		require.Equal(t, ev.ID, d.EventID)
+		require.Equal(t, "k-1", d.EventKey)
+		require.Equal(t, ptr(int64(3)), d.EventVersion)
+		requireTimePtrEqual(t, &due, d.NextAttemptAt)
+		res, err = b.store.EventInsertMany(b.ctx, &store.EventInsertManyParams{Now: now, Events: []store.EventInsert{{
+			Event: ev, Deliveries: []store.DeliveryInsert{{ID: herald.NewID(herald.PrefixDelivery), SubscriptionID: live.ID, NextAttemptAt: now}},
+		}}})
+		require.NoError(t, err)
+		require.Equal(t, []store.EventInsertResult{{ID: ev.ID, Duplicate: true, DeliveryCount: 1}}, res)
+	})
+
 	// Delete and insert interleaved one after the other: a delivery
 	// inserted before the delete is cancelled by it, one inserted after is
 	// not stored, and either way nothing of the subscription is pending.
