@@ -1,0 +1,5 @@
+-- 022: nothing to do on SQLite. PostgreSQL's 022 moves the counting
+-- triggers of the finished states (007) from the partitioned deliveries
+-- table to its finished partition; SQLite's deliveries are one table. The
+-- file exists so that a version names the same step in both stores and
+-- the versions run without a gap (store/migrate.go).
