@@ -199,7 +199,9 @@ func BenchmarkDeliveryClaim(b *testing.B) {
 // one-delivery insert (insertOneSQL) on one hot connection, 5 ms apart as
 // at 200/s, rotating their order each round so all see the same machine.
 // It reports the median CPU the backend spent on each call
-// (/proc/PID/schedstat of that backend): for a publish without a token
+// (/proc/PID/schedstat of that backend; -pg-µs/op) and this process spent
+// building, encoding and reading it (getrusage; -go-µs/op, the node's share
+// of an insert): for a publish without a token
 // (an admin's) the general form and the one-delivery form with no token
 // guard, and for a publish with one publishing token the general token
 // check (the arrays' join), the one-token EXISTS, and that with the
@@ -242,8 +244,8 @@ func BenchmarkEventInsertSpelling(b *testing.B) {
 		{"token-exists", postgres.InsertSpelling{Tokens: "one"}, []store.TokenCheck{token}},
 		{"token-exists-one-delivery", postgres.InsertSpelling{Tokens: "one", OneDelivery: true}, []store.TokenCheck{token}},
 	}
-	insert := func(i int) float64 {
-		c0 := backendCPU(pid)
+	insert := func(i int) (pg, goCPU float64) {
+		c0, g0 := backendCPU(pid), selfCPU()
 		err := s.InsertOneVariant(ctx, conn, spellings[i].sp, store.EventInsert{
 			Event: &herald.Event{ID: herald.NewID(herald.PrefixEvent), Type: "bench", Data: payload, CreatedAt: t0},
 			Deliveries: []store.DeliveryInsert{{
@@ -254,14 +256,14 @@ func BenchmarkEventInsertSpelling(b *testing.B) {
 		if err != nil {
 			b.Fatal(spellings[i].name, err)
 		}
-		return (backendCPU(pid) - c0) * 1e6
+		return (backendCPU(pid) - c0) * 1e6, (selfCPU() - g0) * 1e6
 	}
 	for range 10 { // plans made, caches warm
 		for i := range spellings {
 			insert(i)
 		}
 	}
-	cpu := make([][]float64, len(spellings))
+	cpu, goCPU := make([][]float64, len(spellings)), make([][]float64, len(spellings))
 	b.ResetTimer()
 	for n := 0; n < b.N; n++ {
 		for j := range spellings {
@@ -269,11 +271,13 @@ func BenchmarkEventInsertSpelling(b *testing.B) {
 			b.StopTimer()
 			time.Sleep(5 * time.Millisecond)
 			b.StartTimer()
-			cpu[i] = append(cpu[i], insert(i))
+			pg, g := insert(i)
+			cpu[i], goCPU[i] = append(cpu[i], pg), append(goCPU[i], g)
 		}
 	}
 	for i, sp := range spellings {
 		b.ReportMetric(median(cpu[i]), sp.name+"-pg-µs/op")
+		b.ReportMetric(median(goCPU[i]), sp.name+"-go-µs/op")
 	}
 }
 

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -50,8 +51,8 @@ func tokenGuardOf(n int) tokenGuard {
 // fan-out cache's versions (parameters version and pauses; both NULL: no
 // check) are the store's — and live, the named subscriptions ($9) that
 // exist, locked FOR KEY SHARE in id order (insertManySQL). oneDelivery
-// names at most one subscription, ($9)[1]: no sort, and an index probe
-// rather than an array scan.
+// names at most one subscription, $9 as a scalar (NULL: none): no sort,
+// and an index probe rather than an array scan.
 func insertGuardSQL(version, pauses, hashes, ids string, tokens tokenGuard, oneDelivery bool) string {
 	versions := `coalesce((SELECT v.version = ` + version + `::bigint AND v.pauses_version = ` + pauses + `::bigint
 		FROM subscriptions_version v), false) OR ` + version + `::bigint IS NULL`
@@ -72,7 +73,7 @@ func insertGuardSQL(version, pauses, hashes, ids string, tokens tokenGuard, oneD
 	live := `s.id = ANY($9::text[]) AND s.deleted_at IS NULL AND (SELECT ok FROM cur)
 	ORDER BY s.id`
 	if oneDelivery {
-		live = `s.id = ($9::text[])[1] AND s.deleted_at IS NULL AND (SELECT ok FROM cur)`
+		live = `s.id = $9::text AND s.deleted_at IS NULL AND (SELECT ok FROM cur)`
 	}
 	return `cur AS (
 	` + cur + `
@@ -166,8 +167,9 @@ SELECT NULL, NULL, NULL, tok FROM cur WHERE NOT ok`
 // when the guard failed (readInsertedOne).
 //
 // oneDelivery spells it for at most one delivery, the usual fan-out of
-// one: the delivery's columns are the arrays' first elements and live is
-// its subscription, with no unnest, semi-join, sort or count over them;
+// one: the delivery's columns are scalars ($8–$12, NULL when there is
+// none; eventBatch.oneDelivery) and live is its subscription, with no
+// arrays to encode and decode and no unnest, semi-join, sort or count;
 // 50 µs less backend CPU of a ~430 µs insert at 200/s (docs/benchmarks.md,
 // "2026-12-07 (seventh stop)"). tokens spells the token guard; with
 // tokensNone the statement takes 15 parameters, not 17
@@ -185,9 +187,9 @@ func insertOneSQL(tokens tokenGuard, oneDelivery bool) string {
 	ORDER BY d.pos`
 	if oneDelivery {
 		deliveries, count = "", `(SELECT count(*) FROM live)`
-		rows = `SELECT ($8::text[])[1], ins.id, ins.tenant, live.id,
-		CASE WHEN ($11::text[])[1] IS NULL THEN 'pending' ELSE 'in_flight' END, 0, ($10::timestamptz[])[1],
-		ins.key, ins.version, ($11::text[])[1], ($12::timestamptz[])[1], $13, $13
+		rows = `SELECT $8::text, ins.id, ins.tenant, live.id,
+		CASE WHEN $11::text IS NULL THEN 'pending' ELSE 'in_flight' END, 0, $10::timestamptz,
+		ins.key, ins.version, $11::text, $12::timestamptz, $13, $13
 	FROM ins, live`
 	}
 	return `
@@ -269,6 +271,10 @@ type eventBatch struct {
 	// parameters last (manyStatement and oneStatement leave them out for
 	// tokensNone).
 	args, one []any
+	// oneDelivery is the columns of one's delivery ($8–$12) as
+	// insertOneSQL's one-delivery form takes them: scalars, all NULL when
+	// the event has none (set when it has at most one).
+	oneDelivery [5]any
 	// tokens is the token guard's spelling (guard).
 	tokens tokenGuard
 	// deliveries is how many delivery rows the insert carries.
@@ -327,6 +333,9 @@ func newEventBatch(events []store.EventInsert, now time.Time) *eventBatch {
 	if len(ids) == 1 {
 		b.one = []any{ids[0], types[0], keys[0], versions[0], datas[0], created[0], tenants[0],
 			dIDs, dSubs, dNext, dOwners, dUntil, ms(now), nil, nil, nil, nil}
+		if len(dIDs) == 1 {
+			b.oneDelivery = [5]any{dIDs[0], dSubs[0], dNext[0], dOwners[0], dUntil[0]}
+		}
 	}
 	return b
 }
@@ -365,15 +374,21 @@ func (b *eventBatch) manyStatement() (string, []any) {
 // oneStatement returns insertOneSQL as b's guard and delivery count spell
 // it, with its arguments; b must store one event (b.one set).
 func (b *eventBatch) oneStatement() (string, []any) {
-	spelling := 0
-	if b.deliveries <= 1 {
-		spelling = 1
+	return b.oneStatementAs(b.tokens, b.deliveries <= 1)
+}
+
+// oneStatementAs returns insertOneSQL spelled with the token guard tokens
+// and, when oneDelivery (b has at most one delivery), in its one-delivery
+// form, with its arguments.
+func (b *eventBatch) oneStatementAs(tokens tokenGuard, oneDelivery bool) (string, []any) {
+	sql, args := insertOneSQLs[tokens][0], b.one
+	if oneDelivery {
+		sql, args = insertOneSQLs[tokens][1], slices.Concat(b.one[:7], b.oneDelivery[:], b.one[12:])
 	}
-	sql := insertOneSQLs[b.tokens][spelling]
-	if b.tokens == tokensNone {
-		return sql, b.one[:len(b.one)-2]
+	if tokens == tokensNone {
+		return sql, args[:len(args)-2]
 	}
-	return sql, b.one
+	return sql, args
 }
 
 // readbackSQL returns the delivery counts of the events the insert found

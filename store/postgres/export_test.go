@@ -222,16 +222,8 @@ type InsertSpelling struct {
 func (s *Store) InsertOneVariant(ctx context.Context, conn *pgxpool.Conn, sp InsertSpelling, ev store.EventInsert, v *store.SubscriptionsVersions, tokens []store.TokenCheck, now time.Time) error {
 	b := newEventBatch([]store.EventInsert{ev}, now)
 	b.guard(v, tokens)
-	b.tokens = map[string]tokenGuard{"none": tokensNone, "one": tokensOne, "many": tokensMany}[sp.Tokens]
-	args := b.one
-	if b.tokens == tokensNone {
-		args = args[:len(args)-2]
-	}
-	spelling := 0
-	if sp.OneDelivery {
-		spelling = 1
-	}
-	rows, err := conn.Query(ctx, insertOneSQLs[b.tokens][spelling], args...)
+	sql, args := b.oneStatementAs(map[string]tokenGuard{"none": tokensNone, "one": tokensOne, "many": tokensMany}[sp.Tokens], sp.OneDelivery)
+	rows, err := conn.Query(ctx, sql, args...)
 	if err != nil {
 		return err
 	}
