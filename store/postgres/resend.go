@@ -10,7 +10,7 @@ import (
 
 // createDeliveriesSQL stores new deliveries of stored events to one
 // subscription and bumps their events' delivery_count, in one statement.
-// The subscription's row is locked FOR KEY SHARE as insertEventsSQL locks
+// The subscription's row is locked FOR KEY SHARE as insertManySQL locks
 // it, so a concurrent SubscriptionDelete either comes first (nothing is
 // stored) or waits and cancels the new deliveries. Rows are inserted in
 // input order so their publish positions (seq) follow it.

@@ -485,7 +485,7 @@ func (s *Store) SubscriptionUpdate(ctx context.Context, params *store.Subscripti
 // SubscriptionDelete soft-deletes a subscription and cancels its unfinished
 // deliveries, in two transactions. The first locks the row FOR UPDATE: that
 // waits for every EventInsertMany holding it FOR KEY SHARE (see
-// insertEventsSQL), so their deliveries are committed before it is, and
+// insertManySQL), so their deliveries are committed before it is, and
 // inserts after it see the subscription deleted. The second, the
 // cancellation, then sees every delivery the subscription will ever have.
 // Cancelling inside the first held the row while the UPDATE waited for the
