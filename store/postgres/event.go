@@ -56,19 +56,17 @@ func tokenGuardOf(n int) tokenGuard {
 func insertGuardSQL(version, pauses, hashes, ids string, tokens tokenGuard, oneDelivery bool) string {
 	versions := `coalesce((SELECT v.version = ` + version + `::bigint AND v.pauses_version = ` + pauses + `::bigint
 		FROM subscriptions_version v), false) OR ` + version + `::bigint IS NULL`
-	var cur string
-	switch tokens {
-	case tokensNone:
-		cur = `SELECT ` + versions + ` AS ok, true AS tok`
-	case tokensOne:
-		cur = `SELECT (` + versions + `) AND tk.tok AS ok, tk.tok
-	FROM (SELECT EXISTS (SELECT 1 FROM api_tokens t
-		WHERE t.hash = (` + hashes + `::text[])[1] AND t.id = (` + ids + `::text[])[1]) AS tok) tk`
-	default:
-		cur = `SELECT (` + versions + `) AND tk.tok AS ok, tk.tok
-	FROM (SELECT (SELECT count(*) FROM api_tokens t
+	cur := `SELECT ` + versions + ` AS ok, true AS tok`
+	if tokens != tokensNone {
+		tok := `(SELECT count(*) FROM api_tokens t
 		WHERE (t.hash, t.id) IN (SELECT * FROM unnest(` + hashes + `::text[], ` + ids + `::text[])))
-		= coalesce(cardinality(` + hashes + `::text[]), 0) AS tok) tk`
+		= coalesce(cardinality(` + hashes + `::text[]), 0)`
+		if tokens == tokensOne {
+			tok = `EXISTS (SELECT 1 FROM api_tokens t
+		WHERE t.hash = (` + hashes + `::text[])[1] AND t.id = (` + ids + `::text[])[1])`
+		}
+		cur = `SELECT (` + versions + `) AND tk.tok AS ok, tk.tok
+	FROM (SELECT ` + tok + ` AS tok) tk`
 	}
 	live := `s.id = ANY($9::text[]) AND s.deleted_at IS NULL AND (SELECT ok FROM cur)
 	ORDER BY s.id`
@@ -365,10 +363,7 @@ func (b *eventBatch) guard(v *store.SubscriptionsVersions, tokens []store.TokenC
 // manyStatement returns insertManySQL as b's guard spells it, with its
 // arguments.
 func (b *eventBatch) manyStatement() (string, []any) {
-	if b.tokens == tokensNone {
-		return insertManySQLs[tokensNone], b.args[:len(b.args)-2]
-	}
-	return insertManySQLs[b.tokens], b.args
+	return insertManySQLs[b.tokens], tokenArgs(b.tokens, b.args)
 }
 
 // oneStatement returns insertOneSQL as b's guard and delivery count spell
@@ -381,14 +376,20 @@ func (b *eventBatch) oneStatement() (string, []any) {
 // and, when oneDelivery (b has at most one delivery), in its one-delivery
 // form, with its arguments.
 func (b *eventBatch) oneStatementAs(tokens tokenGuard, oneDelivery bool) (string, []any) {
-	sql, args := insertOneSQLs[tokens][0], b.one
 	if oneDelivery {
-		sql, args = insertOneSQLs[tokens][1], slices.Concat(b.one[:7], b.oneDelivery[:], b.one[12:])
+		return insertOneSQLs[tokens][1], tokenArgs(tokens, slices.Concat(b.one[:7], b.oneDelivery[:], b.one[12:]))
 	}
+	return insertOneSQLs[tokens][0], tokenArgs(tokens, b.one)
+}
+
+// tokenArgs returns an insert's arguments for the token guard tokens: all
+// of them, or without the last two (the token parameters) for
+// tokensNone, whose statement takes none.
+func tokenArgs(tokens tokenGuard, args []any) []any {
 	if tokens == tokensNone {
-		return sql, args[:len(args)-2]
+		return args[:len(args)-2]
 	}
-	return sql, args
+	return args
 }
 
 // readbackSQL returns the delivery counts of the events the insert found
@@ -565,11 +566,13 @@ func (s *Store) EventInsertMany(ctx context.Context, params *store.EventInsertMa
 			batch.Queue(genericPlansSQL)
 		}
 		one := b.one != nil
-		sql, args := b.manyStatement()
 		if one {
-			sql, args = b.oneStatement()
+			sql, args := b.oneStatement()
+			batch.Queue(sql, args...)
+		} else {
+			sql, args := b.manyStatement()
+			batch.Queue(sql, args...)
 		}
-		batch.Queue(sql, args...)
 		br := db.SendBatch(ctx, batch)
 		defer br.Close()
 		if generic {
