@@ -33,6 +33,14 @@ func TestAutoDisableFailing(t *testing.T) {
 	testdb.ForEach(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		var offset atomic.Int64
+		// The clock moves an hour and a half below; started within two
+		// hours of a UTC midnight it would cross it, and the 24-hour
+		// success rate checked at the end would weigh the previous day's
+		// attempts (store.HealthEstimate) instead of being exactly 1/4. It
+		// then starts just after that midnight.
+		if start := time.Now(); start.Truncate(24*time.Hour).Add(24*time.Hour).Sub(start) < 2*time.Hour {
+			offset.Store(int64(start.Truncate(24*time.Hour).Add(24*time.Hour + time.Minute).Sub(start)))
+		}
 		clock := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
 		advance := func(d time.Duration) { offset.Add(int64(d)) }
 
