@@ -149,6 +149,29 @@ func (s *Store) DeliveryList(ctx context.Context, params *store.DeliveryListPara
 	return res, nil
 }
 
+// nextDueSQL is DeliveryNextDue's statement for unordered subscriptions
+// while throttled ones exist (subscriptionKinds): those are left to
+// throttleNextDueSQL (throttle.go) in the same statement.
+// nextDueUnthrottledSQL, used while none exist, leaves that part out: the
+// main pool plans every statement, and planning the throttle part was most
+// of a poll's cost (0.5 of 0.6 ms a call, issue 26).
+var (
+	nextDueSQL            = nextDueStatement(true)
+	nextDueUnthrottledSQL = nextDueStatement(false)
+)
+
+func nextDueStatement(throttled bool) string {
+	unthrottled := `SELECT min(n.next_attempt_at)
+		FROM subscriptions s
+		` + tierHeadSQL + `
+		WHERE s.state = 'enabled' AND s.deleted_at IS NULL AND NOT ` + throttledPredicate + `
+			AND NOT ` + orderedPredicate
+	if !throttled {
+		return unthrottled
+	}
+	return `SELECT least((` + unthrottled + `), (` + throttleNextDueSQL + `))`
+}
+
 // DeliveryNextDue returns the earliest next_attempt_at of the tier's pending
 // deliveries of enabled subscriptions: one index probe per enabled
 // subscription, like the claim.
@@ -158,14 +181,16 @@ func (s *Store) DeliveryNextDue(ctx context.Context, params *store.DeliveryNextD
 	if err != nil {
 		return nil, err
 	}
+	kinds, err := s.subscriptionKinds(ctx, db) // ordering.go
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	sql := nextDueUnthrottledSQL
+	if kinds.throttled {
+		sql = nextDueSQL
+	}
 	var next *time.Time
-	// Throttled subscriptions are left to throttleNextDueSQL (throttle.go),
-	// in the same statement.
-	err = db.QueryRow(ctx, `SELECT least((SELECT min(n.next_attempt_at)
-		FROM subscriptions s
-		`+tierHeadSQL+`
-		WHERE s.state = 'enabled' AND s.deleted_at IS NULL AND NOT `+throttledPredicate+`
-			AND NOT `+orderedPredicate+`), (`+throttleNextDueSQL+`))`, throttleNextDueArgs(params.Tier, params.Now)).Scan(&next)
+	err = db.QueryRow(ctx, sql, throttleNextDueArgs(params.Tier, params.Now)).Scan(&next)
 	if err != nil {
 		return nil, mapErr(op, err)
 	}
@@ -327,6 +352,9 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, params *store.Delivery
 	})
 	if err != nil {
 		return nil, mapErr(op, err)
+	}
+	if paused {
+		s.orderedInvalidate() // a paused subscription is throttled (ordering.go)
 	}
 	s.notifyCompleted(params) // wake other nodes (notify.go)
 	s.growth.shrank(res.Applied)

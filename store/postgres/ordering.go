@@ -49,13 +49,17 @@ const orderedKeyChunk = 256
 // orderedPredicate selects fifo and latest subscriptions (alias s).
 const orderedPredicate = `(s.ordering IN ('fifo', 'latest'))`
 
-// orderedCache remembers whether ordered subscriptions exist, and limited
-// ones (limitedPredicate: claimPlainSQL and no throttle lock without).
-// Subscription changes on this node invalidate it (orderedInvalidate).
+// orderedCache remembers whether ordered subscriptions exist, limited ones
+// (limitedPredicate: claimPlainSQL and no throttle lock without) and
+// throttled ones (throttledPredicate: limited or ever paused; without,
+// the pollers' statements leave out their throttle parts: nextDueSQL,
+// statsTiersSQL). Subscription changes and pauses on this node invalidate
+// it (orderedInvalidate).
 type orderedCache struct {
 	checkedAt time.Time // wall clock; zero = unknown
 	exists    bool
 	limited   bool
+	throttled bool
 }
 
 func (s *Store) orderedInvalidate() {
@@ -71,10 +75,10 @@ func (s *Store) orderedExist(ctx context.Context, tx querier) (bool, error) {
 	return c.exists, err
 }
 
-// subscriptionKinds reports whether ordered and limited subscriptions
-// exist, asking the database at most once per orderedCacheTTL. A
-// subscription limited since on another node is left out of claims until
-// then: claimPlainSQL never claims a limited one.
+// subscriptionKinds reports whether ordered, limited and throttled
+// subscriptions exist, asking the database at most once per
+// orderedCacheTTL. A subscription limited since on another node is left
+// out of claims until then: claimPlainSQL never claims a limited one.
 func (s *Store) subscriptionKinds(ctx context.Context, tx querier) (orderedCache, error) {
 	s.orderedMu.Lock()
 	c := s.ordered
@@ -86,7 +90,8 @@ func (s *Store) subscriptionKinds(ctx context.Context, tx querier) (orderedCache
 	c = orderedCache{checkedAt: started}
 	if err := tx.QueryRow(ctx, `SELECT
 		EXISTS (SELECT 1 FROM subscriptions s WHERE `+orderedPredicate+` AND s.deleted_at IS NULL),
-		EXISTS (SELECT 1 FROM subscriptions s WHERE `+limitedPredicate+` AND s.deleted_at IS NULL)`).Scan(&c.exists, &c.limited); err != nil {
+		EXISTS (SELECT 1 FROM subscriptions s WHERE `+limitedPredicate+` AND s.deleted_at IS NULL),
+		EXISTS (SELECT 1 FROM subscriptions s WHERE `+throttledPredicate+` AND s.deleted_at IS NULL)`).Scan(&c.exists, &c.limited, &c.throttled); err != nil {
 		return orderedCache{}, err
 	}
 	s.orderedMu.Lock()

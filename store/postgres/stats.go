@@ -15,7 +15,25 @@ import (
 // subscription first so each subscription is judged once per tier: not
 // live (disabled, deleted, unknown) holds everything; a throttled one
 // (throttle.go) is claimable up to its budget, 0 while paused.
-const statsTiersSQL = `
+// statsTiersUnthrottledSQL, used while no throttled subscription exists
+// (subscriptionKinds), leaves the budget out: planning it was two thirds
+// of the statement's cost, paid by every node's rebalancer each second
+// (issue 26).
+var (
+	statsTiersSQL            = statsTiersStatement(true)
+	statsTiersUnthrottledSQL = statsTiersStatement(false)
+)
+
+func statsTiersStatement(throttled bool) string {
+	claimable := `WHEN q.due = 0 OR s.id IS NULL OR s.state <> 'enabled' OR s.deleted_at IS NOT NULL THEN 0`
+	if throttled {
+		claimable += `
+		WHEN NOT ` + throttledPredicate + ` THEN q.due
+		ELSE least(q.due, (` + throttleBudgetSQL + `)) END`
+	} else {
+		claimable += ` ELSE q.due END`
+	}
+	return `
 WITH q AS (
 	SELECT tier, subscription_id,
 		count(*) FILTER (WHERE state = 'pending') AS pending,
@@ -26,14 +44,13 @@ WITH q AS (
 	GROUP BY tier, subscription_id
 ), c AS (
 	SELECT q.tier, q.pending, q.in_flight, q.due, q.oldest, CASE
-		WHEN q.due = 0 OR s.id IS NULL OR s.state <> 'enabled' OR s.deleted_at IS NOT NULL THEN 0
-		WHEN NOT ` + throttledPredicate + ` THEN q.due
-		ELSE least(q.due, (` + throttleBudgetSQL + `)) END AS claimable
+		` + claimable + ` AS claimable
 	FROM q LEFT JOIN subscriptions s ON s.id = q.subscription_id
 )
 SELECT tier, sum(pending)::bigint, sum(in_flight)::bigint, sum(claimable)::bigint,
 	sum(due - claimable)::bigint, min(oldest) FILTER (WHERE claimable > 0)
 FROM c GROUP BY tier ORDER BY tier`
+}
 
 // statsCountsSQL reads the counters: dead, skipped and superseded kept by
 // triggers (migration 007), delivered by completions (delivered_counter).
@@ -50,9 +67,17 @@ func (s *Store) StatsGet(ctx context.Context, params *store.StatsGetParams) (*st
 	if err != nil {
 		return nil, err
 	}
+	kinds, err := s.subscriptionKinds(ctx, db) // ordering.go
+	if err != nil {
+		return nil, mapErr(op, err)
+	}
+	tiersSQL := statsTiersUnthrottledSQL
+	if kinds.throttled {
+		tiersSQL = statsTiersSQL
+	}
 	now := ms(params.Now)
 	batch := &pgx.Batch{}
-	batch.Queue(statsTiersSQL, pgx.NamedArgs{"now": now, "throttle_margin_ms": store.ThrottleMargin.Milliseconds()})
+	batch.Queue(tiersSQL, pgx.NamedArgs{"now": now, "throttle_margin_ms": store.ThrottleMargin.Milliseconds()})
 	batch.Queue(statsCountsSQL)
 	br := db.SendBatch(ctx, batch)
 	defer br.Close()
@@ -82,6 +107,9 @@ func (s *Store) StatsGet(ctx context.Context, params *store.StatsGetParams) (*st
 	}
 	if err := br.Close(); err != nil {
 		return nil, mapErr(op, err)
+	}
+	if !kinds.throttled {
+		return st, nil // nothing is throttled: no round trip for throttledCount
 	}
 	if st.Throttled, err = throttledCount(ctx, db, params.Tiers, params.Now); err != nil {
 		return nil, mapErr(op, err)
