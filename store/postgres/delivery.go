@@ -181,13 +181,9 @@ func (s *Store) DeliveryNextDue(ctx context.Context, params *store.DeliveryNextD
 	if err != nil {
 		return nil, err
 	}
-	kinds, err := s.subscriptionKinds(ctx, db) // ordering.go
+	sql, _, err := s.throttledChoice(ctx, db, nextDueUnthrottledSQL, nextDueSQL) // ordering.go
 	if err != nil {
 		return nil, mapErr(op, err)
-	}
-	sql := nextDueUnthrottledSQL
-	if kinds.throttled {
-		sql = nextDueSQL
 	}
 	var next *time.Time
 	err = db.QueryRow(ctx, sql, throttleNextDueArgs(params.Tier, params.Now)).Scan(&next)

@@ -102,6 +102,18 @@ func (s *Store) subscriptionKinds(ctx context.Context, tx querier) (orderedCache
 	return c, nil
 }
 
+// throttledChoice returns unthrottled while no throttled subscription
+// exists (subscriptionKinds) and throttled otherwise, with whether any
+// does: a poller's statement without its throttle parts (nextDueSQL,
+// statsTiersSQL).
+func (s *Store) throttledChoice(ctx context.Context, q querier, unthrottled, throttled string) (string, bool, error) {
+	kinds, err := s.subscriptionKinds(ctx, q)
+	if err != nil || !kinds.throttled {
+		return unthrottled, false, err
+	}
+	return throttled, true, nil
+}
+
 // orderedSub is an ordered subscription with due work in the claimed tier.
 type orderedSub struct {
 	id       string

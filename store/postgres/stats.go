@@ -67,13 +67,9 @@ func (s *Store) StatsGet(ctx context.Context, params *store.StatsGetParams) (*st
 	if err != nil {
 		return nil, err
 	}
-	kinds, err := s.subscriptionKinds(ctx, db) // ordering.go
+	tiersSQL, throttled, err := s.throttledChoice(ctx, db, statsTiersUnthrottledSQL, statsTiersSQL) // ordering.go
 	if err != nil {
 		return nil, mapErr(op, err)
-	}
-	tiersSQL := statsTiersUnthrottledSQL
-	if kinds.throttled {
-		tiersSQL = statsTiersSQL
 	}
 	now := ms(params.Now)
 	batch := &pgx.Batch{}
@@ -108,7 +104,7 @@ func (s *Store) StatsGet(ctx context.Context, params *store.StatsGetParams) (*st
 	if err := br.Close(); err != nil {
 		return nil, mapErr(op, err)
 	}
-	if !kinds.throttled {
+	if !throttled {
 		return st, nil // nothing is throttled: no round trip for throttledCount
 	}
 	if st.Throttled, err = throttledCount(ctx, db, params.Tiers, params.Now); err != nil {
