@@ -38,8 +38,9 @@ func TestAutoDisableFailing(t *testing.T) {
 		// success rate checked at the end would weigh the previous day's
 		// attempts (store.HealthEstimate) instead of being exactly 1/4. It
 		// then starts just after that midnight.
-		if start := time.Now(); start.Truncate(24*time.Hour).Add(24*time.Hour).Sub(start) < 2*time.Hour {
-			offset.Store(int64(start.Truncate(24 * time.Hour).Add(24*time.Hour + time.Minute).Sub(start)))
+		start := time.Now()
+		if midnight := start.Truncate(24 * time.Hour).Add(24 * time.Hour); midnight.Sub(start) < 2*time.Hour {
+			offset.Store(int64(midnight.Add(time.Minute).Sub(start)))
 		}
 		clock := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
 		advance := func(d time.Duration) { offset.Add(int64(d)) }
